@@ -1,0 +1,67 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+/// authbroker: a per-user OAuth 2.0 / OpenID Connect token broker for Linux.
+/// Modules and the direction of their dependencies are described in docs/architecture.md.
+let package = Package(
+    name: "AuthBroker",
+    products: [
+        .executable(name: "authbrokerd", targets: ["authbrokerd"]),
+        .executable(name: "authctl", targets: ["authctl"]),
+        .library(name: "BrokerClient", targets: ["BrokerClient"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/LebJe/TOMLKit.git", from: "0.6.0"),
+    ],
+    targets: [
+        .systemLibrary(name: "CSecret", pkgConfig: "libsecret-1", providers: [.apt(["libsecret-1-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+
+        .target(name: "CLinux"),
+        .target(name: "BrokerCrypto", dependencies: ["COpenSSL"]),
+        .target(name: "SecretStore", dependencies: ["CSecret"]),
+        .target(name: "OAuth", dependencies: ["BrokerCrypto"]),
+        .target(name: "BrokerProtocol"),
+        .target(name: "BrokerClient", dependencies: ["BrokerProtocol"]),
+        .target(
+            name: "BrokerCore",
+            dependencies: [
+                "OAuth", "SecretStore", "BrokerProtocol",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "TOMLKit", package: "TOMLKit"),
+            ]
+        ),
+        .target(
+            name: "BrokerServer",
+            dependencies: [
+                "BrokerCore", "BrokerProtocol",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "authbrokerd",
+            dependencies: [
+                "BrokerServer", "BrokerCore", "SecretStore", "OAuth", "CLinux",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "authctl",
+            dependencies: [
+                "BrokerClient", "BrokerProtocol",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+
+        .testTarget(name: "BrokerProtocolTests", dependencies: ["BrokerProtocol"]),
+        .testTarget(name: "SecretStoreTests", dependencies: ["SecretStore"]),
+        .testTarget(name: "OAuthTests", dependencies: ["OAuth"]),
+        .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore"]),
+    ]
+)

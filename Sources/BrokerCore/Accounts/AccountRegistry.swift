@@ -1,0 +1,36 @@
+import Synchronization
+
+/// The accounts the daemon knows, by key. Every read is a copy taken under a lock, so
+/// cache hits on event-loop threads never wait for an actor.
+final class AccountRegistry: Sendable {
+    private let accounts = Mutex<[AccountKey: Account]>([:])
+
+    subscript(key: AccountKey) -> Account? {
+        accounts.withLock { $0[key] }
+    }
+
+    func put(_ account: Account) {
+        accounts.withLock { $0[account.key] = account }
+    }
+
+    @discardableResult
+    func remove(_ key: AccountKey) -> Account? {
+        accounts.withLock { $0.removeValue(forKey: key) }
+    }
+
+    func update(_ key: AccountKey, _ change: (inout Account) -> Void) {
+        accounts.withLock { all in
+            if var a = all[key] {
+                change(&a)
+                all[key] = a
+            }
+        }
+    }
+
+    /// The accounts of one provider, or of all, sorted for stable listings.
+    func list(provider: String? = nil) -> [Account] {
+        accounts.withLock { all in
+            all.values.filter { provider == nil || $0.key.provider == provider }
+        }.sorted { ($0.key.provider, $0.key.subject) < ($1.key.provider, $1.key.subject) }
+    }
+}

@@ -1,0 +1,69 @@
+/// The daemon's configuration, as read from config.toml (docs/configuration.md).
+public struct BrokerConfig: Sendable, Equatable {
+    public var daemon: DaemonSettings
+    /// Sorted by name, so "the default provider" and listings are stable.
+    public var providers: [ProviderConfig]
+
+    public init(daemon: DaemonSettings = DaemonSettings(), providers: [ProviderConfig]) {
+        self.daemon = daemon
+        self.providers = providers.sorted { $0.name < $1.name }
+    }
+
+    public func provider(named name: String) -> ProviderConfig? {
+        providers.first { $0.name == name }
+    }
+}
+
+/// Where refresh tokens are kept.
+public enum StoreKind: String, Sendable, Equatable {
+    /// The freedesktop Secret Service, through libsecret.
+    case secretService = "secret-service"
+    /// Nothing persisted: sign in again after every restart.
+    case memory
+}
+
+/// `[daemon]`.
+public struct DaemonSettings: Sendable, Equatable {
+    public var store: StoreKind
+    /// Seconds: a token with less life left is refreshed before it is served.
+    public var refreshMargin: Int
+    /// Seconds the Secret Service may take to answer one call.
+    public var storeTimeout: Int
+    /// Seconds a provider may take to answer one HTTP request.
+    public var httpTimeout: Int
+
+    public init(store: StoreKind = .secretService, refreshMargin: Int = 60, storeTimeout: Int = 10, httpTimeout: Int = 10) {
+        self.store = store
+        self.refreshMargin = refreshMargin
+        self.storeTimeout = storeTimeout
+        self.httpTimeout = httpTimeout
+    }
+}
+
+/// `[providers.NAME]`.
+public struct ProviderConfig: Sendable, Equatable {
+    public var name: String
+    public var issuer: String
+    public var clientID: String
+    /// Confidential clients only; never logged or shown.
+    public var clientSecret: String?
+    public var scopes: [String]
+    /// RFC 8707 resources asked for at sign-in.
+    public var resources: [String]
+    /// `resource` (RFC 8707) or `audience` for providers that predate it.
+    public var audienceParameter: String
+
+    public static let defaultScopes = ["openid", "profile", "email", "offline_access"]
+
+    public init(name: String, issuer: String, clientID: String, clientSecret: String? = nil,
+                scopes: [String] = ProviderConfig.defaultScopes, resources: [String] = [],
+                audienceParameter: String = "resource") {
+        self.name = name
+        self.issuer = issuer
+        self.clientID = clientID
+        self.clientSecret = clientSecret
+        self.scopes = scopes
+        self.resources = resources
+        self.audienceParameter = audienceParameter
+    }
+}

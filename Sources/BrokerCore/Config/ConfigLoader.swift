@@ -1,0 +1,165 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import TOMLKit
+
+/// Reads and checks config.toml. Unknown keys are errors, so a typo never silently
+/// drops a setting.
+public enum ConfigLoader {
+    /// The path the daemon reads when neither `--config` nor `AUTHBROKER_CONFIG` is given:
+    /// `$XDG_CONFIG_HOME/authbroker/config.toml`, else `~/.config/authbroker/config.toml`.
+    public static func defaultPath(environment get: (String) -> String?) -> String {
+        if let explicit = get("AUTHBROKER_CONFIG"), !explicit.isEmpty { return explicit }
+        if let xdg = get("XDG_CONFIG_HOME"), !xdg.isEmpty { return xdg + "/authbroker/config.toml" }
+        return (get("HOME") ?? "") + "/.config/authbroker/config.toml"
+    }
+
+    public static func load(path: String) throws(ConfigError) -> BrokerConfig {
+        guard let text = readFile(path) else {
+            throw ConfigError(file: path, key: nil, problem: "cannot be read (\(String(cString: strerror(errno)))): create it, see docs/configuration.md")
+        }
+        return try parse(text, file: path)
+    }
+
+    public static func parse(_ text: String, file: String) throws(ConfigError) -> BrokerConfig {
+        let root: TOMLTable
+        do {
+            root = try TOMLTable(string: text)
+        } catch let error as TOMLParseError {
+            throw ConfigError(file: file, key: nil, problem: "line \(error.source.begin.line): \(error.description)")
+        } catch {
+            throw ConfigError(file: file, key: nil, problem: "is not valid TOML")
+        }
+        var reader = TableReader(file: file)
+        try reader.checkKeys(root, allowed: ["daemon", "providers", "allow"], at: nil)
+
+        var daemon = DaemonSettings()
+        if let table = try reader.table(root, "daemon", at: nil) {
+            try reader.checkKeys(table, allowed: ["store", "refresh_margin", "store_timeout", "http_timeout"], at: "daemon")
+            if let store = try reader.string(table, "store", at: "daemon") {
+                guard let kind = StoreKind(rawValue: store) else {
+                    throw ConfigError(file: file, key: "daemon.store", problem: "must be \"secret-service\" or \"memory\", not \"\(store)\"")
+                }
+                daemon.store = kind
+            }
+            if let v = try reader.int(table, "refresh_margin", at: "daemon", range: 0...86_400) { daemon.refreshMargin = v }
+            if let v = try reader.int(table, "store_timeout", at: "daemon", range: 1...600) { daemon.storeTimeout = v }
+            if let v = try reader.int(table, "http_timeout", at: "daemon", range: 1...600) { daemon.httpTimeout = v }
+        }
+
+        var providers: [ProviderConfig] = []
+        if let table = try reader.table(root, "providers", at: nil) {
+            for name in table.keys.sorted() {
+                let key = "providers.\(name)"
+                guard let p = table[name]?.table else {
+                    throw ConfigError(file: file, key: key, problem: "must be a table ([\(key)])")
+                }
+                providers.append(try reader.provider(p, name: name, at: key))
+            }
+        }
+        if providers.isEmpty {
+            throw ConfigError(file: file, key: "providers", problem: "no provider is configured: add a [providers.NAME] table with issuer and client_id")
+        }
+        if root["allow"] != nil {
+            // Caller policy is not enforced by this version; refusing to start is safer than
+            // running with rules the user believes are in force.
+            throw ConfigError(file: file, key: "allow", problem: "caller policy ([[allow]]) is not supported by this version of authbrokerd; remove it or upgrade")
+        }
+        return BrokerConfig(daemon: daemon, providers: providers)
+    }
+
+    private static func readFile(_ path: String) -> String? {
+        guard let f = fopen(path, "r") else { return nil }
+        defer { fclose(f) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = fread(&buffer, 1, buffer.count, f)
+            if n > 0 { bytes.append(contentsOf: buffer[0..<n]) }
+            if n < buffer.count { break }
+            if bytes.count > 1 << 20 { return nil }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+/// Typed access to TOML values that turns every mismatch into a ConfigError naming the key.
+private struct TableReader {
+    let file: String
+
+    func fail(_ key: String, _ problem: String) -> ConfigError {
+        ConfigError(file: file, key: key, problem: problem)
+    }
+
+    func path(_ parent: String?, _ key: String) -> String {
+        parent.map { "\($0).\(key)" } ?? key
+    }
+
+    func checkKeys(_ table: TOMLTable, allowed: Set<String>, at parent: String?) throws(ConfigError) {
+        for key in table.keys where !allowed.contains(key) {
+            let known = allowed.sorted().joined(separator: ", ")
+            throw fail(path(parent, key), "unknown key (known here: \(known))")
+        }
+    }
+
+    func table(_ t: TOMLTable, _ key: String, at parent: String?) throws(ConfigError) -> TOMLTable? {
+        guard let v = t[key] else { return nil }
+        guard let table = v.table else { throw fail(path(parent, key), "must be a table") }
+        return table
+    }
+
+    func string(_ t: TOMLTable, _ key: String, at parent: String?) throws(ConfigError) -> String? {
+        guard let v = t[key] else { return nil }
+        guard let s = v.string else { throw fail(path(parent, key), "must be a string") }
+        return s
+    }
+
+    func int(_ t: TOMLTable, _ key: String, at parent: String?, range: ClosedRange<Int>) throws(ConfigError) -> Int? {
+        guard let v = t[key] else { return nil }
+        guard let i = v.int else { throw fail(path(parent, key), "must be a whole number of seconds") }
+        guard range.contains(i) else {
+            throw fail(path(parent, key), "must be between \(range.lowerBound) and \(range.upperBound), not \(i)")
+        }
+        return i
+    }
+
+    func strings(_ t: TOMLTable, _ key: String, at parent: String?) throws(ConfigError) -> [String]? {
+        guard let v = t[key] else { return nil }
+        guard let array = v.array else { throw fail(path(parent, key), "must be an array of strings") }
+        var result: [String] = []
+        for element in array {
+            guard let s = element.string else { throw fail(path(parent, key), "must be an array of strings") }
+            result.append(s)
+        }
+        return result
+    }
+
+    func provider(_ t: TOMLTable, name: String, at key: String) throws(ConfigError) -> ProviderConfig {
+        try checkKeys(t, allowed: ["issuer", "client_id", "client_secret", "scopes", "resources", "audience_parameter"], at: key)
+        guard name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." }) else {
+            throw fail(key, "provider names may hold letters, digits, '-', '_' and '.' only")
+        }
+        guard let issuer = try string(t, "issuer", at: key) else {
+            throw fail("\(key).issuer", "is missing: set it to the provider's issuer URL (discovery is at issuer + /.well-known/openid-configuration)")
+        }
+        guard issuer.hasPrefix("https://") || issuer.hasPrefix("http://") else {
+            throw fail("\(key).issuer", "must be an https:// URL, not \"\(issuer)\"")
+        }
+        guard let clientID = try string(t, "client_id", at: key), !clientID.isEmpty else {
+            throw fail("\(key).client_id", "is missing: set it to the client id registered at the provider")
+        }
+        let scopes = try strings(t, "scopes", at: key) ?? ProviderConfig.defaultScopes
+        let resources = try strings(t, "resources", at: key) ?? []
+        for r in resources where !(r.hasPrefix("https://") || r.hasPrefix("http://") || r.contains(":")) {
+            throw fail("\(key).resources", "\"\(r)\" is not an absolute URI (RFC 8707 §2)")
+        }
+        let audience = try string(t, "audience_parameter", at: key) ?? "resource"
+        guard audience == "resource" || audience == "audience" else {
+            throw fail("\(key).audience_parameter", "must be \"resource\" or \"audience\", not \"\(audience)\"")
+        }
+        return ProviderConfig(
+            name: name, issuer: issuer, clientID: clientID,
+            clientSecret: try string(t, "client_secret", at: key),
+            scopes: scopes, resources: resources, audienceParameter: audience)
+    }
+}

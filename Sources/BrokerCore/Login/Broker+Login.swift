@@ -1,0 +1,136 @@
+import BrokerProtocol
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import OAuth
+import SecretStore
+
+extension Broker {
+    /// Starts a sign-in and returns what the user must open or type. The daemon polls the
+    /// provider in the background; `waitLogin` waits for the outcome.
+    public func startLogin(_ params: LoginStartParams) async throws(BrokerError) -> LoginStartResult {
+        let provider = try provider(params.provider)
+        let flow = params.flow ?? "device"
+        guard flow == "device" else {
+            throw BrokerError.invalidRequest(message: "the \(flow) sign-in flow is not available in this version: use `authctl login --device`")
+        }
+        let metadata = try await provider.discovered()
+        let started = clock.now()
+        let authorization: DeviceAuthorization
+        do {
+            authorization = try await provider.client.startDeviceAuthorization(
+                metadata, scopes: provider.config.scopes, resources: provider.config.resources)
+        } catch {
+            counters.providerErrors.increment()
+            throw await provider.failed(error, doing: "device sign-in")
+        }
+        let id = LoginID.make()
+        let expiresAt = started + Double(authorization.expiresIn)
+        let task = Task<AccountInfo, any Error> {
+            try await self.pollDevice(authorization, metadata: metadata, provider: provider, deadline: expiresAt)
+        }
+        try logins.add(LoginSession(id: id, provider: provider.name, expiresAt: expiresAt, task: task), now: started)
+        logger.info("device sign-in started", metadata: ["provider": "\(provider.name)", "login_id": "\(id)"])
+        return LoginStartResult(
+            loginID: id, provider: provider.name, flow: flow,
+            verificationURI: authorization.verificationURI,
+            verificationURIComplete: authorization.verificationURIComplete,
+            userCode: authorization.userCode, expiresAt: Int64(expiresAt))
+    }
+
+    /// Waits until the sign-in finishes and returns the account.
+    public func waitLogin(_ params: LoginWaitParams) async throws(BrokerError) -> LoginWaitResult {
+        guard let session = logins.find(id: params.loginID, provider: params.provider) else {
+            throw BrokerError.loginFailed(provider: params.provider, message: "no sign-in in progress with that id: start one with `authctl login`")
+        }
+        switch await session.task.result {
+        case .success(let account): return LoginWaitResult(account: account)
+        case .failure(let error as BrokerError): throw error
+        case .failure: throw BrokerError.internalError("the sign-in failed unexpectedly")
+        }
+    }
+
+    /// RFC 8628 §3.4–3.5: poll at the interval, slow down when told, stop at expiry or refusal.
+    private func pollDevice(_ authorization: DeviceAuthorization, metadata: ProviderMetadata, provider: Provider, deadline: Double) async throws(BrokerError) -> AccountInfo {
+        var interval = max(1, authorization.interval)
+        let name = provider.name
+        while true {
+            do {
+                try await Task.sleep(for: .seconds(interval))
+            } catch {
+                throw BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) was cancelled")
+            }
+            if clock.now() >= deadline {
+                throw BrokerError.loginFailed(provider: name, message: "the code for \(name) expired before it was approved: run `authctl login --provider \(name)` again")
+            }
+            let sentAt = clock.now()
+            let answer: DevicePollResult
+            do {
+                answer = try await provider.client.pollDeviceToken(metadata, deviceCode: authorization.deviceCode)
+            } catch {
+                switch error {
+                case .provider(let code, _, _) where code == "access_denied":
+                    throw BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) was refused at the provider")
+                case .provider(let code, _, _) where code == "expired_token":
+                    throw BrokerError.loginFailed(provider: name, message: "the code for \(name) expired before it was approved: run `authctl login --provider \(name)` again")
+                case .provider:
+                    counters.providerErrors.increment()
+                    throw BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) failed: \(error.message)")
+                case .unreachable, .invalidResponse, .configuration:
+                    // A provider that blinks during a sign-in is asked again at the next interval.
+                    counters.providerErrors.increment()
+                    logger.warning("device poll failed; polling on", metadata: ["provider": "\(name)", "error": "\(error.message)"])
+                    continue
+                }
+            }
+            switch answer {
+            case .pending: continue
+            case .slowDown: interval += 5
+            case .tokens(let tokens):
+                return try await completeLogin(tokens, provider: provider, sentAt: sentAt)
+            }
+        }
+    }
+
+    /// Turns a token response from a sign-in into a stored, ready account.
+    func completeLogin(_ tokens: TokenResponse, provider: Provider, sentAt: Double) async throws(BrokerError) -> AccountInfo {
+        let name = provider.name
+        guard let idToken = tokens.idToken else {
+            throw BrokerError.loginFailed(provider: name, message: "\(name) returned no ID token: add \"openid\" to its scopes in config.toml")
+        }
+        let claims: IDTokenClaims
+        do {
+            claims = try IDTokenClaims(jwt: idToken)
+            try claims.validateBasic(issuer: provider.config.issuer, clientID: provider.config.clientID, now: Date(timeIntervalSince1970: clock.now()), skew: 120)
+        } catch {
+            throw BrokerError.loginFailed(provider: name, message: "\(name) returned an ID token that is not valid: \(error.message)")
+        }
+        guard let refreshToken = tokens.refreshToken else {
+            throw BrokerError.loginFailed(provider: name, message: "\(name) issued no refresh token: add \"offline_access\" to its scopes in config.toml, or allow refresh tokens for client \(provider.config.clientID)")
+        }
+        let account = Account(
+            key: AccountKey(provider: name, subject: claims.sub),
+            issuer: provider.config.issuer, clientID: provider.config.clientID,
+            username: claims.preferredUsername ?? claims.email ?? claims.name,
+            refreshToken: refreshToken, idToken: idToken, state: .ready)
+        do {
+            try await store.save(AccountSecret.credential(for: account))
+        } catch {
+            throw BrokerError.storeUnavailable(message: "signed in to \(name), but the refresh token could not be stored: \(error.message)")
+        }
+        cache.removeAll(for: account.key)
+        accounts.put(account)
+        logger.info("signed in", metadata: ["account": "\(account.key)"])
+        return account.info
+    }
+}
+
+/// Ids of sign-ins: random, unguessable, safe to show.
+enum LoginID {
+    static func make() -> String {
+        var g = SystemRandomNumberGenerator()
+        return (0..<4).map { _ in String(g.next() as UInt32, radix: 16) }.joined()
+    }
+}

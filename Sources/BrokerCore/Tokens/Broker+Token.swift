@@ -1,0 +1,115 @@
+import BrokerProtocol
+import OAuth
+import SecretStore
+
+extension Broker {
+    /// The answer from the cache, without waiting: nil when the token must be refreshed
+    /// (or the request fails), in which case the caller goes on to `token(_:)`.
+    public func cachedToken(_ request: TokenGetParams) -> TokenGetResult? {
+        counters.tokenRequests.increment()
+        guard let provider = providers[request.provider ?? (config.providers.count == 1 ? config.providers[0].name : "")],
+              let account = try? account(of: provider.name, named: request.account), account.state == .ready
+        else { return nil }
+        let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [])
+        guard let token = cache.lookup(key, now: clock.now(), minimumLife: minimumLife(request)) else { return nil }
+        counters.cacheHits.increment()
+        return result(token, key: key, account: account)
+    }
+
+    /// A token for the request: from the cache when it has enough life left, otherwise
+    /// refreshed first (one refresh per account at a time).
+    public func token(_ request: TokenGetParams) async throws(BrokerError) -> TokenGetResult {
+        if let minTTL = request.minTTL, minTTL < 0 || minTTL > 86_400 {
+            throw BrokerError.invalidRequest(message: "min_ttl must be between 0 and 86400 seconds")
+        }
+        let provider = try provider(request.provider)
+        let account = try account(of: provider.name, named: request.account)
+        guard account.state == .ready else {
+            throw BrokerError.signInAgain(provider.name, account.username ?? account.key.subject)
+        }
+        let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [])
+        let minimumLife = minimumLife(request)
+        if let token = cache.lookup(key, now: clock.now(), minimumLife: minimumLife) {
+            counters.cacheHits.increment()
+            return result(token, key: key, account: account)
+        }
+        let token = try await queue(for: account.key).run(key) { () async throws(BrokerError) -> CachedToken in
+            // Another request may have filled the cache while this one waited its turn.
+            if let token = self.cache.lookup(key, now: self.clock.now(), minimumLife: minimumLife) { return token }
+            return try await self.refresh(key, provider: provider)
+        }
+        guard token.expiresAt - clock.now() > Double(request.minTTL ?? 0) else {
+            throw BrokerError.invalidRequest(message: "\(provider.name) issues tokens for this resource that live less than the min_ttl of \(request.minTTL ?? 0) s asked for")
+        }
+        return result(token, key: key, account: account)
+    }
+
+    func minimumLife(_ request: TokenGetParams) -> Double {
+        Double(max(config.daemon.refreshMargin, request.minTTL ?? 0))
+    }
+
+    func result(_ token: CachedToken, key: CacheKey, account: Account) -> TokenGetResult {
+        TokenGetResult(
+            accessToken: token.accessToken, tokenType: token.tokenType, expiresAt: Int64(token.expiresAt),
+            scope: token.scope, resource: key.resource, provider: key.account.provider,
+            account: account.username ?? account.key.subject)
+    }
+
+    /// One refresh at the provider. Runs inside the account's RefreshQueue, so it always
+    /// uses the newest refresh token and never overlaps another refresh of the account.
+    private func refresh(_ key: CacheKey, provider: Provider) async throws(BrokerError) -> CachedToken {
+        guard let account = accounts[key.account] else { throw BrokerError.notSignedIn(provider.name) }
+        guard account.state == .ready else {
+            throw BrokerError.signInAgain(provider.name, account.username ?? account.key.subject)
+        }
+        let metadata = try await provider.discovered()
+        try await provider.checkBackoff()
+        let sentAt = clock.now()
+        let response: TokenResponse
+        do {
+            response = try await provider.client.refresh(
+                metadata, refreshToken: account.refreshToken, resource: key.resource,
+                scopes: key.scopes.isEmpty ? nil : key.scopes)
+        } catch {
+            counters.providerErrors.increment()
+            if error.isInvalidGrant {
+                accounts.update(account.key) { $0.state = .loginRequired }
+                cache.removeAll(for: account.key)
+                logger.warning("refresh token refused: sign-in required", metadata: ["account": "\(account.key)"])
+                throw BrokerError.signInAgain(provider.name, account.username ?? account.key.subject)
+            }
+            let failure = await provider.failed(error, doing: "token refresh")
+            logger.warning("refresh failed", metadata: ["account": "\(account.key)", "error": "\(failure.message)"])
+            throw failure
+        }
+        await provider.succeeded()
+        counters.refreshes.increment()
+        if let rotated = response.refreshToken, rotated != account.refreshToken {
+            await persistRotation(rotated, idToken: response.idToken, of: account)
+        }
+        let token = CachedToken(
+            accessToken: response.accessToken, tokenType: response.tokenType,
+            expiresAt: sentAt + Double(response.expiresIn ?? 300), scope: response.scope)
+        cache.store(token, for: key)
+        logger.debug("refreshed", metadata: ["account": "\(account.key)", "resource": "\(key.resource ?? "-")", "expires_in": "\(response.expiresIn ?? 300)"])
+        return token
+    }
+
+    /// The rotated refresh token goes into memory at once (so it is never lost) and into the
+    /// store before the access token it came with is served.
+    private func persistRotation(_ refreshToken: String, idToken: String?, of account: Account) async {
+        var updated = account
+        updated.refreshToken = refreshToken
+        if let idToken { updated.idToken = idToken }
+        updated.unsaved = true
+        accounts.put(updated)
+        do {
+            try await store.save(AccountSecret.credential(for: updated))
+            accounts.update(account.key) { $0.unsaved = false }
+        } catch {
+            // The new refresh token stays in memory and is written again on the next
+            // rotation; the caller still gets the token the provider issued.
+            logger.error("the rotated refresh token could not be written to the store", metadata: ["account": "\(account.key)", "error": "\(error.message)"])
+        }
+    }
+}

@@ -1,0 +1,54 @@
+import Synchronization
+
+/// What a cached access token is filed under: one account, one resource, one scope set.
+struct CacheKey: Hashable, Sendable {
+    var account: AccountKey
+    var resource: String?
+    /// Sorted and without duplicates, so the order a caller lists scopes in never matters.
+    var scopes: [String]
+
+    init(account: AccountKey, resource: String?, scopes: [String]) {
+        self.account = account
+        self.resource = resource
+        self.scopes = Array(Set(scopes)).sorted()
+    }
+}
+
+/// An access token in memory. Never written anywhere.
+struct CachedToken: Sendable {
+    var accessToken: String
+    var tokenType: String
+    /// Unix seconds, counted from when the request that minted it was sent.
+    var expiresAt: Double
+    var scope: String?
+}
+
+/// Access tokens by key, in memory only.
+final class TokenCache: Sendable {
+    private let entries = Mutex<[CacheKey: CachedToken]>([:])
+
+    /// The token if it still has more than `minimumLife` seconds to live.
+    func lookup(_ key: CacheKey, now: Double, minimumLife: Double) -> CachedToken? {
+        entries.withLock { all in
+            guard let t = all[key], t.expiresAt - now > minimumLife else { return nil }
+            return t
+        }
+    }
+
+    func store(_ token: CachedToken, for key: CacheKey) {
+        entries.withLock { $0[key] = token }
+    }
+
+    func removeAll(for account: AccountKey) {
+        entries.withLock { all in
+            all = all.filter { $0.key.account != account }
+        }
+    }
+
+    /// The unexpired entries of one account, for `daemon.status`.
+    func entries(for account: AccountKey, now: Double) -> [(key: CacheKey, token: CachedToken)] {
+        entries.withLock { all in
+            all.filter { $0.key.account == account && $0.value.expiresAt > now }.map { ($0.key, $0.value) }
+        }.sorted { ($0.key.resource ?? "", $0.key.scopes.joined(separator: " ")) < ($1.key.resource ?? "", $1.key.scopes.joined(separator: " ")) }
+    }
+}

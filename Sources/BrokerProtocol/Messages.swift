@@ -1,0 +1,277 @@
+/// Params and results of every method. Member names on the wire are snake_case and are
+/// part of the protocol documented in docs/protocol.md.
+
+/// `token.get` params: all optional; the provider defaults to the only one configured.
+public struct TokenGetParams: Codable, Sendable, Equatable {
+    public var resource: String?
+    public var scopes: [String]?
+    public var provider: String?
+    public var account: String?
+    public var minTTL: Int?
+
+    public init(resource: String? = nil, scopes: [String]? = nil, provider: String? = nil, account: String? = nil, minTTL: Int? = nil) {
+        self.resource = resource
+        self.scopes = scopes
+        self.provider = provider
+        self.account = account
+        self.minTTL = minTTL
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case resource, scopes, provider, account
+        case minTTL = "min_ttl"
+    }
+}
+
+/// `token.get` result.
+public struct TokenGetResult: Codable, Sendable, Equatable {
+    public var accessToken: String
+    public var tokenType: String
+    /// Unix seconds.
+    public var expiresAt: Int64
+    public var scope: String?
+    public var resource: String?
+    public var provider: String
+    public var account: String
+
+    public init(accessToken: String, tokenType: String, expiresAt: Int64, scope: String?, resource: String?, provider: String, account: String) {
+        self.accessToken = accessToken
+        self.tokenType = tokenType
+        self.expiresAt = expiresAt
+        self.scope = scope
+        self.resource = resource
+        self.provider = provider
+        self.account = account
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case accessToken = "access_token"
+        case tokenType = "token_type"
+        case expiresAt = "expires_at"
+        case scope, resource, provider, account
+    }
+}
+
+/// An account as `account.list`, `login.wait` and `daemon.status` show it.
+public struct AccountInfo: Codable, Sendable, Equatable {
+    public var provider: String
+    /// The `sub` claim: the account's id at the provider.
+    public var subject: String
+    /// A human name for the account when the ID token had one (`preferred_username`, `email`).
+    public var username: String?
+    /// `ready` or `login_required`.
+    public var state: String
+
+    public init(provider: String, subject: String, username: String?, state: String) {
+        self.provider = provider
+        self.subject = subject
+        self.username = username
+        self.state = state
+    }
+}
+
+public struct AccountListResult: Codable, Sendable, Equatable {
+    public var accounts: [AccountInfo]
+    public init(accounts: [AccountInfo]) { self.accounts = accounts }
+}
+
+/// `login.start` params.
+public struct LoginStartParams: Codable, Sendable, Equatable {
+    public var provider: String?
+    /// `device` (RFC 8628) or `browser`.
+    public var flow: String?
+
+    public init(provider: String? = nil, flow: String? = nil) {
+        self.provider = provider
+        self.flow = flow
+    }
+}
+
+/// `login.start` result: what the user must open or type.
+public struct LoginStartResult: Codable, Sendable, Equatable {
+    /// Pass to `login.wait`.
+    public var loginID: String
+    public var provider: String
+    public var flow: String
+    public var verificationURI: String?
+    public var verificationURIComplete: String?
+    public var userCode: String?
+    /// Unix seconds after which the sign-in can no longer complete.
+    public var expiresAt: Int64
+
+    public init(loginID: String, provider: String, flow: String, verificationURI: String?, verificationURIComplete: String?, userCode: String?, expiresAt: Int64) {
+        self.loginID = loginID
+        self.provider = provider
+        self.flow = flow
+        self.verificationURI = verificationURI
+        self.verificationURIComplete = verificationURIComplete
+        self.userCode = userCode
+        self.expiresAt = expiresAt
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case loginID = "login_id"
+        case provider, flow
+        case verificationURI = "verification_uri"
+        case verificationURIComplete = "verification_uri_complete"
+        case userCode = "user_code"
+        case expiresAt = "expires_at"
+    }
+}
+
+/// `login.wait` params: the `login_id` from `login.start`, or the provider whose pending
+/// sign-in to wait for.
+public struct LoginWaitParams: Codable, Sendable, Equatable {
+    public var loginID: String?
+    public var provider: String?
+
+    public init(loginID: String? = nil, provider: String? = nil) {
+        self.loginID = loginID
+        self.provider = provider
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case loginID = "login_id"
+        case provider
+    }
+}
+
+public struct LoginWaitResult: Codable, Sendable, Equatable {
+    public var account: AccountInfo
+    public init(account: AccountInfo) { self.account = account }
+}
+
+/// `logout` params.
+public struct LogoutParams: Codable, Sendable, Equatable {
+    public var provider: String?
+    public var account: String?
+
+    public init(provider: String? = nil, account: String? = nil) {
+        self.provider = provider
+        self.account = account
+    }
+}
+
+public struct LogoutResult: Codable, Sendable, Equatable {
+    public var provider: String
+    public var account: String
+    /// Whether the provider confirmed the revocation of the refresh token (RFC 7009).
+    public var revoked: Bool
+    /// Why revocation was not done, when it was not ("no revocation endpoint", …).
+    public var revocationNote: String?
+
+    public init(provider: String, account: String, revoked: Bool, revocationNote: String?) {
+        self.provider = provider
+        self.account = account
+        self.revoked = revoked
+        self.revocationNote = revocationNote
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case provider, account, revoked
+        case revocationNote = "revocation_note"
+    }
+}
+
+/// One cached access token as `daemon.status` shows it: never its value.
+public struct CachedTokenInfo: Codable, Sendable, Equatable {
+    public var resource: String?
+    public var scopes: [String]
+    public var expiresAt: Int64
+
+    public init(resource: String?, scopes: [String], expiresAt: Int64) {
+        self.resource = resource
+        self.scopes = scopes
+        self.expiresAt = expiresAt
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case resource, scopes
+        case expiresAt = "expires_at"
+    }
+}
+
+public struct ProviderStatus: Codable, Sendable, Equatable {
+    public var name: String
+    public var issuer: String
+    public var clientID: String
+    public var accounts: [AccountStatus]
+
+    public init(name: String, issuer: String, clientID: String, accounts: [AccountStatus]) {
+        self.name = name
+        self.issuer = issuer
+        self.clientID = clientID
+        self.accounts = accounts
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case name, issuer
+        case clientID = "client_id"
+        case accounts
+    }
+}
+
+public struct AccountStatus: Codable, Sendable, Equatable {
+    public var account: AccountInfo
+    public var tokens: [CachedTokenInfo]
+
+    public init(account: AccountInfo, tokens: [CachedTokenInfo]) {
+        self.account = account
+        self.tokens = tokens
+    }
+}
+
+/// Counters since the daemon started.
+public struct Counters: Codable, Sendable, Equatable {
+    public var requests: Int
+    public var tokenRequests: Int
+    public var cacheHits: Int
+    public var refreshes: Int
+    public var providerErrors: Int
+    public var errors: Int
+
+    public init(requests: Int = 0, tokenRequests: Int = 0, cacheHits: Int = 0, refreshes: Int = 0, providerErrors: Int = 0, errors: Int = 0) {
+        self.requests = requests
+        self.tokenRequests = tokenRequests
+        self.cacheHits = cacheHits
+        self.refreshes = refreshes
+        self.providerErrors = providerErrors
+        self.errors = errors
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case requests
+        case tokenRequests = "token_requests"
+        case cacheHits = "cache_hits"
+        case refreshes
+        case providerErrors = "provider_errors"
+        case errors
+    }
+}
+
+public struct DaemonStatusResult: Codable, Sendable, Equatable {
+    public var version: String
+    public var pid: Int32
+    public var uptimeSeconds: Double
+    /// `secret-service` or `memory`.
+    public var store: String
+    public var socket: String
+    public var providers: [ProviderStatus]
+    public var counters: Counters
+
+    public init(version: String, pid: Int32, uptimeSeconds: Double, store: String, socket: String, providers: [ProviderStatus], counters: Counters) {
+        self.version = version
+        self.pid = pid
+        self.uptimeSeconds = uptimeSeconds
+        self.store = store
+        self.socket = socket
+        self.providers = providers
+        self.counters = counters
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case version, pid
+        case uptimeSeconds = "uptime_seconds"
+        case store, socket, providers, counters
+    }
+}

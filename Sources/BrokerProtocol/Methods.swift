@@ -1,0 +1,15 @@
+/// The method names the daemon serves. Adding one here and to the server's method table
+/// is all a new method needs on the wire.
+public enum RPCMethod: String, Sendable, CaseIterable {
+    case tokenGet = "token.get"
+    case accountList = "account.list"
+    case loginStart = "login.start"
+    case loginWait = "login.wait"
+    case logout = "logout"
+    case daemonStatus = "daemon.status"
+}
+
+/// Params of methods that take none.
+public struct NoParams: Codable, Sendable {
+    public init() {}
+}

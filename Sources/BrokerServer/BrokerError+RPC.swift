@@ -1,0 +1,28 @@
+import BrokerCore
+import BrokerProtocol
+
+extension BrokerError {
+    /// The JSON-RPC error a caller receives for this failure.
+    var rpcError: RPCError {
+        switch self {
+        case .loginRequired(let provider, let m):
+            return RPCError(.loginRequired, m, data: ErrorData(provider: provider))
+        case .providerError(let provider, let code, let m):
+            return RPCError(.providerError, m, data: ErrorData(provider: provider, oauthError: code))
+        case .providerUnreachable(let provider, let retry, let m):
+            return RPCError(.providerUnreachable, m, data: ErrorData(provider: provider, retryAfter: retry))
+        case .storeUnavailable(let m):
+            return RPCError(.secretStoreUnavailable, m)
+        case .unknownProvider(let m):
+            return RPCError(.unknownProvider, m)
+        case .invalidRequest(let m):
+            return RPCError(.invalidParams, m)
+        case .loginFailed(let provider, let m):
+            return RPCError(.loginFailed, m, data: provider.map { ErrorData(provider: $0) })
+        case .overloaded(let m):
+            return RPCError(.overloaded, m)
+        case .internalError(let m):
+            return RPCError(.internalError, m)
+        }
+    }
+}

@@ -1,0 +1,112 @@
+import BrokerCore
+import BrokerProtocol
+import Foundation
+
+/// The answer of a method: ready now (served on the event loop), or later.
+enum Reply: Sendable {
+    case now(Data)
+    case later(@Sendable () async -> Data)
+}
+
+/// Encodes and decodes JSON-RPC messages. One per connection, so nothing is shared
+/// between threads and nothing is allocated per request.
+final class RPCCodec {
+    let decoder = JSONDecoder()
+    let encoder = JSONEncoder()
+
+    init() {
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+    }
+
+    func success<R: Encodable & Sendable>(_ id: RequestID, _ result: R) -> Data {
+        (try? encoder.encode(Response(id: id, result: result))) ?? failure(id, RPCError(.internalError, "the result could not be encoded"))
+    }
+
+    func failure(_ id: RequestID, _ error: RPCError) -> Data {
+        (try? encoder.encode(ErrorResponse(id: id, error: error))) ?? Data(#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}"#.utf8)
+    }
+}
+
+/// Method name → handler. Each entry decodes its params, may answer at once from a
+/// synchronous fast path, and otherwise answers when its async work is done.
+struct MethodTable: Sendable {
+    typealias Handler = @Sendable (_ line: Data, _ id: RequestID, _ codec: RPCCodec) -> Reply
+    private var handlers: [String: Handler] = [:]
+
+    subscript(method: String) -> Handler? { handlers[method] }
+
+    /// Registers a method. `fast` answers without suspending (cache hits); returning nil
+    /// falls through to `slow`.
+    mutating func register<P: Decodable & Sendable, R: Encodable & Sendable>(
+        _ method: RPCMethod, _ params: P.Type, empty: P,
+        fast: (@Sendable (P) -> R?)? = nil,
+        slow: @escaping @Sendable (P) async throws(BrokerError) -> R
+    ) {
+        handlers[method.rawValue] = { line, id, codec in
+            let decoded: P
+            do {
+                decoded = try codec.decoder.decode(RequestParams<P>.self, from: line).params ?? empty
+            } catch {
+                return .now(codec.failure(id, RPCError(.invalidParams, "invalid params for \(method.rawValue): \(Self.describe(error))")))
+            }
+            if let fast, let result = fast(decoded) { return .now(codec.success(id, result)) }
+            return .later {
+                let codec = RPCCodec()
+                do throws(BrokerError) {
+                    return codec.success(id, try await slow(decoded))
+                } catch {
+                    return codec.failure(id, error.rpcError)
+                }
+            }
+        }
+    }
+
+    /// A decoding error as a short sentence naming the member, never echoing its value.
+    static func describe(_ error: any Error) -> String {
+        guard let e = error as? DecodingError else { return "not the expected shape" }
+        func path(_ c: [any CodingKey]) -> String {
+            let p = c.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+            return p.isEmpty ? "params" : p
+        }
+        switch e {
+        case .typeMismatch(let type, let ctx): return "\(path(ctx.codingPath)) must be \(typeName(type))"
+        case .valueNotFound(let type, let ctx): return "\(path(ctx.codingPath)) must be \(typeName(type)), not null"
+        case .keyNotFound(let key, _): return "\(key.stringValue) is missing"
+        case .dataCorrupted(let ctx): return "\(path(ctx.codingPath)) is malformed"
+        @unknown default: return "not the expected shape"
+        }
+    }
+
+    private static func typeName(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type: return "a string"
+        case is Int.Type, is Int64.Type: return "an integer"
+        case is [String].Type: return "an array of strings"
+        case is Bool.Type: return "true or false"
+        default: return "an object"
+        }
+    }
+}
+
+extension MethodTable {
+    /// The daemon's methods, wired to the broker.
+    static func broker(_ broker: Broker) -> MethodTable {
+        var t = MethodTable()
+        t.register(.tokenGet, TokenGetParams.self, empty: TokenGetParams(),
+                   fast: { broker.cachedToken($0) },
+                   slow: { p throws(BrokerError) in try await broker.token(p) })
+        t.register(.accountList, NoParams.self, empty: NoParams(),
+                   fast: { _ in broker.accountList() },
+                   slow: { _ in broker.accountList() })
+        t.register(.daemonStatus, NoParams.self, empty: NoParams(),
+                   fast: { _ in broker.status() },
+                   slow: { _ in broker.status() })
+        t.register(.loginStart, LoginStartParams.self, empty: LoginStartParams(),
+                   slow: { p throws(BrokerError) in try await broker.startLogin(p) })
+        t.register(.loginWait, LoginWaitParams.self, empty: LoginWaitParams(),
+                   slow: { p throws(BrokerError) in try await broker.waitLogin(p) })
+        t.register(.logout, LogoutParams.self, empty: LogoutParams(),
+                   slow: { p throws(BrokerError) in try await broker.logout(p) })
+        return t
+    }
+}

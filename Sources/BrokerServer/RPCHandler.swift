@@ -1,0 +1,124 @@
+import BrokerCore
+import BrokerProtocol
+import Foundation
+import Logging
+import NIOCore
+
+/// Turns each line into a JSON-RPC call and writes its answer. Answers go out in the order
+/// they are ready, matched by `id`; the connection stays open after any error in a request.
+final class RPCHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private let table: MethodTable
+    private let counters: BrokerCounters
+    private let logger: Logger
+    private let codec = RPCCodec()
+    /// Async answers not yet written; a half-closed connection closes when this reaches 0.
+    private var pending = 0
+    private var inputClosed = false
+
+    init(table: MethodTable, counters: BrokerCounters, logger: Logger) {
+        self.table = table
+        self.counters = counters
+        self.logger = logger
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = unwrapInboundIn(data)
+        // Blank lines between requests are tolerated, as many line protocols do.
+        if buffer.readableBytesView.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }
+        counters.requests.increment()
+        let line = Data(buffer.readableBytesView)
+        let header: RequestHeader
+        do {
+            header = try codec.decoder.decode(RequestHeader.self, from: line)
+        } catch {
+            return fail(context, .null, Self.classify(error))
+        }
+        let id = header.id ?? .null
+        guard header.jsonrpc == "2.0" else {
+            return fail(context, id, RPCError(.invalidRequest, "the request must have \"jsonrpc\": \"2.0\""))
+        }
+        guard let method = header.method else {
+            return fail(context, id, RPCError(.invalidRequest, "the request has no \"method\" string"))
+        }
+        guard let handler = table[method] else {
+            return fail(context, id, RPCError(.methodNotFound, "there is no method \"\(method.prefix(64))\": see docs/protocol.md for the methods"))
+        }
+        let reply = handler(line, id, codec)
+        // A notification (no id) is carried out but never answered (JSON-RPC 2.0 §4.1).
+        let answer = header.hasID
+        switch reply {
+        case .now(let data):
+            if answer { write(context, data) }
+        case .later(let work):
+            pending += 1
+            let loop = context.eventLoop
+            let bound = NIOLoopBound((self, context), eventLoop: loop)
+            Task {
+                let data = await work()
+                loop.execute {
+                    let (handler, context) = bound.value
+                    handler.pending -= 1
+                    if answer { handler.write(context, data) }
+                    handler.closeIfDone(context)
+                }
+            }
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case ChannelEvent.inputClosed = event {
+            inputClosed = true
+            closeIfDone(context)
+        } else {
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if let e = error as? LineFrameDecoder.LineTooLong {
+            counters.errors.increment()
+            logger.notice("request line over the size cap; closing the connection", metadata: ["limit": "\(e.limit)"])
+            let data = codec.failure(.null, RPCError(.requestTooLarge, "the request line is longer than \(e.limit) bytes; the connection is closed", data: ErrorData(limit: e.limit)))
+            var out = context.channel.allocator.buffer(capacity: data.count + 1)
+            out.writeBytes(data)
+            out.writeInteger(UInt8(ascii: "\n"))
+            let channel = context.channel
+            context.writeAndFlush(wrapOutboundOut(out)).whenComplete { _ in channel.close(promise: nil) }
+            return
+        }
+        logger.debug("connection error", metadata: ["error": "\(error)"])
+        context.close(promise: nil)
+    }
+
+    private func closeIfDone(_ context: ChannelHandlerContext) {
+        if inputClosed && pending == 0 && context.channel.isActive { context.close(promise: nil) }
+    }
+
+    private func fail(_ context: ChannelHandlerContext, _ id: RequestID, _ error: RPCError) {
+        counters.errors.increment()
+        write(context, codec.failure(id, error))
+    }
+
+    private func write(_ context: ChannelHandlerContext, _ data: Data) {
+        guard context.channel.isActive else { return }
+        var out = context.channel.allocator.buffer(capacity: data.count + 1)
+        out.writeBytes(data)
+        out.writeInteger(UInt8(ascii: "\n"))
+        context.writeAndFlush(wrapOutboundOut(out), promise: nil)
+    }
+
+    /// Parse error for text that is not JSON; invalid request for JSON that is not a
+    /// request object (JSON-RPC 2.0 §5.1).
+    static func classify(_ error: any Error) -> RPCError {
+        if case DecodingError.dataCorrupted(let ctx) = error, ctx.codingPath.isEmpty {
+            return RPCError(.parseError, "the request is not valid JSON")
+        }
+        if case DecodingError.typeMismatch(_, let ctx) = error, ctx.codingPath.isEmpty {
+            return RPCError(.invalidRequest, "the request must be a JSON object (batches are not supported)")
+        }
+        return RPCError(.invalidRequest, "the request is not a valid JSON-RPC 2.0 request: \(MethodTable.describe(error))")
+    }
+}

@@ -1,0 +1,72 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Prepares the socket path before binding: the folder exists and is private, a stale
+/// socket left by a crashed daemon is removed, and a live daemon is never displaced.
+enum SocketListener {
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    static func prepare(path: String) throws(Failure) {
+        guard path.utf8.count < 108 else {
+            throw Failure(description: "the socket path \(path) is longer than the 107 bytes a Unix socket path may have: set AUTHBROKER_SOCKET to a shorter one")
+        }
+        let folder = parent(of: path)
+        var st = stat()
+        if stat(folder, &st) != 0 {
+            guard mkdir(folder, 0o700) == 0 || errno == EEXIST else {
+                throw Failure(description: "cannot create \(folder): \(String(cString: strerror(errno)))")
+            }
+        } else if isDefaultFolder(folder), st.st_mode & 0o077 != 0 {
+            // Our own folder under XDG_RUNTIME_DIR: keep it private even if something loosened it.
+            chmod(folder, 0o700)
+        }
+        if lstat(path, &st) == 0 {
+            guard st.st_mode & S_IFMT == S_IFSOCK else {
+                throw Failure(description: "\(path) exists and is not a socket: move it away or set AUTHBROKER_SOCKET")
+            }
+            if isLive(path) {
+                throw Failure(description: "another authbrokerd is already serving \(path): stop it first (`systemctl --user stop authbroker.service`) or set AUTHBROKER_SOCKET to another path")
+            }
+            unlink(path)
+        }
+    }
+
+    /// Makes the bound socket owner-only (the bind itself ran under a umask of 0177).
+    static func secure(path: String) {
+        chmod(path, 0o600)
+    }
+
+    static func parent(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        let p = String(path[..<slash])
+        return p.isEmpty ? "/" : p
+    }
+
+    private static func isDefaultFolder(_ folder: String) -> Bool {
+        guard let runtime = getenv("XDG_RUNTIME_DIR") else { return false }
+        return folder == String(cString: runtime) + "/authbroker"
+    }
+
+    /// True when something accepts connections on the path.
+    private static func isLive(_ path: String) -> Bool {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            let bytes = Array(path.utf8.prefix(raw.count - 1))
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let r = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        return r == 0
+    }
+}

@@ -1,0 +1,5 @@
+#include "clinux.h"
+#include <sys/prctl.h>
+
+int clinux_set_nondumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
+int clinux_is_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0); }

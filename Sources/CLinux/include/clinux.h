@@ -1,0 +1,9 @@
+#ifndef AUTHBROKER_CLINUX_H
+#define AUTHBROKER_CLINUX_H
+#include <sys/types.h>
+
+/// prctl(PR_SET_DUMPABLE, 0): no core dumps, no ptrace attach by other processes of the user.
+int clinux_set_nondumpable(void);
+/// 1 when the process is dumpable, 0 when not, -1 on error.
+int clinux_is_dumpable(void);
+#endif

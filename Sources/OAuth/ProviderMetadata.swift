@@ -1,0 +1,165 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// The provider's OpenID Connect discovery document (OpenID Connect Discovery 1.0 §3,
+/// RFC 8414), reduced to what authbroker uses.
+public struct ProviderMetadata: Codable, Sendable, Equatable {
+    public var issuer: String
+    public var authorizationEndpoint: String?
+    public var tokenEndpoint: String
+    public var deviceAuthorizationEndpoint: String?
+    public var revocationEndpoint: String?
+    public var userinfoEndpoint: String?
+    public var jwksURI: String?
+    public var endSessionEndpoint: String?
+    public var grantTypesSupported: [String]?
+    public var tokenEndpointAuthMethodsSupported: [String]?
+    public var revocationEndpointAuthMethodsSupported: [String]?
+    public var idTokenSigningAlgValuesSupported: [String]?
+    public var codeChallengeMethodsSupported: [String]?
+    public var authorizationResponseIssParameterSupported: Bool?
+
+    enum CodingKeys: String, CodingKey {
+        case issuer
+        case authorizationEndpoint = "authorization_endpoint"
+        case tokenEndpoint = "token_endpoint"
+        case deviceAuthorizationEndpoint = "device_authorization_endpoint"
+        case revocationEndpoint = "revocation_endpoint"
+        case userinfoEndpoint = "userinfo_endpoint"
+        case jwksURI = "jwks_uri"
+        case endSessionEndpoint = "end_session_endpoint"
+        case grantTypesSupported = "grant_types_supported"
+        case tokenEndpointAuthMethodsSupported = "token_endpoint_auth_methods_supported"
+        case revocationEndpointAuthMethodsSupported = "revocation_endpoint_auth_methods_supported"
+        case idTokenSigningAlgValuesSupported = "id_token_signing_alg_values_supported"
+        case codeChallengeMethodsSupported = "code_challenge_methods_supported"
+        case authorizationResponseIssParameterSupported = "authorization_response_iss_parameter_supported"
+    }
+
+    /// Makes metadata by hand (tests, providers without discovery); unlisted members are nil.
+    public init(issuer: String, tokenEndpoint: String, authorizationEndpoint: String? = nil,
+                deviceAuthorizationEndpoint: String? = nil, revocationEndpoint: String? = nil,
+                userinfoEndpoint: String? = nil, jwksURI: String? = nil, endSessionEndpoint: String? = nil,
+                grantTypesSupported: [String]? = nil, tokenEndpointAuthMethodsSupported: [String]? = nil,
+                revocationEndpointAuthMethodsSupported: [String]? = nil,
+                idTokenSigningAlgValuesSupported: [String]? = nil, codeChallengeMethodsSupported: [String]? = nil,
+                authorizationResponseIssParameterSupported: Bool? = nil) {
+        self.issuer = issuer
+        self.tokenEndpoint = tokenEndpoint
+        self.authorizationEndpoint = authorizationEndpoint
+        self.deviceAuthorizationEndpoint = deviceAuthorizationEndpoint
+        self.revocationEndpoint = revocationEndpoint
+        self.userinfoEndpoint = userinfoEndpoint
+        self.jwksURI = jwksURI
+        self.endSessionEndpoint = endSessionEndpoint
+        self.grantTypesSupported = grantTypesSupported
+        self.tokenEndpointAuthMethodsSupported = tokenEndpointAuthMethodsSupported
+        self.revocationEndpointAuthMethodsSupported = revocationEndpointAuthMethodsSupported
+        self.idTokenSigningAlgValuesSupported = idTokenSigningAlgValuesSupported
+        self.codeChallengeMethodsSupported = codeChallengeMethodsSupported
+        self.authorizationResponseIssParameterSupported = authorizationResponseIssParameterSupported
+    }
+}
+
+/// How authbroker identifies itself to one provider.
+public struct ClientConfiguration: Sendable, Equatable {
+    /// The issuer identifier exactly as configured; discovery must return the same string.
+    public var issuer: String
+    public var clientID: String
+    /// Confidential clients only. Never logged.
+    public var clientSecret: String?
+    /// The name of the parameter that carries the resource: `resource` (RFC 8707) or, for
+    /// providers that predate it, `audience`.
+    public var audienceParameter: String
+
+    public init(issuer: String, clientID: String, clientSecret: String? = nil, audienceParameter: String = "resource") {
+        self.issuer = issuer
+        self.clientID = clientID
+        self.clientSecret = clientSecret
+        self.audienceParameter = audienceParameter
+    }
+}
+
+/// A token endpoint response (RFC 6749 §5.1). `expiresIn` is turned into an absolute time
+/// by the caller, counted from when the request was sent.
+public struct TokenResponse: Sendable, Equatable {
+    public var accessToken: String
+    public var tokenType: String
+    public var expiresIn: Int?
+    public var refreshToken: String?
+    public var idToken: String?
+    public var scope: String?
+
+    public init(accessToken: String, tokenType: String, expiresIn: Int?, refreshToken: String?, idToken: String?, scope: String?) {
+        self.accessToken = accessToken
+        self.tokenType = tokenType
+        self.expiresIn = expiresIn
+        self.refreshToken = refreshToken
+        self.idToken = idToken
+        self.scope = scope
+    }
+}
+
+/// A device authorization response (RFC 8628 §3.2).
+public struct DeviceAuthorization: Sendable, Equatable {
+    public var deviceCode: String
+    public var userCode: String
+    public var verificationURI: String
+    public var verificationURIComplete: String?
+    /// Seconds the codes stay valid.
+    public var expiresIn: Int
+    /// Seconds to wait between polls (5 when the provider did not say, RFC 8628 §3.2).
+    public var interval: Int
+
+    public init(deviceCode: String, userCode: String, verificationURI: String, verificationURIComplete: String?, expiresIn: Int, interval: Int) {
+        self.deviceCode = deviceCode
+        self.userCode = userCode
+        self.verificationURI = verificationURI
+        self.verificationURIComplete = verificationURIComplete
+        self.expiresIn = expiresIn
+        self.interval = interval
+    }
+}
+
+/// One answer to a device token poll (RFC 8628 §3.5).
+public enum DevicePollResult: Sendable, Equatable {
+    /// `authorization_pending`: ask again after the interval.
+    case pending
+    /// `slow_down`: add 5 seconds to the interval, then ask again.
+    case slowDown
+    case tokens(TokenResponse)
+}
+
+/// Why an OAuth call failed. `message` is a sentence fit for a user; none of the cases
+/// ever carries a token, secret or code.
+public enum OAuthError: Error, Sendable, Equatable {
+    /// No answer: connection refused, DNS, TLS, time-out.
+    case unreachable(String)
+    /// The provider answered with an OAuth error (RFC 6749 §5.2 `error`), or with an empty
+    /// 400, which `oauthCode` then reports as `invalid_grant`.
+    case provider(oauthCode: String, description: String?, httpStatus: Int)
+    /// The provider answered something that is not a valid answer (5xx, garbage JSON,
+    /// missing fields).
+    case invalidResponse(String)
+    /// The configuration or the discovery document is not acceptable (http on a
+    /// non-loopback host, issuer mismatch, missing endpoint).
+    case configuration(String)
+
+    public var message: String {
+        switch self {
+        case .unreachable(let m), .invalidResponse(let m), .configuration(let m): return m
+        case .provider(let code, let description, _):
+            if let description, !description.isEmpty { return "the provider answered \(code): \(description)" }
+            return "the provider answered \(code)"
+        }
+    }
+
+    /// True for `invalid_grant`: the refresh token (or device code) is no longer good.
+    public var isInvalidGrant: Bool {
+        if case .provider(let code, _, _) = self { return code == "invalid_grant" }
+        return false
+    }
+}

@@ -1,0 +1,86 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ArgumentParser
+import BrokerCore
+import BrokerProtocol
+import BrokerServer
+import Dispatch
+import Logging
+import OAuth
+import SecretStore
+
+/// `authbrokerd`: the per-user token broker daemon.
+@main
+struct Daemon: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "authbrokerd",
+        abstract: "The authbroker daemon: signs in to OAuth/OIDC providers and serves access tokens over a Unix socket.",
+        discussion: """
+            Reads $AUTHBROKER_CONFIG, else $XDG_CONFIG_HOME/authbroker/config.toml, and listens on \
+            $AUTHBROKER_SOCKET, else $XDG_RUNTIME_DIR/authbroker/socket. Usually started by systemd \
+            (authbroker.socket); see docs/systemd.md.
+
+            Exit status: 0 stopped by a signal; 1 cannot listen; 69 the Secret Service is unavailable; \
+            78 configuration error.
+            """,
+        version: BrokerVersion.current)
+
+    @Option(name: .long, help: "The configuration file.")
+    var config: String?
+
+    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error (default info, or $AUTHBROKER_LOG_LEVEL).")
+    var logLevel: String?
+
+    func run() async throws {
+        Hardening.apply()
+        let env: (String) -> String? = { getenv($0).map { String(cString: $0) } }
+        let level = Logger.Level(rawValue: logLevel ?? env("AUTHBROKER_LOG_LEVEL") ?? "info") ?? .info
+        let journal = env("JOURNAL_STREAM") != nil
+        LoggingSystem.bootstrap { StderrLogHandler(label: $0, level: level, journal: journal) }
+        let logger = Logger(label: "authbrokerd")
+
+        let path = config ?? ConfigLoader.defaultPath(environment: env)
+        let settings: BrokerConfig
+        do {
+            settings = try ConfigLoader.load(path: path)
+        } catch {
+            fail("configuration error: \(error)", status: 78)
+        }
+        guard let socketPath = SocketPath.resolve() else {
+            fail("neither AUTHBROKER_SOCKET nor XDG_RUNTIME_DIR is set: set one to choose where to listen", status: 1)
+        }
+
+        let store: any CredentialStore
+        switch settings.daemon.store {
+        case .secretService: store = SecretServiceStore(timeout: .seconds(settings.daemon.storeTimeout))
+        case .memory: store = MemoryStore()
+        }
+        let transport = URLSessionTransport(timeout: Double(settings.daemon.httpTimeout))
+        let broker = Broker(config: settings, store: store, transport: transport, socketPath: socketPath, logger: logger)
+        do {
+            try await broker.start()
+        } catch {
+            fail("the refresh-token store is unavailable: \(error.message)", status: 69)
+        }
+
+        let server = BrokerServer(broker: broker, socketPath: socketPath, logger: logger)
+        let channel: any Channel
+        do {
+            channel = try await server.start()
+        } catch {
+            fail("\(error)", status: 1)
+        }
+        logger.notice("ready", metadata: ["version": "\(BrokerVersion.current)", "providers": "\(settings.providers.map(\.name).joined(separator: ","))", "store": "\(store.kind)"])
+        let signal = await Signals.wait(for: [SIGTERM, SIGINT])
+        logger.notice("stopping", metadata: ["signal": "\(signal)"])
+        await server.stop(channel)
+    }
+
+    private func fail(_ message: String, status: Int32) -> Never {
+        writeStderr("authbrokerd: \(message)\n")
+        Glibc.exit(status)
+    }
+}
+
+import NIOCore

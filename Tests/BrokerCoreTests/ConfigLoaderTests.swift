@@ -1,0 +1,58 @@
+@testable import BrokerCore
+import XCTest
+
+final class ConfigLoaderTests: XCTestCase {
+    func testFullConfig() throws {
+        let config = try ConfigLoader.parse("""
+            [daemon]
+            store = "memory"
+            refresh_margin = 90
+
+            [providers.corp]
+            issuer = "https://login.example.com"
+            client_id = "authbroker"
+            scopes = ["openid", "offline_access"]
+            resources = ["https://api.example.com", "https://git.example.com"]
+            audience_parameter = "audience"
+            """, file: "c.toml")
+        XCTAssertEqual(config.daemon.store, .memory)
+        XCTAssertEqual(config.daemon.refreshMargin, 90)
+        XCTAssertEqual(config.providers.count, 1)
+        let p = try XCTUnwrap(config.provider(named: "corp"))
+        XCTAssertEqual(p.resources, ["https://api.example.com", "https://git.example.com"])
+        XCTAssertEqual(p.audienceParameter, "audience")
+        XCTAssertNil(p.clientSecret)
+    }
+
+    func testDefaults() throws {
+        let config = try ConfigLoader.parse("""
+            [providers.a]
+            issuer = "https://a.example"
+            client_id = "x"
+            """, file: "c.toml")
+        XCTAssertEqual(config.daemon.store, .secretService)
+        XCTAssertEqual(config.daemon.refreshMargin, 60)
+        XCTAssertEqual(config.providers[0].scopes, ProviderConfig.defaultScopes)
+        XCTAssertEqual(config.providers[0].audienceParameter, "resource")
+    }
+
+    func assertError(_ toml: String, key: String?, contains text: String, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertThrowsError(try ConfigLoader.parse(toml, file: "/x/config.toml"), file: file, line: line) { error in
+            guard let e = error as? ConfigError else { return XCTFail("not a ConfigError: \(error)", file: file, line: line) }
+            XCTAssertEqual(e.key, key, file: file, line: line)
+            XCTAssertTrue(e.description.contains(text), "\(e.description)", file: file, line: line)
+            XCTAssertTrue(e.description.hasPrefix("/x/config.toml"), file: file, line: line)
+        }
+    }
+
+    func testErrorsNameFileKeyAndProblem() {
+        assertError("[daemon]\nstore = \"disk\"\n[providers.a]\nissuer=\"https://a\"\nclient_id=\"x\"", key: "daemon.store", contains: "must be \"secret-service\" or \"memory\"")
+        assertError("[daemon]\nrefresh_margin = \"soon\"\n[providers.a]\nissuer=\"https://a\"\nclient_id=\"x\"", key: "daemon.refresh_margin", contains: "whole number")
+        assertError("[providers.a]\nclient_id=\"x\"", key: "providers.a.issuer", contains: "is missing")
+        assertError("[providers.a]\nissuer=\"https://a\"", key: "providers.a.client_id", contains: "is missing")
+        assertError("[providers.a]\nissuer=\"https://a\"\nclient_id=\"x\"\nscope=[\"openid\"]", key: "providers.a.scope", contains: "unknown key")
+        assertError("[providers.a]\nissuer=\"https://a\"\nclient_id=\"x\"\nresources=[1]", key: "providers.a.resources", contains: "array of strings")
+        assertError("[daemon]\n", key: "providers", contains: "no provider")
+        assertError("[daemon\n", key: nil, contains: "line 1")
+    }
+}

@@ -1,0 +1,67 @@
+@testable import BrokerCore
+import Synchronization
+import XCTest
+
+/// The refresh queue's promises: one refresh per key for concurrent callers, and never two
+/// refreshes of one account at the same time.
+final class RefreshQueueTests: XCTestCase {
+    final class Probe: Sendable {
+        let running = Atomic<Int>(0)
+        let maxRunning = Atomic<Int>(0)
+        let calls = Mutex<[String?]>([])
+
+        func operation(_ resource: String?) -> @Sendable () async throws(BrokerError) -> CachedToken {
+            { () async throws(BrokerError) -> CachedToken in
+                let now = self.running.wrappingAdd(1, ordering: .sequentiallyConsistent).newValue
+                var seen = self.maxRunning.load(ordering: .sequentiallyConsistent)
+                while now > seen {
+                    let (exchanged, original) = self.maxRunning.compareExchange(expected: seen, desired: now, ordering: .sequentiallyConsistent)
+                    if exchanged { break }
+                    seen = original
+                }
+                self.calls.withLock { $0.append(resource) }
+                try? await Task.sleep(for: .milliseconds(20))
+                self.running.wrappingSubtract(1, ordering: .sequentiallyConsistent)
+                return CachedToken(accessToken: "t-\(resource ?? "-")", tokenType: "Bearer", expiresAt: 1e10, scope: nil)
+            }
+        }
+    }
+
+    func testConcurrentCallersShareOneRefreshPerKeyAndNeverOverlap() async throws {
+        let queue = RefreshQueue()
+        let probe = Probe()
+        let account = AccountKey(provider: "p", subject: "s")
+        let resources = ["https://a", "https://b", "https://c"]
+        let results = try await withThrowingTaskGroup(of: String.self) { group in
+            for i in 0..<300 {
+                let r = resources[i % resources.count]
+                group.addTask {
+                    let key = CacheKey(account: account, resource: r, scopes: [])
+                    return try await queue.run(key, probe.operation(r)).accessToken
+                }
+            }
+            var all: [String] = []
+            for try await t in group { all.append(t) }
+            return all
+        }
+        XCTAssertEqual(results.count, 300)
+        XCTAssertEqual(Set(results), Set(resources.map { "t-\($0)" }))
+        XCTAssertEqual(probe.calls.withLock { $0.count }, resources.count, "one refresh per resource")
+        XCTAssertEqual(probe.maxRunning.load(ordering: .sequentiallyConsistent), 1, "refreshes of one account never overlap")
+    }
+
+    func testScopeOrderDoesNotSplitTheCache() {
+        let a = AccountKey(provider: "p", subject: "s")
+        XCTAssertEqual(CacheKey(account: a, resource: "r", scopes: ["b", "a", "a"]), CacheKey(account: a, resource: "r", scopes: ["a", "b"]))
+        XCTAssertNotEqual(CacheKey(account: a, resource: "r", scopes: []), CacheKey(account: a, resource: "q", scopes: []))
+    }
+
+    func testCacheServesOnlyTokensWithEnoughLifeLeft() {
+        let cache = TokenCache()
+        let key = CacheKey(account: AccountKey(provider: "p", subject: "s"), resource: "r", scopes: [])
+        cache.store(CachedToken(accessToken: "x", tokenType: "Bearer", expiresAt: 1000, scope: nil), for: key)
+        XCTAssertNotNil(cache.lookup(key, now: 900, minimumLife: 60))
+        XCTAssertNil(cache.lookup(key, now: 950, minimumLife: 60), "less than the margin left: refresh first")
+        XCTAssertNil(cache.lookup(key, now: 900, minimumLife: 200), "min_ttl above what is left")
+    }
+}
