@@ -78,6 +78,11 @@ extension Broker {
                 logger.warning("refresh token refused: sign-in required", metadata: ["account": "\(account.key)"])
                 throw BrokerError.signInAgain(provider.name, account.username ?? account.key.subject)
             }
+            if case .provider("invalid_target", _, _) = error {
+                throw BrokerError.providerError(
+                    provider: provider.name, oauthError: "invalid_target",
+                    message: "\(provider.name) does not grant tokens for \(key.resource ?? "the default audience") to this sign-in: add it to resources in config.toml and run `authctl login --provider \(provider.name)`")
+            }
             let failure = await provider.failed(error, doing: "token refresh")
             logger.warning("refresh failed", metadata: ["account": "\(account.key)", "error": "\(failure.message)"])
             throw failure

@@ -1,0 +1,289 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#endif
+import BrokerProtocol
+
+/// A connection to authbrokerd, the per-user OAuth 2.0 / OpenID Connect token broker.
+///
+/// authbrokerd keeps the user's refresh tokens and mints access tokens on demand; it
+/// serves JSON-RPC 2.0 on a Unix socket, one JSON text per line
+/// (`$AUTHBROKER_SOCKET`, else `$XDG_RUNTIME_DIR/authbroker/socket`). This class is that
+/// protocol's client: `authctl` is built on it, and any Swift program can do what
+/// `authctl` does with it.
+///
+/// ```swift
+/// import BrokerClient
+/// import BrokerProtocol
+///
+/// do {
+///     let broker = try BrokerConnection()
+///     let token = try broker.token(TokenGetParams(resource: "https://api.example.com", minTTL: 60))
+///     request.setValue("Bearer \(token.accessToken)", forHTTPHeaderField: "Authorization")
+/// } catch .rpc(let error) where error.kind == .loginRequired {
+///     print(error.message)   // "not signed in to corp: run `authctl login --provider corp`"
+/// } catch {
+///     print("no token: \(error)")
+/// }
+/// ```
+///
+/// What to expect:
+/// - Calls are synchronous and block the calling thread until the daemon answers. Most
+///   answer in well under a millisecond from cache; `token.get` may wait for a refresh at
+///   the provider, and `login.wait` waits for the user. Pass `timeout:` to bound a call.
+/// - One connection carries many calls, one at a time, with ids 1, 2, 3…. A connection is
+///   not `Sendable`: use it from one thread or task, and open another connection for
+///   concurrent calls — connecting is one `connect(2)` on a local socket.
+/// - Failures are typed (``ClientError``): a JSON-RPC error answer is
+///   ``ClientError/rpc(_:)``, whose `kind` (`RPCErrorCode`) tells login-required from
+///   forbidden, provider errors and so on.
+/// - After a transport failure (``ClientError/io(_:)``, an overlong response) the
+///   connection is closed and every later call fails; open a new one. After a timeout the
+///   connection stays usable: the late answer is recognised by its id and skipped.
+public final class BrokerConnection {
+    /// The longest response line accepted. A `daemon.status` answer with many providers and
+    /// cached tokens is a few kilobytes; anything near this cap is not a real answer.
+    public static let maxResponseBytes = 1 << 20
+
+    /// The socket path this connection was opened to.
+    public let path: String
+
+    private var socket: UnixSocket?
+    private var nextID: Int64 = 1
+    /// Bytes read but not yet consumed: the start of the next line, when a read returned
+    /// more than one line or part of one.
+    private var pending: [UInt8] = []
+    private let encoder = JSONEncoder()
+    private let decoder = JSONDecoder()
+
+    /// Connects to authbrokerd.
+    ///
+    /// - Parameter path: the socket's path; nil means `SocketPath.resolve()`:
+    ///   `$AUTHBROKER_SOCKET`, else `$XDG_RUNTIME_DIR/authbroker/socket`.
+    /// - Throws: ``ClientError/noSocketPath`` when no path is given and neither variable is
+    ///   set; ``ClientError/daemonNotRunning(path:)`` when nothing listens there;
+    ///   ``ClientError/io(_:)`` for any other failure to connect (permissions, a path too
+    ///   long for a Unix socket address).
+    public init(path: String? = nil) throws(ClientError) {
+        guard let resolved = path ?? SocketPath.resolve() else { throw .noSocketPath }
+        self.path = resolved
+        self.socket = try UnixSocket(connectingTo: resolved)
+    }
+
+    /// Closes the connection. Later calls fail with ``ClientError/io(_:)``. Dropping the
+    /// last reference closes it too.
+    public func close() {
+        socket = nil
+        pending = []
+    }
+
+    /// Calls `method` with `params` and decodes its result as `R`.
+    ///
+    /// The typed convenience methods (``token(_:timeout:)``, ``status(timeout:)``…) are
+    /// this with the right types; use `call` for methods added to the daemon after them.
+    ///
+    /// - Parameters:
+    ///   - method: the method to call.
+    ///   - params: encoded as the request's `params` member (use `NoParams()` for none).
+    ///   - as: the type of the response's `result` member.
+    ///   - timeout: how long to wait for the answer; nil (the default) waits as long as the
+    ///     daemon takes.
+    /// - Throws: ``ClientError/rpc(_:)`` when the daemon answers with an error, and the
+    ///   other ``ClientError`` cases for transport and protocol failures.
+    public func call<P: Encodable & Sendable, R: Decodable>(
+        _ method: RPCMethod,
+        _ params: P,
+        as: R.Type = R.self,
+        timeout: Duration? = nil
+    ) throws(ClientError) -> R {
+        guard let socket else {
+            throw .io("the connection to authbrokerd on \(path) is closed; open a new one")
+        }
+        let id = nextID
+        nextID += 1
+
+        var line: [UInt8]
+        do {
+            line = Array(try encoder.encode(Request(id: .number(id), method: method, params: params)))
+        } catch {
+            throw .io("cannot encode the \(method.rawValue) request: \(error)")
+        }
+        line.append(UInt8(ascii: "\n"))
+
+        let deadline = timeout.map { ContinuousClock.now.advanced(by: $0) }
+        do {
+            try socket.sendAll(line)
+            while true {
+                let answer = try readLine(from: socket, method: method.rawValue, deadline: deadline, timeout: timeout)
+                if let result: R = try decodeResponse(answer, id: id, method: method) {
+                    return result
+                }
+            }
+        } catch {
+            // After a transport failure the stream's position is unknown: no later answer
+            // could be trusted to belong to its request.
+            if case .io = error { close() }
+            throw error
+        }
+    }
+
+    // MARK: - Methods
+
+    /// `token.get`: an access token for a resource, from the daemon's cache or freshly
+    /// minted with the account's refresh token.
+    ///
+    /// All parameters are optional: without `provider` the daemon uses its only provider,
+    /// without `resource` the provider's default audience. `minTTL` asks for a token that
+    /// stays valid at least that many seconds.
+    public func token(_ params: TokenGetParams = TokenGetParams(), timeout: Duration? = nil) throws(ClientError) -> TokenGetResult {
+        try call(.tokenGet, params, as: TokenGetResult.self, timeout: timeout)
+    }
+
+    /// `account.list`: the accounts the daemon knows, with their provider and state
+    /// (`ready` or `login_required`).
+    public func accounts(timeout: Duration? = nil) throws(ClientError) -> AccountListResult {
+        try call(.accountList, NoParams(), as: AccountListResult.self, timeout: timeout)
+    }
+
+    /// `login.start`: begins a sign-in and returns what the user must open or type.
+    ///
+    /// Follow it with ``loginWait(_:timeout:)`` on the returned `loginID`.
+    public func loginStart(_ params: LoginStartParams, timeout: Duration? = nil) throws(ClientError) -> LoginStartResult {
+        try call(.loginStart, params, as: LoginStartResult.self, timeout: timeout)
+    }
+
+    /// `login.wait`: waits until the user finishes (or abandons) the sign-in.
+    ///
+    /// Without a `timeout` this waits as long as the sign-in can take: the daemon answers
+    /// with an error once the sign-in expires (`RPCErrorCode.loginFailed`).
+    public func loginWait(_ params: LoginWaitParams, timeout: Duration? = nil) throws(ClientError) -> LoginWaitResult {
+        try call(.loginWait, params, as: LoginWaitResult.self, timeout: timeout)
+    }
+
+    /// `logout`: revokes the account's refresh token at the provider, removes it from the
+    /// secret store and forgets its cached access tokens.
+    public func logout(_ params: LogoutParams = LogoutParams(), timeout: Duration? = nil) throws(ClientError) -> LogoutResult {
+        try call(.logout, params, as: LogoutResult.self, timeout: timeout)
+    }
+
+    /// `daemon.status`: the daemon's version, uptime, counters, providers, accounts and
+    /// cached tokens (their expiry, never their value).
+    public func status(timeout: Duration? = nil) throws(ClientError) -> DaemonStatusResult {
+        try call(.daemonStatus, NoParams(), as: DaemonStatusResult.self, timeout: timeout)
+    }
+
+    // MARK: - Framing
+
+    /// Returns the next complete line (without its `\n`), reading as often as needed.
+    private func readLine(
+        from socket: UnixSocket,
+        method: String,
+        deadline: ContinuousClock.Instant?,
+        timeout: Duration?
+    ) throws(ClientError) -> ArraySlice<UInt8> {
+        var scanned = 0
+        while true {
+            if let newline = pending[scanned...].firstIndex(of: UInt8(ascii: "\n")) {
+                guard newline <= Self.maxResponseBytes else { throw tooLong() }
+                let line = pending[..<newline]
+                pending.removeSubrange(...newline)
+                return line
+            }
+            scanned = pending.count
+            guard pending.count <= Self.maxResponseBytes else { throw tooLong() }
+            let n = try socket.receive(appendingTo: &pending, deadline: deadline, method: method, timeout: timeout)
+            if n == 0 {
+                throw .io("authbrokerd closed the connection on \(path) before answering \(method)")
+            }
+        }
+    }
+
+    private func tooLong() -> ClientError {
+        // The rest of the line is still unread and the stream cannot be resynchronised
+        // cheaply: this connection is done.
+        close()
+        return .badResponse("a response line is longer than \(Self.maxResponseBytes) bytes")
+    }
+
+    /// Decodes one response line.
+    ///
+    /// - Returns: the result, or nil when the line is a late answer to an earlier call
+    ///   (one that timed out) or blank, and the caller must read on.
+    private func decodeResponse<R: Decodable>(_ line: ArraySlice<UInt8>, id: Int64, method: RPCMethod) throws(ClientError) -> R? {
+        if line.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\r") || $0 == UInt8(ascii: "\t") }) {
+            return nil
+        }
+        let data = Data(line)
+        let envelope: ResponseEnvelope<R>
+        do {
+            envelope = try decoder.decode(ResponseEnvelope<R>.self, from: data)
+        } catch {
+            // The result did not decode as R. Before calling that a bad response, see
+            // whether this is an error answer or someone else's answer.
+            guard let header = try? decoder.decode(ResponseHeader.self, from: data) else {
+                throw .badResponse("the answer to \(method.rawValue) is not a JSON-RPC response (\(Self.summary(error)))")
+            }
+            if Self.isEarlier(header.id, than: id) { return nil }
+            if let rpcError = header.error { throw Self.answerError(rpcError, carrying: header.id, for: id) }
+            throw .badResponse("the result of \(method.rawValue) does not have the expected shape (\(Self.summary(error)))")
+        }
+        if Self.isEarlier(envelope.id, than: id) { return nil }
+        if let rpcError = envelope.error {
+            throw Self.answerError(rpcError, carrying: envelope.id, for: id)
+        }
+        guard envelope.id == .number(id) else {
+            throw .badResponse("the answer to request \(id) carries id \(envelope.id?.description ?? "none")")
+        }
+        guard let result = envelope.result else {
+            throw .badResponse("the answer to \(method.rawValue) has neither result nor error")
+        }
+        return result
+    }
+
+    /// The error to throw for an error answer: ``ClientError/rpc(_:)`` when it is ours.
+    ///
+    /// JSON-RPC answers a request it could not parse (or a line over the daemon's size
+    /// cap) with id null, so null counts as ours: only this call is outstanding.
+    private static func answerError(_ error: RPCError, carrying answerID: RequestID?, for id: Int64) -> ClientError {
+        guard answerID == .number(id) || answerID == .null || answerID == nil else {
+            return .badResponse("an error answer carries id \(answerID?.description ?? "none") instead of \(id)")
+        }
+        return .rpc(error)
+    }
+
+    /// A decoding failure in a few words: which member, and what was wrong with it.
+    private static func summary(_ error: any Error) -> String {
+        guard let error = error as? DecodingError else { return "\(error)" }
+        func path(_ keys: [any CodingKey], _ last: (any CodingKey)? = nil) -> String {
+            let names = (keys + (last.map { [$0] } ?? [])).map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
+            return names.isEmpty ? "the top level" : names.joined(separator: ".")
+        }
+        switch error {
+        case .keyNotFound(let key, let context):
+            return "\(path(context.codingPath, key)) is missing"
+        case .valueNotFound(_, let context):
+            return "\(path(context.codingPath)) is null"
+        case .typeMismatch(let type, let context):
+            return "\(path(context.codingPath)) is not a \(type)"
+        case .dataCorrupted(let context):
+            return context.codingPath.isEmpty ? "not valid JSON" : "\(path(context.codingPath)) is invalid"
+        @unknown default:
+            return "\(error)"
+        }
+    }
+
+    /// True for the id of a request this connection sent before `current`.
+    private static func isEarlier(_ id: RequestID?, than current: Int64) -> Bool {
+        if case .number(let n)? = id, n >= 1, n < current { return true }
+        return false
+    }
+}
+
+@available(*, unavailable, message: "use a BrokerConnection from one thread or task; open one per task")
+extension BrokerConnection: Sendable {}
+
+/// A response as the client reads it: `result` or `error`, decoded in one pass.
+private struct ResponseEnvelope<R: Decodable>: Decodable {
+    var id: RequestID?
+    var result: R?
+    var error: RPCError?
+}

@@ -1,0 +1,54 @@
+import Foundation
+
+/// How a request proves which client sends it (RFC 6749 §2.3.1).
+enum ClientAuthentication: Equatable {
+    /// Public client: `client_id` in the body.
+    case none
+    /// `client_secret_basic`: the `Authorization` header value.
+    case basic(String)
+    /// `client_secret_post`: `client_id` and `client_secret` in the body.
+    case post(secret: String)
+}
+
+extension OAuthClient {
+    /// Basic unless `methods` (the endpoint's `…_auth_methods_supported`) offers
+    /// `client_secret_post` but not `client_secret_basic`.
+    func clientAuthentication(methods: [String]?) -> ClientAuthentication {
+        guard let secret = configuration.clientSecret else { return .none }
+        if let methods, methods.contains("client_secret_post"), !methods.contains("client_secret_basic") {
+            return .post(secret: secret)
+        }
+        let credentials = FormEncoding.escape(configuration.clientID) + ":" + FormEncoding.escape(secret)
+        return .basic("Basic " + Data(credentials.utf8).base64EncodedString())
+    }
+
+    /// POSTs `parameters` as a form to `endpoint` with client authentication; `name`
+    /// names the endpoint in sentences.
+    func postForm(_ parameters: [(String, String)], to endpoint: String, name: String,
+                  authMethods: [String]?) async throws(OAuthError) -> HTTPResponse {
+        try EndpointPolicy.check(endpoint, what: "the provider's \(name)")
+        var pairs = parameters
+        var headers = ["Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"]
+        switch clientAuthentication(methods: authMethods) {
+        case .none: pairs.insert(("client_id", configuration.clientID), at: 0)
+        case .basic(let value): headers["Authorization"] = value
+        case .post(let secret): pairs.insert(contentsOf: [("client_id", configuration.clientID), ("client_secret", secret)], at: 0)
+        }
+        return try await transport.send(HTTPRequest(method: "POST", url: endpoint, headers: headers, body: FormEncoding.encode(pairs)))
+    }
+
+    /// Sends a token request and reads the token answer.
+    func tokenRequest(_ metadata: ProviderMetadata, _ parameters: [(String, String)]) async throws(OAuthError) -> TokenResponse {
+        let response = try await postForm(parameters, to: metadata.tokenEndpoint, name: "token endpoint",
+                                          authMethods: metadata.tokenEndpointAuthMethodsSupported)
+        return try ProviderAnswer.tokens(ProviderAnswer.object(response, place: "token endpoint"))
+    }
+
+    /// The optional `resource` (or configured audience parameter) and `scope` pairs.
+    func resourceAndScope(_ resource: String?, _ scopes: [String]?) -> [(String, String)] {
+        var pairs: [(String, String)] = []
+        if let resource { pairs.append((configuration.audienceParameter, resource)) }
+        if let scopes, !scopes.isEmpty { pairs.append(("scope", scopes.joined(separator: " "))) }
+        return pairs
+    }
+}

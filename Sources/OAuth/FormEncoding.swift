@@ -1,0 +1,29 @@
+/// `application/x-www-form-urlencoded` bodies (RFC 6749 Appendix B): every byte outside
+/// the unreserved set (ALPHA DIGIT - . _ ~) is percent-encoded, space as `%20`.
+enum FormEncoding {
+    private static let hex = Array("0123456789ABCDEF".unicodeScalars)
+
+    /// Encodes one name or value.
+    static func escape(_ string: String) -> String {
+        var out = ""
+        out.reserveCapacity(string.utf8.count)
+        for byte in string.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."),
+                 UInt8(ascii: "_"), UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                out.unicodeScalars.append("%")
+                out.unicodeScalars.append(hex[Int(byte >> 4)])
+                out.unicodeScalars.append(hex[Int(byte & 0x0F)])
+            }
+        }
+        return out
+    }
+
+    /// Encodes pairs in order; a name may repeat (RFC 8707 `resource`).
+    static func encode(_ pairs: [(String, String)]) -> [UInt8] {
+        Array(pairs.map { "\(escape($0.0))=\(escape($0.1))" }.joined(separator: "&").utf8)
+    }
+}

@@ -1,0 +1,55 @@
+/// The token grants other than the device flow, and revocation.
+extension OAuthClient {
+    /// Trades a refresh token for new tokens (RFC 6749 §6), optionally narrowed to one
+    /// resource (RFC 8707) and to `scopes` (omitted when nil or empty).
+    public func refresh(_ metadata: ProviderMetadata, refreshToken: String, resource: String?,
+                        scopes: [String]?) async throws(OAuthError) -> TokenResponse {
+        try await tokenRequest(metadata, [("grant_type", "refresh_token"), ("refresh_token", refreshToken)]
+            + resourceAndScope(resource, scopes))
+    }
+
+    /// Gets tokens for the client itself (RFC 6749 §4.4), for machine accounts. Needs a
+    /// client secret.
+    public func clientCredentials(_ metadata: ProviderMetadata, resource: String?,
+                                  scopes: [String]?) async throws(OAuthError) -> TokenResponse {
+        guard configuration.clientSecret != nil else {
+            throw .configuration("client \(configuration.clientID) has no client secret, which the client credentials grant needs")
+        }
+        return try await tokenRequest(metadata, [("grant_type", "client_credentials")] + resourceAndScope(resource, scopes))
+    }
+
+    /// Redeems an authorization code with its PKCE verifier (RFC 6749 §4.1.3, RFC 7636 §4.5).
+    public func exchangeCode(_ metadata: ProviderMetadata, code: String, redirectURI: String,
+                             codeVerifier: String, resource: String?) async throws(OAuthError) -> TokenResponse {
+        try await tokenRequest(metadata, [
+            ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirectURI),
+            ("code_verifier", codeVerifier),
+        ] + resourceAndScope(resource, nil))
+    }
+
+    /// Revokes `token` (RFC 7009 §2.1); `tokenTypeHint` is `refresh_token` or `access_token`.
+    ///
+    /// Returns true when the provider answered 200, which RFC 7009 also gives for a token
+    /// that was already invalid: either way the token no longer works. Returns false when
+    /// the provider declines to revoke tokens of this type (`unsupported_token_type`): the
+    /// token still works until it expires. Throws `.configuration` when the provider has
+    /// no revocation endpoint, and the usual errors when the request fails.
+    @discardableResult
+    public func revoke(_ metadata: ProviderMetadata, token: String, tokenTypeHint: String) async throws(OAuthError) -> Bool {
+        guard let endpoint = metadata.revocationEndpoint else {
+            throw .configuration("provider \(EndpointPolicy.describe(metadata.issuer)) has no revocation endpoint")
+        }
+        let response = try await postForm([("token", token), ("token_type_hint", tokenTypeHint)], to: endpoint,
+                                          name: "revocation endpoint",
+                                          authMethods: metadata.revocationEndpointAuthMethodsSupported
+                                              ?? metadata.tokenEndpointAuthMethodsSupported)
+        guard response.status != 200 else { return true }
+        do {
+            _ = try ProviderAnswer.object(response, place: "revocation endpoint")
+            return true
+        } catch {
+            if case .provider(oauthCode: "unsupported_token_type", _, _) = error { return false }
+            throw error
+        }
+    }
+}

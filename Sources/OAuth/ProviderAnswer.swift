@@ -1,0 +1,95 @@
+import Foundation
+
+/// Reads the JSON answers of the token, device authorization and revocation endpoints
+/// (RFC 6749 §5.1/§5.2, RFC 8628 §3.2, RFC 7009 §2.2). Sentences never quote the body,
+/// which might echo a credential; only `error` and `error_description` are passed on,
+/// reduced to printable ASCII and cut short.
+enum ProviderAnswer {
+    /// The answer's JSON object on HTTP 200; otherwise the error it stands for.
+    /// `place` names the endpoint, e.g. "token endpoint".
+    static func object(_ response: HTTPResponse, place: String) throws(OAuthError) -> [String: JSONValue] {
+        let json = try? JSONDecoder().decode([String: JSONValue].self, from: Data(response.body))
+        // Some providers (GitHub) answer errors with HTTP 200.
+        if let json, response.status < 500, let code = json["error"]?.stringValue, json["access_token"] == nil {
+            throw .provider(oauthCode: printable(code, limit: 64), description: json["error_description"]?.stringValue.map { printable($0, limit: 200) }, httpStatus: response.status)
+        }
+        if response.status == 200 {
+            guard let json else { throw .invalidResponse("the provider's \(place) answered with something that is not a JSON object") }
+            return json
+        }
+        let blank = response.body.allSatisfy { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }
+        if response.status == 400, blank {
+            // Glewlwyd answers a bad or reused refresh token this way.
+            throw .provider(oauthCode: "invalid_grant", description: "the provider refused the grant", httpStatus: 400)
+        }
+        if response.status == 401, json == nil {
+            throw .provider(oauthCode: "invalid_client", description: "the provider refused the client's credentials", httpStatus: 401)
+        }
+        throw .invalidResponse("the provider's \(place) answered HTTP \(response.status)\(statusHint(response.status))")
+    }
+
+    /// A token answer (RFC 6749 §5.1). `token_type` must be Bearer, in any case (§7.1);
+    /// it is returned as "Bearer". `expires_in` may be a number or a string of digits.
+    static func tokens(_ json: [String: JSONValue]) throws(OAuthError) -> TokenResponse {
+        guard let accessToken = json["access_token"]?.stringValue, !accessToken.isEmpty else {
+            throw .invalidResponse("the provider's token answer has no access_token")
+        }
+        guard let tokenType = json["token_type"]?.stringValue else {
+            throw .invalidResponse("the provider's token answer has no token_type")
+        }
+        guard tokenType.lowercased() == "bearer" else {
+            throw .invalidResponse("the provider issued a token of type \(printable(tokenType, limit: 32)), which authbroker cannot use")
+        }
+        return TokenResponse(
+            accessToken: accessToken, tokenType: "Bearer",
+            expiresIn: try seconds(json["expires_in"], name: "expires_in", answer: "token"),
+            refreshToken: json["refresh_token"]?.stringValue, idToken: json["id_token"]?.stringValue,
+            scope: json["scope"]?.stringValue)
+    }
+
+    /// A device authorization answer (RFC 8628 §3.2); `verification_url` (Google) is read
+    /// as `verification_uri`. An absent or unusable interval becomes 5 seconds.
+    static func deviceAuthorization(_ json: [String: JSONValue]) throws(OAuthError) -> DeviceAuthorization {
+        func required(_ name: String) throws(OAuthError) -> String {
+            guard let value = json[name]?.stringValue, !value.isEmpty else {
+                throw .invalidResponse("the provider's device authorization answer has no \(name)")
+            }
+            return value
+        }
+        let verificationURI = json["verification_uri"] == nil && json["verification_url"] != nil
+            ? try required("verification_url") : try required("verification_uri")
+        guard let expiresIn = try seconds(json["expires_in"], name: "expires_in", answer: "device authorization") else {
+            throw .invalidResponse("the provider's device authorization answer has no expires_in")
+        }
+        let interval = json["interval"]?.integerValue.flatMap { $0 >= 1 ? $0 : nil } ?? 5
+        return DeviceAuthorization(
+            deviceCode: try required("device_code"), userCode: try required("user_code"),
+            verificationURI: verificationURI, verificationURIComplete: json["verification_uri_complete"]?.stringValue,
+            expiresIn: expiresIn, interval: interval)
+    }
+
+    /// Whole non-negative seconds, from a number or a string of digits; nil when absent.
+    private static func seconds(_ value: JSONValue?, name: String, answer: String) throws(OAuthError) -> Int? {
+        guard let value, value != .null else { return nil }
+        if case .number(let number) = value, number.isFinite, number >= 0, number < 1e15 { return Int(number) }
+        guard let whole = value.integerValue, whole >= 0 else {
+            throw .invalidResponse("the provider's \(answer) answer has an \(name) that is not a number of seconds")
+        }
+        return whole
+    }
+
+    /// Explains statuses that need it.
+    static func statusHint(_ status: Int) -> String {
+        switch status {
+        case 300..<400: return " (a redirect, which authbroker does not follow)"
+        case 404: return " (not found: check the issuer)"
+        default: return ""
+        }
+    }
+
+    /// `text` reduced to printable ASCII (RFC 6749 §5.2's character set) and `limit` characters.
+    static func printable(_ text: String, limit: Int) -> String {
+        let kept = text.unicodeScalars.filter { $0.value >= 0x20 && $0.value < 0x7F }.prefix(limit)
+        return String(String.UnicodeScalarView(kept))
+    }
+}

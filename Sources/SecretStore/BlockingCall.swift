@@ -1,0 +1,106 @@
+import CSecret
+import Dispatch
+import Synchronization
+
+/// A `GCancellable` shared by a blocking libsecret call and whoever may abandon it
+/// (the timeout, or the cancellation of the calling task).
+///
+/// `GCancellable` is thread-safe: `g_cancellable_cancel` may be called from any thread
+/// while another thread runs the call. The reference is owned by this object, so it
+/// stays alive as long as either side still holds the handle.
+final class OperationCancellation: @unchecked Sendable {
+    let pointer: UnsafeMutablePointer<GCancellable>
+
+    init() {
+        pointer = g_cancellable_new()
+    }
+
+    deinit {
+        g_object_unref(pointer)
+    }
+
+    /// Makes the running libsecret call return `G_IO_ERROR_CANCELLED` promptly
+    /// (a pending unlock prompt is dismissed).
+    func cancel() {
+        g_cancellable_cancel(pointer)
+    }
+
+    var isCancelled: Bool {
+        g_cancellable_is_cancelled(pointer) != 0
+    }
+}
+
+/// Resumes a continuation at most once: whichever of the call and the timeout
+/// comes first wins, the other is ignored.
+private final class ResumeOnce<T: Sendable>: Sendable {
+    private let continuation: Mutex<CheckedContinuation<Result<T, StoreError>, Never>?>
+
+    init(_ continuation: CheckedContinuation<Result<T, StoreError>, Never>) {
+        self.continuation = Mutex(continuation)
+    }
+
+    /// Returns whether this call resumed the continuation.
+    @discardableResult
+    func resume(with result: Result<T, StoreError>) -> Bool {
+        let taken = continuation.withLock { slot in
+            let c = slot
+            slot = nil
+            return c
+        }
+        guard let taken else { return false }
+        taken.resume(returning: result)
+        return true
+    }
+}
+
+/// Runs blocking libsecret calls off the caller's thread with a time limit.
+enum BlockingCall {
+    /// One serial queue for every libsecret call of the process. libsecret keeps
+    /// process-wide state (one session bus connection, one `SecretService`), so
+    /// calls are serialised; a call that hangs delays the ones behind it, which then
+    /// time out on their own, instead of piling up threads.
+    static let queue = DispatchQueue(label: "org.authbroker.secret-service", qos: .userInitiated)
+
+    /// Runs `body` on `queue` and waits at most `timeout` for it.
+    ///
+    /// On timeout this returns `StoreError.timedOut` at once and cancels the call's
+    /// `GCancellable`; the thread finishes in the background and its result is dropped.
+    /// Cancelling the calling task cancels the call the same way (its result is then
+    /// whatever libsecret reports, normally "cancelled").
+    static func run<T: Sendable>(
+        timeout: Duration,
+        _ body: @escaping @Sendable (OperationCancellation) -> Result<T, StoreError>
+    ) async throws(StoreError) -> T {
+        let cancellation = OperationCancellation()
+        let seconds = wholeSeconds(timeout)
+        let result: Result<T, StoreError> = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, StoreError>, Never>) in
+                let once = ResumeOnce(continuation)
+                let timer = Task {
+                    do {
+                        try await Task.sleep(for: timeout)
+                    } catch {
+                        return  // the call finished first
+                    }
+                    if once.resume(with: .failure(.timedOut(seconds: seconds))) {
+                        cancellation.cancel()
+                    }
+                }
+                queue.async {
+                    let outcome = body(cancellation)
+                    timer.cancel()
+                    once.resume(with: outcome)
+                }
+            }
+        } onCancel: {
+            cancellation.cancel()
+        }
+        return try result.get()
+    }
+
+    /// `timeout` in whole seconds, rounded up, for the user-facing message.
+    static func wholeSeconds(_ timeout: Duration) -> Int {
+        let (seconds, attoseconds) = timeout.components
+        return max(1, Int(seconds) + (attoseconds > 0 ? 1 : 0))
+    }
+}

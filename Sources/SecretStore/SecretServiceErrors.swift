@@ -1,0 +1,69 @@
+import CSecret
+
+/// Turns libsecret's `GError`s into `StoreError`s with sentences a user can act on.
+///
+/// GError messages from libsecret and GDBus never contain a secret (they name objects,
+/// buses and services); secrets are never passed here.
+enum SecretServiceErrors {
+    static let sessionBusAdvice =
+        "run authbrokerd inside your desktop session or as a systemd user service, or set store = \"memory\" in config.toml"
+    static let noSessionBus = "no D-Bus session bus: the Secret Service needs one; " + sessionBusAdvice
+    static let noSecretService =
+        "no Secret Service is running on the session bus: start gnome-keyring-daemon (or KeePassXC/KWallet with Secret Service enabled), or set store = \"memory\" in config.toml"
+    static let locked =
+        "the keyring is locked: unlock it (for example by logging in to the desktop, or with `gnome-keyring-daemon --unlock`) and try again"
+    static let noDefaultCollection =
+        "the Secret Service has no default keyring: create one (for example with Seahorse, or by logging in to the desktop once so that the login keyring exists), or set store = \"memory\" in config.toml"
+    static let cancelled = "the Secret Service request was cancelled"
+
+    /// What went wrong, from the parts of a `GError`.
+    ///
+    /// - Parameters:
+    ///   - message: the GError message.
+    ///   - isLocked: the error is `SECRET_ERROR_IS_LOCKED`.
+    ///   - isCancelled: the error is `G_IO_ERROR_CANCELLED`.
+    ///   - duringSave: the call was a store into the default collection (a missing
+    ///     collection object then means there is no default keyring).
+    static func storeError(message: String, isLocked: Bool = false, isCancelled: Bool = false, duringSave: Bool = false) -> StoreError {
+        if isCancelled {
+            return .failed(cancelled)
+        }
+        if message.contains("Cannot autolaunch D-Bus without X11 $DISPLAY") || message.contains("DBUS_SESSION_BUS_ADDRESS")
+            || message.contains("dbus-launch")
+        {
+            // No address: GLib tried X11 autolaunch (dbus-launch), which needs $DISPLAY.
+            return .unavailable(noSessionBus)
+        }
+        if message.hasPrefix("Could not connect:") {
+            // DBUS_SESSION_BUS_ADDRESS (or $XDG_RUNTIME_DIR/bus) names a bus that is gone.
+            return .unavailable(
+                "the D-Bus session bus cannot be reached (\(message)): check DBUS_SESSION_BUS_ADDRESS; the Secret Service needs a session bus: "
+                    + sessionBusAdvice
+            )
+        }
+        if message.contains("org.freedesktop.secrets") && message.contains("not provided by any .service files") {
+            return .unavailable(noSecretService)
+        }
+        if isLocked || message.lowercased().contains("locked") {
+            return .locked(locked)
+        }
+        if duringSave && message.contains("Object does not exist at path") && message.contains("/org/freedesktop/secrets/collection/") {
+            // gnome-keyring without a login keyring: the "default" alias points at
+            // /org/freedesktop/secrets/collection/login, which does not exist.
+            return .unavailable(noDefaultCollection)
+        }
+        return .failed("the Secret Service failed: \(message)")
+    }
+
+    /// Maps and frees a `GError` (ownership is taken; the pointer is invalid afterwards).
+    static func consume(_ error: UnsafeMutablePointer<GError>, duringSave: Bool = false) -> StoreError {
+        defer { g_error_free(error) }
+        let message = error.pointee.message.map { String(cString: $0) } ?? "unknown error"
+        return storeError(
+            message: message,
+            isLocked: authbroker_error_is_locked(error) != 0,
+            isCancelled: authbroker_error_is_cancelled(error) != 0,
+            duringSave: duringSave
+        )
+    }
+}

@@ -1,0 +1,28 @@
+import ArgumentParser
+import BrokerProtocol
+
+/// `authctl`: the command-line client of authbrokerd.
+///
+/// Synchronous on purpose: `authctl token` runs inside `$(…)` before every `curl`, and a
+/// plain `ParsableCommand` starts no concurrency runtime threads.
+@main
+struct AuthCtl: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "authctl",
+        abstract: "Sign in to OAuth 2.0 / OpenID Connect providers and get access tokens from authbrokerd.",
+        discussion: """
+            authctl talks to authbrokerd, the per-user token broker, on its Unix socket: \
+            $AUTHBROKER_SOCKET, else $XDG_RUNTIME_DIR/authbroker/socket.
+
+              authctl login --device
+              curl -H "$(authctl token --resource https://api.example.com --header)" URL
+
+            Errors are one line on stderr, starting with "authctl: ", that says what to do next.
+
+            EXIT STATUS
+            \(ExitStatus.helpTable)
+            """,
+        version: BrokerVersion.current,
+        subcommands: [Login.self, Token.self, Status.self, Accounts.self, Logout.self]
+    )
+}

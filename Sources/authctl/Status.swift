@@ -1,0 +1,70 @@
+import ArgumentParser
+import BrokerClient
+import BrokerProtocol
+
+/// `authctl status`: the daemon, its providers, accounts and cached tokens.
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show the daemon, its providers, accounts and cached tokens with their expiry.",
+        discussion: "A token's value is never shown, only what it is for and when it expires."
+    )
+
+    @Flag(help: "Print authbrokerd's answer (daemon.status) as JSON.")
+    var json = false
+
+    func run() throws {
+        let lines = try Broker.session { broker throws(ClientError) -> [String] in
+            let status = try broker.status()
+            if json { return [try Output.json(status)] }
+            return Self.report(status)
+        }
+        for line in lines { Output.line(line) }
+    }
+
+    /// The human report: the daemon first, then one block per provider.
+    static func report(_ status: DaemonStatusResult, now: Int64 = TimeText.now) -> [String] {
+        let c = status.counters
+        var lines = ["authbrokerd \(Output.safe(status.version)), pid \(status.pid), up \(TimeText.duration(seconds: Int64(status.uptimeSeconds)))"]
+        lines += Output.table([
+            ["store", Output.safe(status.store)],
+            ["socket", Output.safe(status.socket)],
+            ["requests", "\(c.requests) (token \(c.tokenRequests), cache hits \(c.cacheHits), refreshes \(c.refreshes), provider errors \(c.providerErrors), errors \(c.errors))"],
+        ], indent: "  ")
+        if status.providers.isEmpty {
+            lines += ["", "No providers configured: add one under [providers.NAME] in config.toml."]
+        }
+        for provider in status.providers {
+            lines += [""] + block(provider, now: now)
+        }
+        return lines
+    }
+
+    private static func block(_ provider: ProviderStatus, now: Int64) -> [String] {
+        var lines = ["provider \(Output.safe(provider.name))"]
+        lines += Output.table([
+            ["issuer", Output.safe(provider.issuer)],
+            ["client id", Output.safe(provider.clientID)],
+        ], indent: "  ")
+        if provider.accounts.isEmpty {
+            lines.append("  no account: sign in with `authctl login --provider \(Output.safe(provider.name))`")
+        }
+        for entry in provider.accounts {
+            let account = entry.account
+            let name = account.username.map { "\($0) (subject \(account.subject))" } ?? "subject \(account.subject)"
+            lines.append("  account \(Output.safe(name)): \(Output.safe(State.describe(account)))")
+            if entry.tokens.isEmpty {
+                lines.append("    no cached token")
+                continue
+            }
+            let rows = entry.tokens.map { token in
+                [
+                    Output.safe(token.resource ?? "(default audience)"),
+                    Output.safe(token.scopes.isEmpty ? "-" : token.scopes.joined(separator: " ")),
+                    TimeText.expiry(token.expiresAt, now: now),
+                ]
+            }
+            lines += Output.table([["RESOURCE", "SCOPES", "EXPIRES"]] + rows, indent: "    ")
+        }
+        return lines
+    }
+}

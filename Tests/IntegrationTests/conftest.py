@@ -1,0 +1,278 @@
+"""Fixtures for the integration tests: the real authbrokerd and authctl binaries, a real
+Glewlwyd OIDC provider on 127.0.0.1, and the real gnome-keyring Secret Service of the
+private D-Bus session that scripts/with-keyring starts around the suite.
+
+No test prints a token: tokens are compared through `fingerprint()`.
+"""
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "support"))
+
+from glewlwyd_api import Glewlwyd, decode_jwt  # noqa: E402
+
+
+def _bin_dir():
+    explicit = os.environ.get("AUTHBROKER_BIN")
+    if explicit:
+        return explicit
+    return subprocess.check_output(["swift", "build", "--show-bin-path"], cwd=ROOT, text=True).strip()
+
+
+BIN = _bin_dir()
+AUTHBROKERD = os.path.join(BIN, "authbrokerd")
+AUTHCTL = os.path.join(BIN, "authctl")
+API = "https://api.example.test"
+GIT = "https://git.example.test"
+
+
+def fingerprint(token):
+    """A short, non-reversible stand-in for a token in assertions and messages."""
+    return hashlib.sha256(token.encode()).hexdigest()[:12]
+
+
+def require_keyring():
+    if not os.environ.get("DBUS_SESSION_BUS_ADDRESS"):
+        pytest.fail("the integration tests run inside scripts/with-keyring (no D-Bus session here)")
+
+
+def _provider(*args):
+    require_keyring()
+    d = tempfile.mkdtemp(prefix="ab-gl-")
+    subprocess.run([os.path.join(ROOT, "scripts", "glewlwyd"), "start", d, *args], check=True)
+    return d
+
+
+def _stop_provider(d):
+    subprocess.run([os.path.join(ROOT, "scripts", "glewlwyd"), "stop", d])
+    if os.environ.get("AUTHBROKER_KEEP_HOME") != "1":
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def glewlwyd():
+    """Glewlwyd with refresh-token rotation: every refresh token works once.
+
+    Glewlwyd also narrows a rotated refresh token to the one resource it was just used
+    for, so tests that need several resources from one sign-in use `glewlwyd_static`."""
+    d = _provider("--refresh-token-one-use", "always")
+    try:
+        yield Glewlwyd(d)
+    finally:
+        _stop_provider(d)
+
+
+@pytest.fixture(scope="session")
+def glewlwyd_static():
+    """Glewlwyd without rotation: one refresh token serves every resource of the grant."""
+    d = _provider("--refresh-token-one-use", "never")
+    try:
+        yield Glewlwyd(d)
+    finally:
+        _stop_provider(d)
+
+
+class RPC:
+    """One JSON-RPC connection to the daemon, as any local program would open it."""
+
+    def __init__(self, path, timeout=30):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        self.sock.connect(path)
+        self.buf = b""
+        self.next_id = 0
+
+    def send_line(self, raw):
+        self.sock.sendall(raw if isinstance(raw, bytes) else raw.encode())
+
+    def read(self):
+        while b"\n" not in self.buf:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("the daemon closed the connection")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def call(self, method, params=None):
+        self.next_id += 1
+        req = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
+        if params is not None:
+            req["params"] = params
+        self.send_line(json.dumps(req) + "\n")
+        return self.read()
+
+    def close(self):
+        self.sock.close()
+
+
+class Daemon:
+    """A real authbrokerd process with its own config, socket and provider name.
+
+    Each daemon gets a unique provider name, so its Secret Service items never meet
+    another test's in the shared keyring."""
+
+    def __init__(self, glewlwyd, client="authbroker", store="secret-service", extra_env=None,
+                 refresh_margin=60, name=None):
+        self.gl = glewlwyd
+        self.dir = tempfile.mkdtemp(prefix="ab-", dir="/tmp")
+        self.socket = os.path.join(self.dir, "sock")
+        self.config = os.path.join(self.dir, "config.toml")
+        self.log = os.path.join(self.dir, "daemon.log")
+        self.name = name or "t" + uuid.uuid4().hex[:8]
+        self.client = client
+        self.proc = None
+        self.env = dict(os.environ, AUTHBROKER_SOCKET=self.socket)
+        self.env.update(extra_env or {})
+        if glewlwyd is not None:
+            self.write_config(store=store, refresh_margin=refresh_margin)
+
+    def write_config(self, store="secret-service", refresh_margin=60, text=None):
+        if text is None:
+            secret = self.gl.client_secret(self.client)
+            text = (
+                f'[daemon]\nstore = "{store}"\nrefresh_margin = {refresh_margin}\n\n'
+                f"[providers.{self.name}]\n"
+                f'issuer = "{self.gl.issuer}"\n'
+                f'client_id = "{self.gl.client_id(self.client)}"\n'
+                + (f'client_secret = "{secret}"\n' if secret else "")
+                + 'scopes = ["openid", "profile", "email", "offline_access"]\n'
+                f'resources = ["{API}", "{GIT}"]\n'
+            )
+        with open(self.config, "w") as f:
+            f.write(text)
+
+    def start(self, wait=True, args=()):
+        logf = open(self.log, "ab")
+        self.proc = subprocess.Popen(
+            [AUTHBROKERD, "--config", self.config, "--log-level", "debug", *args],
+            env=self.env, stdout=logf, stderr=logf, stdin=subprocess.DEVNULL)
+        logf.close()
+        if not wait:
+            return self
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"authbrokerd exited with {self.proc.returncode}:\n{self.log_text()}")
+            try:
+                c = RPC(self.socket, timeout=5)
+                c.call("daemon.status")
+                c.close()
+                return self
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError("authbrokerd did not become ready:\n" + self.log_text())
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode if self.proc else None
+
+    def restart(self):
+        self.stop()
+        return self.start()
+
+    def log_text(self):
+        try:
+            with open(self.log, errors="replace") as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def rpc(self, method, params=None):
+        c = RPC(self.socket)
+        try:
+            return c.call(method, params)
+        finally:
+            c.close()
+
+    def connect(self):
+        return RPC(self.socket)
+
+    def ctl(self, *args, timeout=60):
+        return subprocess.run([AUTHCTL, *args], env=self.env, capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+
+    def status(self):
+        return self.rpc("daemon.status")["result"]
+
+    def login_device(self, user="alice"):
+        """`authctl login --device`, approved through Glewlwyd as the user would in a browser."""
+        p = subprocess.Popen([AUTHCTL, "login", "--device", "--provider", self.name], env=self.env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             stdin=subprocess.DEVNULL)
+        code = None
+        seen = []
+        deadline = time.time() + 30
+        while code is None and time.time() < deadline:
+            line = p.stderr.readline()
+            if not line:
+                break
+            seen.append(line)
+            m = re.search(r"enter the code ([A-Za-z0-9-]+)", line)
+            if m:
+                code = m.group(1)
+        if code is None:
+            p.kill()
+            raise AssertionError("authctl login printed no user code:\n" + "".join(seen) + self.log_text())
+        session = self.gl.login_session(user)
+        self.gl.approve_device(session, code, self.gl.client_id(self.client),
+                               ["openid", "profile", "email", "offline_access"])
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, f"login failed ({p.returncode}): {''.join(seen)}{err}\n{self.log_text()}"
+        return out
+
+    def cleanup(self):
+        self.stop()
+        if os.environ.get("AUTHBROKER_KEEP_HOME") != "1":
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def daemon_factory(request):
+    """Makes daemons against the rotating provider, or `provider="static"`."""
+    made = []
+
+    def make(provider="rotating", **kw):
+        gl = request.getfixturevalue("glewlwyd" if provider == "rotating" else "glewlwyd_static")
+        d = Daemon(gl, **kw)
+        made.append(d)
+        return d
+
+    yield make
+    for d in made:
+        d.cleanup()
+
+
+def secret_tool(*args):
+    return subprocess.run(["timeout", "20", "secret-tool", *args], capture_output=True, text=True)
+
+
+def stored_item(provider):
+    """The daemon's Secret Service item for a provider, read as another client would:
+    (attributes, secret payload) or None."""
+    r = secret_tool("search", "--all", "--unlock", "provider", provider)
+    if "attribute.provider" not in r.stdout + r.stderr:
+        return None
+    text = r.stdout + r.stderr
+    attrs = dict(re.findall(r"^attribute\.(\w+) = (.*)$", text, re.M))
+    secret = re.search(r"^secret = (.*)$", text, re.M)
+    return attrs, (json.loads(secret.group(1)) if secret else None)

@@ -1,0 +1,194 @@
+"""The daemon as a process: bad requests, the socket, start-up failures. None of these
+need a provider: the config names one on a closed loopback port."""
+import json
+import os
+import socket
+import stat
+import subprocess
+import tempfile
+
+import pytest
+
+from conftest import AUTHBROKERD, AUTHCTL, Daemon, RPC
+
+CONFIG = """
+[daemon]
+store = "memory"
+
+[providers.corp]
+issuer = "http://127.0.0.1:9/oidc"
+client_id = "authbroker"
+"""
+
+
+@pytest.fixture
+def daemon():
+    d = Daemon(None, name="corp")
+    d.write_config(text=CONFIG)
+    d.start()
+    yield d
+    d.cleanup()
+
+
+def test_malformed_and_unknown_requests_get_jsonrpc_errors_on_a_live_connection(daemon):
+    c = RPC(daemon.socket)
+    cases = [
+        (b"this is not json\n", -32700, None),
+        (b"[1,2]\n", -32600, None),
+        (b'"a string"\n', -32600, None),
+        (b'{"jsonrpc":"2.0","id":1}\n', -32600, 1),
+        (b'{"jsonrpc":"1.0","id":2,"method":"daemon.status"}\n', -32600, 2),
+        (b'{"jsonrpc":"2.0","id":3,"method":"no.such.method"}\n', -32601, 3),
+        (b'{"jsonrpc":"2.0","id":4,"method":"token.get","params":{"resource":42}}\n', -32602, 4),
+        (b'{"jsonrpc":"2.0","id":5,"method":"token.get","params":[1]}\n', -32602, 5),
+        (b'{"jsonrpc":"2.0","id":6,"method":"token.get","params":{"provider":"nope"}}\n', -32006, 6),
+        (b'{"jsonrpc":"2.0","id":7,"method":"token.get","params":{"resource":"https://x"}}\n', -32001, 7),
+        (b'{"jsonrpc":"2.0","id":8,"method":"token.get","params":{"min_ttl":-5}}\n', -32602, 8),
+    ]
+    for raw, code, rid in cases:
+        c.send_line(raw)
+        answer = c.read()
+        assert answer["jsonrpc"] == "2.0"
+        assert answer["error"]["code"] == code, (raw, answer)
+        assert answer["id"] == rid
+        assert answer["error"]["message"]
+    # the same connection still works
+    ok = c.call("daemon.status")
+    assert ok["result"]["counters"]["errors"] >= 6
+    c.close()
+
+
+def test_several_requests_on_one_connection_are_answered_by_id(daemon):
+    c = RPC(daemon.socket)
+    c.send_line(b'{"jsonrpc":"2.0","id":"a","method":"account.list"}\n'
+                b'{"jsonrpc":"2.0","method":"daemon.status"}\n'
+                b'{"jsonrpc":"2.0","id":"b","method":"daemon.status"}\n')
+    got = {c.read()["id"], c.read()["id"]}
+    assert got == {"a", "b"}  # the notification got no answer
+    c.close()
+
+
+def test_oversized_line_is_refused_and_the_connection_closed(daemon):
+    c = RPC(daemon.socket)
+    c.send_line(b'{"jsonrpc":"2.0","id":1,"method":"daemon.status","params":{"x":"' + b"a" * 70000)
+    answer = c.read()
+    assert answer["error"]["code"] == -32008
+    assert answer["error"]["data"]["limit"] == 65536
+    with pytest.raises((ConnectionError, OSError)):
+        c.read()
+    c.close()
+    assert "result" in daemon.rpc("daemon.status")  # the daemon is still up
+
+
+def test_socat_one_shot(daemon):
+    r = subprocess.run(["socat", "-t", "5", "-", "UNIX-CONNECT:" + daemon.socket],
+                       input='{"jsonrpc":"2.0","id":1,"method":"daemon.status"}\n',
+                       capture_output=True, text=True, timeout=20)
+    assert json.loads(r.stdout)["result"]["version"]
+
+
+def test_socket_and_folder_are_private(daemon):
+    assert stat.S_IMODE(os.stat(daemon.socket).st_mode) == 0o600
+    assert stat.S_ISSOCK(os.stat(daemon.socket).st_mode)
+
+
+def test_default_socket_folder_is_created_0700(tmp_path):
+    runtime = tempfile.mkdtemp(prefix="ab-rt-", dir="/tmp")
+    d = Daemon(None, name="corp", extra_env={"XDG_RUNTIME_DIR": runtime})
+    d.env.pop("AUTHBROKER_SOCKET")
+    d.socket = os.path.join(runtime, "authbroker", "socket")
+    d.write_config(text=CONFIG)
+    try:
+        d.start()
+        assert stat.S_IMODE(os.stat(os.path.join(runtime, "authbroker")).st_mode) == 0o700
+        assert stat.S_IMODE(os.stat(d.socket).st_mode) == 0o600
+        assert d.ctl("status").returncode == 0
+    finally:
+        d.cleanup()
+
+
+def test_a_second_daemon_is_refused_and_a_stale_socket_replaced(daemon):
+    second = subprocess.run([AUTHBROKERD, "--config", daemon.config], env=daemon.env,
+                            capture_output=True, text=True, timeout=20)
+    assert second.returncode == 1
+    assert "already serving" in second.stderr
+    assert "result" in daemon.rpc("daemon.status")
+
+    daemon.proc.kill()  # SIGKILL leaves the socket file behind
+    daemon.proc.wait()
+    assert os.path.exists(daemon.socket)
+    daemon.start()
+    assert "result" in daemon.rpc("daemon.status")
+
+
+def test_config_error_names_file_key_and_problem():
+    d = Daemon(None, name="corp")
+    d.write_config(text='[daemon]\nstore = "disk"\n[providers.corp]\nissuer="https://a"\nclient_id="x"\n')
+    r = subprocess.run([AUTHBROKERD, "--config", d.config], env=d.env, capture_output=True, text=True, timeout=20)
+    d.cleanup()
+    assert r.returncode == 78
+    assert d.config in r.stderr and "daemon.store" in r.stderr and "memory" in r.stderr
+
+
+def test_authctl_without_a_daemon_says_how_to_start_one():
+    path = os.path.join(tempfile.mkdtemp(prefix="ab-", dir="/tmp"), "nothing")
+    r = subprocess.run([AUTHCTL, "token", "--resource", "https://x"], capture_output=True, text=True,
+                       env=dict(os.environ, AUTHBROKER_SOCKET=path), timeout=20)
+    assert r.returncode == 3
+    assert "authbrokerd" in r.stderr and "start" in r.stderr
+    assert r.stdout == ""
+
+
+BARE_BUS = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:dir=/tmp</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+"""
+
+
+def _bare_bus(folder):
+    """A D-Bus session bus with no Secret Service on it, and none to activate: unlike the
+    stock session config it has no service folders (which would start gnome-keyring)."""
+    config = os.path.join(folder, "bus.conf")
+    with open(config, "w") as f:
+        f.write(BARE_BUS)
+    out = subprocess.check_output(["dbus-daemon", "--config-file=" + config, "--fork", "--print-address=1", "--print-pid=1"], text=True)
+    address, pid = out.split()[:2]
+    return address, int(pid)
+
+
+@pytest.mark.parametrize("bus", ["no-secret-service", "no-bus"])
+def test_missing_secret_service_stops_the_daemon_with_a_sentence(bus):
+    home = tempfile.mkdtemp(prefix="ab-home-", dir="/tmp")
+    d = Daemon(None, name="corp")
+    d.write_config(text=CONFIG.replace('"memory"', '"secret-service"'))
+    os.mkdir(home + "/run", 0o700)  # no `bus` socket here for GDBus to fall back on
+    env = dict(d.env, HOME=home, XDG_DATA_HOME=home + "/data", XDG_CONFIG_HOME=home + "/config",
+               XDG_RUNTIME_DIR=home + "/run")
+    env.pop("DISPLAY", None)
+    pid = None
+    if bus == "no-secret-service":
+        env["DBUS_SESSION_BUS_ADDRESS"], pid = _bare_bus(d.dir)
+    else:
+        env.pop("DBUS_SESSION_BUS_ADDRESS", None)
+    try:
+        r = subprocess.run([AUTHBROKERD, "--config", d.config], env=env, capture_output=True, text=True, timeout=60)
+    finally:
+        if pid:
+            os.kill(pid, 15)
+    assert r.returncode == 69, r.stderr
+    assert "memory" in r.stderr  # says how to get going without a Secret Service
+    assert ("Secret Service" in r.stderr or "D-Bus" in r.stderr)
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not os.path.exists(d.socket), "it never started serving"
+    written = [os.path.join(dp, f) for dp, _, fs in os.walk(home) for f in fs if not os.path.basename(dp) == "run"]
+    assert written == [], f"files written: {written}"
+    d.cleanup()

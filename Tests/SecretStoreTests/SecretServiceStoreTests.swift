@@ -1,0 +1,245 @@
+import Foundation
+import XCTest
+
+@testable import SecretStore
+
+/// Against a real Secret Service: the session bus of the test process with an unlocked
+/// gnome-keyring (scripts/with-keyring). Every test uses its own provider value
+/// ("test-<uuid>") and removes what it stored.
+final class SecretServiceStoreTests: XCTestCase {
+    private var provider = ""
+    private let store = SecretServiceStore(timeout: .seconds(10))
+
+    override func setUp() async throws {
+        try TestSupport.skipUnlessKeyring()
+        provider = "test-\(UUID().uuidString)"
+    }
+
+    override func tearDown() async throws {
+        guard !provider.isEmpty else { return }
+        for credential in (try? await mine()) ?? [] {
+            _ = try? await store.delete(credential.key)
+        }
+        if let secretTool = TestSupport.which("secret-tool") {
+            // Items stored by secret-tool in testItemsOfAnotherSchemaAreIgnored.
+            _ = try? TestSupport.run(secretTool, ["clear", "provider", provider])
+        }
+    }
+
+    private func credential(subject: String = "alice", secret: String = "{\"refresh_token\":\"r1\"}") -> StoredCredential {
+        StoredCredential(
+            provider: provider,
+            issuer: "https://issuer.example/realms/test",
+            clientID: "authbroker-test",
+            subject: subject,
+            label: "authbroker: \(provider) \(subject)",
+            secret: secret
+        )
+    }
+
+    /// This test's items (the keyring may hold others).
+    private func mine() async throws(StoreError) -> [StoredCredential] {
+        try await store.loadAll().filter { $0.provider == provider }.sorted { $0.subject < $1.subject }
+    }
+
+    func testKind() {
+        XCTAssertEqual(store.kind, "secret-service")
+    }
+
+    func testCheckSucceedsWithAnUnlockedKeyring() async throws {
+        try await store.check()
+    }
+
+    func testSaveThenLoadAllReturnsTheSameAttributesAndSecret() async throws {
+        // A secret with JSON, quotes, a newline and non-ASCII text survives as it is.
+        let saved = credential(secret: "{\"refresh_token\":\"r-1\",\n \"note\":\"grüße ✓\"}")
+        try await store.save(saved)
+        let loaded = try await mine()
+        XCTAssertEqual(loaded, [saved])
+    }
+
+    func testSavingTheSameKeyAgainReplacesTheItem() async throws {
+        try await store.save(credential(secret: "first"))
+        var second = credential(secret: "second")
+        second.label = "authbroker: renamed"
+        try await store.save(second)
+        let loaded = try await mine()
+        XCTAssertEqual(loaded.count, 1)
+        XCTAssertEqual(loaded.first?.secret, "second")
+        XCTAssertEqual(loaded.first?.label, "authbroker: renamed")
+    }
+
+    func testTwoSubjectsAreTwoItems() async throws {
+        let alice = credential(subject: "alice", secret: "a")
+        let bob = credential(subject: "bob", secret: "b")
+        try await store.save(alice)
+        try await store.save(bob)
+        let loaded = try await mine()
+        XCTAssertEqual(loaded, [alice, bob])
+    }
+
+    func testDeleteRemovesTheItemAndReportsIt() async throws {
+        let alice = credential(subject: "alice")
+        let bob = credential(subject: "bob")
+        try await store.save(alice)
+        try await store.save(bob)
+
+        let first = try await store.delete(alice.key)
+        XCTAssertTrue(first)
+        let remaining = try await mine()
+        XCTAssertEqual(remaining, [bob])
+
+        let second = try await store.delete(alice.key)
+        XCTAssertFalse(second)
+    }
+
+    func testDeletingAnUnknownKeyReturnsFalse() async throws {
+        let removed = try await store.delete(credential(subject: "nobody").key)
+        XCTAssertFalse(removed)
+    }
+
+    func testConcurrentSavesFromManyTasksAllLand() async throws {
+        let credentials = (0..<8).map { credential(subject: "user-\($0)", secret: "secret-\($0)") }
+        let store = self.store
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for item in credentials {
+                group.addTask { try await store.save(item) }
+            }
+            try await group.waitForAll()
+        }
+        let loaded = try await mine()
+        XCTAssertEqual(loaded, credentials.sorted { $0.subject < $1.subject })
+    }
+
+    /// The item is a normal Secret Service item: another client (secret-tool) sees its
+    /// label, schema and attributes.
+    func testItemIsVisibleToAnotherSecretServiceClient() async throws {
+        guard let secretTool = TestSupport.which("secret-tool") else {
+            throw XCTSkip("secret-tool (libsecret-tools) is not installed")
+        }
+        let saved = credential(subject: "carol")
+        try await store.save(saved)
+
+        let result = try TestSupport.run(secretTool, ["search", "--all", "provider", provider])
+        XCTAssertEqual(result.status, 0, result.output)
+        // secret-tool 0.20 prints label/secret/schema to stdout and the attributes to stderr.
+        for line in [
+            "label = \(saved.label)",
+            "schema = org.authbroker.Credential",
+            "attribute.provider = \(provider)",
+            "attribute.issuer = \(saved.issuer)",
+            "attribute.client_id = \(saved.clientID)",
+            "attribute.subject = carol",
+        ] {
+            XCTAssertTrue(result.output.contains(line), "missing \"\(line)\" in:\n\(result.output)")
+        }
+    }
+
+    /// An item with the same attributes but without `xdg:schema = org.authbroker.Credential`
+    /// (here: stored by secret-tool, which uses no schema) is not ours and is not returned.
+    func testItemsOfAnotherSchemaAreIgnored() async throws {
+        guard let secretTool = TestSupport.which("secret-tool") else {
+            throw XCTSkip("secret-tool (libsecret-tools) is not installed")
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: secretTool)
+        process.arguments = [
+            "store", "--label=not authbroker", "provider", provider, "issuer", "i", "client_id", "c", "subject", "dave",
+        ]
+        let input = Pipe()
+        process.standardInput = input
+        try process.run()
+        input.fileHandleForWriting.write(Data("foreign".utf8))
+        try input.fileHandleForWriting.close()
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0)
+
+        let found = try TestSupport.run(secretTool, ["search", "--all", "provider", provider])
+        XCTAssertTrue(found.output.contains("label = not authbroker"), found.output)
+
+        let loaded = try await mine()
+        XCTAssertEqual(loaded, [])
+    }
+
+    func testNULInAnAttributeIsRefusedWithoutReachingLibsecret() async {
+        var bad = credential()
+        bad.subject = "ali\u{0}ce"
+        await assertThrows(.failed("the credential's subject contains a NUL character and cannot be stored")) {
+            () async throws(StoreError) in try await store.save(bad)
+        }
+    }
+
+    func testErrorsNeverContainTheSecret() async {
+        var bad = credential(secret: "top-secret-value\u{0}tail")
+        bad.label = "label"
+        do {
+            try await store.save(bad)
+            XCTFail("a secret with NUL must be refused")
+        } catch {
+            XCTAssertFalse(error.message.contains("top-secret-value"))
+            XCTAssertFalse("\(error)".contains("top-secret-value"))
+        }
+    }
+}
+
+/// The store without a usable Secret Service. libsecret binds to the session bus the
+/// first time it is used in a process, so each case runs `testChildProcessScenario` in a
+/// child process (this test bundle again) whose environment points elsewhere.
+final class SecretServiceUnavailableTests: XCTestCase {
+    private static let childTest = "SecretStoreTests.SecretServiceUnavailableTests/testChildProcessScenario"
+    private static let scenarioVariable = "AUTHBROKER_SECRET_STORE_TEST_SCENARIO"
+
+    /// A session bus on which no Secret Service runs or can be activated.
+    func testNoSecretServiceOnTheBusIsUnavailable() throws {
+        let bus = try BareBus()
+        defer { bus.stop() }
+        var environment = TestSupport.environment
+        environment["DBUS_SESSION_BUS_ADDRESS"] = bus.address
+        environment[Self.scenarioVariable] = "no-secret-service"
+        let result = try TestSupport.runTestInChildProcess(Self.childTest, environment: environment)
+        XCTAssertEqual(result.status, 0, result.output)
+        XCTAssertTrue(result.output.contains("SCENARIO PASSED: no-secret-service"), result.output)
+    }
+
+    /// No session bus at all: no address, no $XDG_RUNTIME_DIR/bus, no X11 display.
+    func testNoSessionBusIsUnavailable() throws {
+        let runtime = try TestSupport.makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: runtime) }
+        var environment = TestSupport.environment
+        environment["DBUS_SESSION_BUS_ADDRESS"] = nil
+        environment["DISPLAY"] = nil
+        environment["XDG_RUNTIME_DIR"] = runtime.path
+        environment[Self.scenarioVariable] = "no-session-bus"
+        let result = try TestSupport.runTestInChildProcess(Self.childTest, environment: environment)
+        XCTAssertEqual(result.status, 0, result.output)
+        XCTAssertTrue(result.output.contains("SCENARIO PASSED: no-session-bus"), result.output)
+    }
+
+    /// Runs only in the child processes started above.
+    func testChildProcessScenario() async throws {
+        guard let scenario = TestSupport.environment[Self.scenarioVariable] else {
+            throw XCTSkip("runs only in a child process started by the other tests of this class")
+        }
+        let expected: StoreError
+        switch scenario {
+        case "no-secret-service": expected = .unavailable(SecretServiceErrors.noSecretService)
+        case "no-session-bus": expected = .unavailable(SecretServiceErrors.noSessionBus)
+        default:
+            XCTFail("unknown scenario \(scenario)")
+            return
+        }
+        let store = SecretServiceStore(timeout: .seconds(20))
+        let key = CredentialKey(provider: "test-\(UUID().uuidString)", issuer: "i", clientID: "c", subject: "s")
+        let credential = StoredCredential(
+            provider: key.provider, issuer: key.issuer, clientID: key.clientID, subject: key.subject,
+            label: "l", secret: "s"
+        )
+        await assertThrows(expected) { () async throws(StoreError) in try await store.check() }
+        await assertThrows(expected) { () async throws(StoreError) in try await store.save(credential) }
+        await assertThrows(expected) { () async throws(StoreError) in try await store.loadAll() }
+        await assertThrows(expected) { () async throws(StoreError) in try await store.delete(key) }
+        if testRun?.failureCount == 0 {
+            print("SCENARIO PASSED: \(scenario)")
+        }
+    }
+}
