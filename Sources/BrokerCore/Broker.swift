@@ -9,10 +9,11 @@ import Synchronization
 /// Cache hits are answered synchronously (`cachedToken`) under short locks so the server can
 /// reply on its event loop; everything that talks to a provider or the store is async.
 public final class Broker: Sendable {
-    public let config: BrokerConfig
     public let counters = BrokerCounters()
     let store: any CredentialStore
-    let providers: [String: Provider]
+    /// The configuration and its providers; replaced whole by `reload`.
+    let table: Mutex<ProviderTable>
+    let transport: any HTTPTransport
     let accounts = AccountRegistry()
     let cache = TokenCache()
     let clock: WallClock
@@ -24,17 +25,24 @@ public final class Broker: Sendable {
 
     public init(config: BrokerConfig, store: any CredentialStore, transport: any HTTPTransport,
                 socketPath: String, clock: WallClock = .system, logger: Logger) {
-        self.config = config
         self.store = store
+        self.transport = transport
         self.clock = clock
         self.logger = logger
         self.socketPath = socketPath
         self.startedAt = clock.now()
-        var providers: [String: Provider] = [:]
-        for p in config.providers {
-            providers[p.name] = Provider(config: p, transport: transport, clock: clock)
-        }
-        self.providers = providers
+        self.table = Mutex(ProviderTable(config: config, keeping: [:], transport: transport, clock: clock))
+    }
+
+    /// The configuration in force.
+    public var config: BrokerConfig { table.withLock { $0.config } }
+
+    /// The provider of that name, if configured.
+    func provider(named name: String) -> Provider? { table.withLock { $0.providers[name] } }
+
+    /// The provider a request without a name means: the only one configured.
+    func soleProvider() -> Provider? {
+        table.withLock { $0.config.providers.count == 1 ? $0.providers[$0.config.providers[0].name] : nil }
     }
 
     /// Checks the store and loads the accounts it holds for the configured providers.
@@ -46,9 +54,10 @@ public final class Broker: Sendable {
         } catch {
             throw BrokerError.storeUnavailable(message: error.message)
         }
+        let config = self.config
         for item in items {
             guard let p = config.provider(named: item.provider), p.issuer == item.issuer, p.clientID == item.clientID,
-                  let account = AccountSecret.account(from: item)
+                  let account = AccountSecret.account(from: item), accounts[account.key] == nil
             else { continue }
             accounts.put(account)
         }
@@ -59,13 +68,13 @@ public final class Broker: Sendable {
 
     func provider(_ name: String?) throws(BrokerError) -> Provider {
         if let name {
-            guard let p = providers[name] else {
+            guard let p = provider(named: name) else {
                 let known = config.providers.map(\.name).joined(separator: ", ")
                 throw BrokerError.unknownProvider(message: "no provider named \(name) is configured (configured: \(known))")
             }
             return p
         }
-        guard config.providers.count == 1, let only = config.providers.first, let p = providers[only.name] else {
+        guard let p = soleProvider() else {
             let known = config.providers.map(\.name).joined(separator: ", ")
             throw BrokerError.unknownProvider(message: "several providers are configured (\(known)): choose one with --provider")
         }

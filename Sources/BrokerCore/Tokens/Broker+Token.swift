@@ -7,7 +7,7 @@ extension Broker {
     /// (or the request fails), in which case the caller goes on to `token(_:)`.
     public func cachedToken(_ request: TokenGetParams) -> TokenGetResult? {
         counters.tokenRequests.increment()
-        guard let provider = providers[request.provider ?? (config.providers.count == 1 ? config.providers[0].name : "")],
+        guard let provider = request.provider.map({ provider(named: $0) }) ?? soleProvider(),
               let account = try? account(of: provider.name, named: request.account), account.state == .ready
         else { return nil }
         let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [])
