@@ -59,9 +59,14 @@ let package = Package(
             ]
         ),
 
+        // The load generator behind scripts/bench (docs/performance.md): Glibc only.
+        .executableTarget(name: "authbench"),
+
         .testTarget(name: "BrokerProtocolTests", dependencies: ["BrokerProtocol"]),
         .testTarget(name: "SecretStoreTests", dependencies: ["SecretStore"]),
-        .testTarget(name: "OAuthTests", dependencies: ["OAuth"]),
+        .target(name: "JWSTestSupport", dependencies: ["BrokerCrypto"], path: "Tests/JWSTestSupport"),
+        .testTarget(name: "BrokerCryptoTests", dependencies: ["BrokerCrypto", "JWSTestSupport"]),
+        .testTarget(name: "OAuthTests", dependencies: ["OAuth", "JWSTestSupport"]),
         .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore"]),
     ]
 )

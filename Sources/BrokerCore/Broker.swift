@@ -42,7 +42,10 @@ public final class Broker: Sendable {
 
     /// The provider a request without a name means: the only one configured.
     func soleProvider() -> Provider? {
-        table.withLock { $0.config.providers.count == 1 ? $0.providers[$0.config.providers[0].name] : nil }
+        table.withLock { t in
+            if let d = t.config.daemon.defaultProvider { return t.providers[d] }
+            return t.config.providers.count == 1 ? t.providers[t.config.providers[0].name] : nil
+        }
     }
 
     /// Checks the store and loads the accounts it holds for the configured providers.
@@ -55,6 +58,9 @@ public final class Broker: Sendable {
             throw BrokerError.storeUnavailable(message: error.message)
         }
         let config = self.config
+        for p in config.providers where p.grant == .clientCredentials && accounts[Account.machine(for: p).key] == nil {
+            accounts.put(Account.machine(for: p))
+        }
         for item in items {
             guard let p = config.provider(named: item.provider), p.issuer == item.issuer, p.clientID == item.clientID,
                   let account = AccountSecret.account(from: item), accounts[account.key] == nil
@@ -76,7 +82,7 @@ public final class Broker: Sendable {
         }
         guard let p = soleProvider() else {
             let known = config.providers.map(\.name).joined(separator: ", ")
-            throw BrokerError.unknownProvider(message: "several providers are configured (\(known)): choose one with --provider")
+            throw BrokerError.unknownProvider(message: "several providers are configured (\(known)): choose one with --provider, or set default_provider in [daemon]")
         }
         return p
     }

@@ -78,12 +78,19 @@ public struct AccountListResult: Codable, Sendable, Equatable {
 /// `login.start` params.
 public struct LoginStartParams: Codable, Sendable, Equatable {
     public var provider: String?
-    /// `device` (RFC 8628) or `browser`.
+    /// `browser` (authorization code + PKCE, the default) or `device` (RFC 8628).
     public var flow: String?
+    /// Extra authorization parameters for this sign-in (`login_hint`, `prompt`, …), on top of
+    /// the provider's configured ones. Parameters the protocol owns are refused.
+    public var params: [String: String]?
+    /// Seconds the browser sign-in may take (default: the daemon's `login_timeout`).
+    public var timeout: Int?
 
-    public init(provider: String? = nil, flow: String? = nil) {
+    public init(provider: String? = nil, flow: String? = nil, params: [String: String]? = nil, timeout: Int? = nil) {
         self.provider = provider
         self.flow = flow
+        self.params = params
+        self.timeout = timeout
     }
 }
 
@@ -96,16 +103,20 @@ public struct LoginStartResult: Codable, Sendable, Equatable {
     public var verificationURI: String?
     public var verificationURIComplete: String?
     public var userCode: String?
+    /// Browser flow: the URL to open.
+    public var authorizationURL: String?
     /// Unix seconds after which the sign-in can no longer complete.
     public var expiresAt: Int64
 
-    public init(loginID: String, provider: String, flow: String, verificationURI: String?, verificationURIComplete: String?, userCode: String?, expiresAt: Int64) {
+    public init(loginID: String, provider: String, flow: String, verificationURI: String? = nil, verificationURIComplete: String? = nil,
+                userCode: String? = nil, authorizationURL: String? = nil, expiresAt: Int64) {
         self.loginID = loginID
         self.provider = provider
         self.flow = flow
         self.verificationURI = verificationURI
         self.verificationURIComplete = verificationURIComplete
         self.userCode = userCode
+        self.authorizationURL = authorizationURL
         self.expiresAt = expiresAt
     }
 
@@ -115,6 +126,7 @@ public struct LoginStartResult: Codable, Sendable, Equatable {
         case verificationURI = "verification_uri"
         case verificationURIComplete = "verification_uri_complete"
         case userCode = "user_code"
+        case authorizationURL = "authorization_url"
         case expiresAt = "expires_at"
     }
 }
@@ -145,10 +157,13 @@ public struct LoginWaitResult: Codable, Sendable, Equatable {
 public struct LogoutParams: Codable, Sendable, Equatable {
     public var provider: String?
     public var account: String?
+    /// Only forget locally: no revocation, no provider session ended.
+    public var local: Bool?
 
-    public init(provider: String? = nil, account: String? = nil) {
+    public init(provider: String? = nil, account: String? = nil, local: Bool? = nil) {
         self.provider = provider
         self.account = account
+        self.local = local
     }
 }
 
@@ -159,17 +174,79 @@ public struct LogoutResult: Codable, Sendable, Equatable {
     public var revoked: Bool
     /// Why revocation was not done, when it was not ("no revocation endpoint", …).
     public var revocationNote: String?
+    /// RP-initiated logout: open this to end the session at the provider too.
+    public var endSessionURL: String?
 
-    public init(provider: String, account: String, revoked: Bool, revocationNote: String?) {
+    public init(provider: String, account: String, revoked: Bool, revocationNote: String?, endSessionURL: String? = nil) {
         self.provider = provider
         self.account = account
         self.revoked = revoked
         self.revocationNote = revocationNote
+        self.endSessionURL = endSessionURL
     }
 
     enum CodingKeys: String, CodingKey {
         case provider, account, revoked
         case revocationNote = "revocation_note"
+        case endSessionURL = "end_session_url"
+    }
+}
+
+/// `account.whoami` and `account.userinfo` params: which account.
+public struct AccountParams: Codable, Sendable, Equatable {
+    public var provider: String?
+    public var account: String?
+
+    public init(provider: String? = nil, account: String? = nil) {
+        self.provider = provider
+        self.account = account
+    }
+}
+
+/// `account.whoami` / `account.userinfo` result: the claims (verified ID-token claims, or
+/// the UserInfo endpoint's answer) as JSON values.
+public struct ClaimsResult: Codable, Sendable, Equatable {
+    public var provider: String
+    public var subject: String
+    public var claims: [String: ClaimValue]
+
+    public init(provider: String, subject: String, claims: [String: ClaimValue]) {
+        self.provider = provider
+        self.subject = subject
+        self.claims = claims
+    }
+}
+
+/// A JSON value inside claims.
+public indirect enum ClaimValue: Codable, Sendable, Equatable {
+    case string(String)
+    case number(Double)
+    case bool(Bool)
+    case null
+    case array([ClaimValue])
+    case object([String: ClaimValue])
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if c.decodeNil() { self = .null }
+        else if let b = try? c.decode(Bool.self) { self = .bool(b) }
+        else if let n = try? c.decode(Double.self) { self = .number(n) }
+        else if let s = try? c.decode(String.self) { self = .string(s) }
+        else if let a = try? c.decode([ClaimValue].self) { self = .array(a) }
+        else { self = .object(try c.decode([String: ClaimValue].self)) }
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.singleValueContainer()
+        switch self {
+        case .string(let s): try c.encode(s)
+        case .number(let n):
+            if n == n.rounded(), abs(n) < 1e15 { try c.encode(Int64(n)) } else { try c.encode(n) }
+        case .bool(let b): try c.encode(b)
+        case .null: try c.encodeNil()
+        case .array(let a): try c.encode(a)
+        case .object(let o): try c.encode(o)
+        }
     }
 }
 

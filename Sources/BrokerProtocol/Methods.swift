@@ -6,6 +6,8 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case loginStart = "login.start"
     case loginWait = "login.wait"
     case logout = "logout"
+    case accountWhoami = "account.whoami"
+    case accountUserinfo = "account.userinfo"
     case daemonStatus = "daemon.status"
 }
 

@@ -16,22 +16,33 @@ public final class BrokerServer: Sendable {
     private let logger: Logger
     private let group: MultiThreadedEventLoopGroup
     private let path: String
+    /// A listening socket handed over by systemd (socket activation), or nil to bind `path`.
+    private let inherited: CInt?
+    /// Open connections and requests in flight, for the daemon's idle exit.
+    public let activity = ServerActivity()
 
-    public init(broker: Broker, socketPath: String, logger: Logger, threads: Int = 1) {
+    /// - Parameter inheritedSocket: a listening Unix socket the daemon inherited (fd 3 under
+    ///   socket activation); `socketPath` is then only reported, never bound or removed.
+    public init(broker: Broker, socketPath: String, logger: Logger, threads: Int = 1, inheritedSocket: CInt? = nil) {
         self.broker = broker
         self.logger = logger
         self.path = socketPath
+        self.inherited = inheritedSocket
         self.group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
     }
 
-    /// Binds the socket and starts serving; returns once the daemon accepts connections.
+    /// Binds the socket (or takes the inherited one) and starts serving; returns once the
+    /// daemon accepts connections.
     public func start() async throws -> any Channel {
-        do {
-            try SocketListener.prepare(path: path)
-        } catch {
-            throw ServerError(description: error.description)
+        if inherited == nil {
+            do {
+                try SocketListener.prepare(path: path)
+            } catch {
+                throw ServerError(description: error.description)
+            }
         }
         let table = MethodTable.broker(broker)
+        let activity = self.activity
         let counters = broker.counters
         let logger = self.logger
         let bootstrap = ServerBootstrap(group: group)
@@ -40,9 +51,18 @@ public final class BrokerServer: Sendable {
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LineFrameDecoder(maxLength: Self.maxLineLength)))
-                    try channel.pipeline.syncOperations.addHandler(RPCHandler(table: table, counters: counters, logger: logger))
+                    try channel.pipeline.syncOperations.addHandler(RPCHandler(table: table, counters: counters, logger: logger, activity: activity))
                 }
             }
+        if let inherited {
+            do {
+                let channel = try await bootstrap.withBoundSocket(inherited).get()
+                logger.info("listening on the socket systemd passed", metadata: ["socket": "\(path)"])
+                return channel
+            } catch {
+                throw ServerError(description: "cannot serve the socket systemd passed (fd \(inherited)): \(error); check authbroker.socket (`systemctl --user status authbroker.socket`)")
+            }
+        }
         let old = umask(0o177)
         defer { umask(old) }
         let channel: any Channel
@@ -56,10 +76,11 @@ public final class BrokerServer: Sendable {
         return channel
     }
 
-    /// Stops accepting, removes the socket file, and stops the event loops.
+    /// Stops accepting, removes the socket file (unless systemd owns it), and stops the
+    /// event loops.
     public func stop(_ channel: any Channel) async {
         try? await channel.close()
-        unlink(path)
+        if inherited == nil { unlink(path) }
         try? await group.shutdownGracefully()
     }
 }

@@ -107,6 +107,10 @@ extension MethodTable {
                    slow: { p throws(BrokerError) in try await broker.waitLogin(p) })
         t.register(.logout, LogoutParams.self, empty: LogoutParams(),
                    slow: { p throws(BrokerError) in try await broker.logout(p) })
+        t.register(.accountWhoami, AccountParams.self, empty: AccountParams(),
+                   slow: { p throws(BrokerError) in try broker.whoami(p) })
+        t.register(.accountUserinfo, AccountParams.self, empty: AccountParams(),
+                   slow: { p throws(BrokerError) in try await broker.userinfo(p) })
         return t
     }
 }

@@ -13,15 +13,27 @@ final class RPCHandler: ChannelInboundHandler {
     private let table: MethodTable
     private let counters: BrokerCounters
     private let logger: Logger
+    private let activity: ServerActivity
     private let codec = RPCCodec()
     /// Async answers not yet written; a half-closed connection closes when this reaches 0.
     private var pending = 0
     private var inputClosed = false
 
-    init(table: MethodTable, counters: BrokerCounters, logger: Logger) {
+    init(table: MethodTable, counters: BrokerCounters, logger: Logger, activity: ServerActivity) {
         self.table = table
         self.counters = counters
         self.logger = logger
+        self.activity = activity
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        activity.opened()
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        activity.closed()
+        context.fireChannelInactive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -29,6 +41,7 @@ final class RPCHandler: ChannelInboundHandler {
         // Blank lines between requests are tolerated, as many line protocols do.
         if buffer.readableBytesView.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }
         counters.requests.increment()
+        activity.touch()
         let line = Data(buffer.readableBytesView)
         let header: RequestHeader
         do {
@@ -54,10 +67,13 @@ final class RPCHandler: ChannelInboundHandler {
             if answer { write(context, data) }
         case .later(let work):
             pending += 1
+            let activity = self.activity
+            activity.started()
             let loop = context.eventLoop
             let bound = NIOLoopBound((self, context), eventLoop: loop)
             Task {
                 let data = await work()
+                activity.finished()
                 loop.execute {
                     let (handler, context) = bound.value
                     handler.pending -= 1

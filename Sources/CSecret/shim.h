@@ -19,9 +19,9 @@
 static inline const SecretSchema *authbroker_credential_schema(void)
 {
     static const SecretSchema schema = {
-        "org.authbroker.Credential",
-        SECRET_SCHEMA_NONE,
-        {
+        .name = "org.authbroker.Credential",
+        .flags = SECRET_SCHEMA_NONE,
+        .attributes = {
             { "provider", SECRET_SCHEMA_ATTRIBUTE_STRING },
             { "issuer", SECRET_SCHEMA_ATTRIBUTE_STRING },
             { "client_id", SECRET_SCHEMA_ATTRIBUTE_STRING },
@@ -54,7 +54,8 @@ static inline gboolean authbroker_secret_store(const gchar *label,
 }
 
 /* Removes the items with these four attributes. Returns TRUE if at least one
- * was removed; FALSE with *error == NULL if there was none. */
+ * was removed; FALSE with *error == NULL if there was none, or if the only ones
+ * are locked (libsecret does not unlock them and does not say so). */
 static inline gboolean authbroker_secret_clear(const gchar *provider,
                                                const gchar *issuer,
                                                const gchar *client_id,
@@ -69,6 +70,34 @@ static inline gboolean authbroker_secret_clear(const gchar *provider,
                                       "client_id", client_id,
                                       "subject", subject,
                                       NULL);
+}
+
+/* Whether an item with these four attributes exists, locked or not (no prompt, no
+ * secret). 1: yes, 0: no, -1: error (*error is set). secret_password_clear_sync()
+ * skips locked items and then reports "nothing removed", so this tells that case
+ * apart. */
+static inline gint authbroker_secret_exists(const gchar *provider,
+                                            const gchar *issuer,
+                                            const gchar *client_id,
+                                            const gchar *subject,
+                                            GCancellable *cancellable,
+                                            GError **error)
+{
+    GError *local = NULL;
+    GList *found = secret_password_search_sync(authbroker_credential_schema(),
+                                               SECRET_SEARCH_NONE, cancellable, &local,
+                                               "provider", provider,
+                                               "issuer", issuer,
+                                               "client_id", client_id,
+                                               "subject", subject,
+                                               NULL);
+    gint exists = found != NULL ? 1 : 0;
+    g_list_free_full(found, g_object_unref);
+    if (local != NULL) {
+        g_propagate_error(error, local);
+        return -1;
+    }
+    return exists;
 }
 
 /* Every item of the schema in every collection, unlocking locked ones (this may
@@ -107,9 +136,15 @@ static inline AuthbrokerStoreState authbroker_secret_check(GCancellable *cancell
         return AUTHBROKER_STORE_ERROR;
     }
 
-    /* secret_collection_for_alias_sync(NULL, ...) is broken in libsecret 0.20.5
-     * (it never gets the default service and returns NULL with a CRITICAL), so
-     * get the service explicitly. */
+    /* Then the default collection. Not with secret_collection_for_alias_sync(): with a
+     * NULL service it is broken in libsecret 0.20.5 (it never gets the default service,
+     * logs a CRITICAL and returns NULL), and the SecretCollection proxy it creates would
+     * leak a little on every call (GDBus queues the unsubscription of its signals on
+     * libsecret's per-call main context, which is never run again). Ask the service
+     * directly instead, with the Secret Service D-Bus API on libsecret's connection
+     * (libsecret's own secret_service_read_alias_dbus_path_sync() is "unstable" API,
+     * hidden without SECRET_API_SUBJECT_TO_CHANGE): ReadAlias("default"), then the
+     * collection's Locked property. No proxy, two round trips. */
     SecretService *service = secret_service_get_sync(SECRET_SERVICE_NONE, cancellable, &local);
     if (service == NULL) {
         if (local == NULL)
@@ -117,19 +152,54 @@ static inline AuthbrokerStoreState authbroker_secret_check(GCancellable *cancell
         g_propagate_error(error, local);
         return AUTHBROKER_STORE_ERROR;
     }
-    SecretCollection *collection = secret_collection_for_alias_sync(service, SECRET_COLLECTION_DEFAULT,
-                                                                    SECRET_COLLECTION_NONE, cancellable, &local);
-    g_object_unref(service);
-    if (local != NULL) {
-        if (collection != NULL)
-            g_object_unref(collection);
+    GDBusProxy *proxy = G_DBUS_PROXY(service);
+    GDBusConnection *connection = g_dbus_proxy_get_connection(proxy);
+    const gchar *bus_name = g_dbus_proxy_get_name(proxy);
+    GVariant *alias = g_dbus_connection_call_sync(connection, bus_name, "/org/freedesktop/secrets",
+                                                  "org.freedesktop.Secret.Service", "ReadAlias",
+                                                  g_variant_new("(s)", SECRET_COLLECTION_DEFAULT),
+                                                  G_VARIANT_TYPE("(o)"),
+                                                  G_DBUS_CALL_FLAGS_NONE, -1, cancellable, &local);
+    if (alias == NULL) {
+        g_object_unref(service);
+        if (local == NULL)
+            local = g_error_new_literal(SECRET_ERROR, SECRET_ERROR_PROTOCOL, "no answer about the default collection");
         g_propagate_error(error, local);
         return AUTHBROKER_STORE_ERROR;
     }
-    if (collection == NULL)
+    gchar *path = NULL;
+    g_variant_get(alias, "(o)", &path);
+    g_variant_unref(alias);
+    if (path == NULL || g_str_equal(path, "/")) {
+        /* The service answers "/" for an alias that is not set. */
+        g_free(path);
+        g_object_unref(service);
         return AUTHBROKER_STORE_NO_DEFAULT;
-    gboolean locked = secret_collection_get_locked(collection);
-    g_object_unref(collection);
+    }
+    GVariant *reply = g_dbus_connection_call_sync(connection, bus_name, path,
+                                                  "org.freedesktop.DBus.Properties", "Get",
+                                                  g_variant_new("(ss)", "org.freedesktop.Secret.Collection", "Locked"),
+                                                  G_VARIANT_TYPE("(v)"),
+                                                  G_DBUS_CALL_FLAGS_NONE, -1, cancellable, &local);
+    g_free(path);
+    g_object_unref(service);
+    if (reply == NULL) {
+        if (local != NULL && (g_error_matches(local, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_METHOD) ||
+                              g_error_matches(local, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_OBJECT))) {
+            /* gnome-keyring: the alias names a collection that does not exist. */
+            g_error_free(local);
+            return AUTHBROKER_STORE_NO_DEFAULT;
+        }
+        if (local == NULL)
+            local = g_error_new_literal(SECRET_ERROR, SECRET_ERROR_PROTOCOL, "no answer about the default collection");
+        g_propagate_error(error, local);
+        return AUTHBROKER_STORE_ERROR;
+    }
+    GVariant *value = NULL;
+    g_variant_get(reply, "(v)", &value);
+    gboolean locked = g_variant_is_of_type(value, G_VARIANT_TYPE_BOOLEAN) ? g_variant_get_boolean(value) : TRUE;
+    g_variant_unref(value);
+    g_variant_unref(reply);
     return locked ? AUTHBROKER_STORE_LOCKED : AUTHBROKER_STORE_READY;
 }
 
@@ -174,6 +244,16 @@ static inline void authbroker_object_list_free(GList *list)
 static inline gboolean authbroker_error_is_locked(const GError *error)
 {
     return error != NULL && g_error_matches(error, SECRET_ERROR, SECRET_ERROR_IS_LOCKED);
+}
+
+/* Whether the error says an object went away while we used it (another client
+ * deleted an item between a search and reading it): SECRET_ERROR_NO_SUCH_OBJECT
+ * ("No such secret item at path ..."), or GDBus's unknown object/method. */
+static inline gboolean authbroker_error_is_vanished(const GError *error)
+{
+    return error != NULL && (g_error_matches(error, SECRET_ERROR, SECRET_ERROR_NO_SUCH_OBJECT) ||
+                             g_error_matches(error, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_OBJECT) ||
+                             g_error_matches(error, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_METHOD));
 }
 
 /* Whether the error is G_IO_ERROR_CANCELLED (our GCancellable fired). */

@@ -25,6 +25,10 @@ enum ProviderAnswer {
         if response.status == 401, json == nil {
             throw .provider(oauthCode: "invalid_client", description: "the provider refused the client's credentials", httpStatus: 401)
         }
+        if response.status == 403, json == nil {
+            // A refusal, not an outage: retrying will not help, so it is not "unreachable".
+            throw .provider(oauthCode: "unauthorized_client", description: "the provider refused this request for this client (HTTP 403)", httpStatus: 403)
+        }
         throw .invalidResponse("the provider's \(place) answered HTTP \(response.status)\(statusHint(response.status))")
     }
 

@@ -53,6 +53,25 @@ private final class ResumeOnce<T: Sendable>: Sendable {
     }
 }
 
+/// A one-shot dispatch timer, rather than `Task.sleep`: cancelling it frees it at once
+/// (a cancelled `Task.sleep` keeps its timer until the deadline), and it does not depend
+/// on the cooperative thread pool being free.
+private final class TimeoutTimer: @unchecked Sendable {
+    // Dispatch sources are thread-safe; the property is never reassigned.
+    private let source: any DispatchSourceTimer
+
+    init(after timeout: Duration, on queue: DispatchQueue, handler: @escaping @Sendable () -> Void) {
+        source = DispatchSource.makeTimerSource(queue: queue)
+        source.schedule(deadline: BlockingCall.deadline(after: timeout))
+        source.setEventHandler(handler: handler)
+        source.activate()
+    }
+
+    func cancel() {
+        source.cancel()
+    }
+}
+
 /// Runs blocking libsecret calls off the caller's thread with a time limit.
 enum BlockingCall {
     /// One serial queue for every libsecret call of the process. libsecret keeps
@@ -60,6 +79,9 @@ enum BlockingCall {
     /// calls are serialised; a call that hangs delays the ones behind it, which then
     /// time out on their own, instead of piling up threads.
     static let queue = DispatchQueue(label: "org.authbroker.secret-service", qos: .userInitiated)
+
+    /// Where the timeouts fire; never blocked by a libsecret call.
+    private static let timerQueue = DispatchQueue(label: "org.authbroker.secret-service.timeouts")
 
     /// Runs `body` on `queue` and waits at most `timeout` for it.
     ///
@@ -76,12 +98,7 @@ enum BlockingCall {
         let result: Result<T, StoreError> = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, StoreError>, Never>) in
                 let once = ResumeOnce(continuation)
-                let timer = Task {
-                    do {
-                        try await Task.sleep(for: timeout)
-                    } catch {
-                        return  // the call finished first
-                    }
+                let timer = TimeoutTimer(after: timeout, on: timerQueue) {
                     if once.resume(with: .failure(.timedOut(seconds: seconds))) {
                         cancellation.cancel()
                     }
@@ -96,6 +113,20 @@ enum BlockingCall {
             cancellation.cancel()
         }
         return try result.get()
+    }
+
+    /// The dispatch time `timeout` from now (a negative timeout is now; one too long to
+    /// count in nanoseconds is never).
+    static func deadline(after timeout: Duration) -> DispatchTime {
+        let (seconds, attoseconds) = timeout.components
+        if seconds < 0 || (seconds == 0 && attoseconds <= 0) {
+            return .now()
+        }
+        let (nanoseconds, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow || nanoseconds > Int64(Int.max) / 2 {
+            return .distantFuture
+        }
+        return .now() + .nanoseconds(Int(nanoseconds + attoseconds / 1_000_000_000))
     }
 
     /// `timeout` in whole seconds, rounded up, for the user-facing message.

@@ -47,7 +47,7 @@ enum SecretServiceErrors {
         if isLocked || message.lowercased().contains("locked") {
             return .locked(locked)
         }
-        if duringSave && message.contains("Object does not exist at path") && message.contains("/org/freedesktop/secrets/collection/") {
+        if duringSave && message.contains("Object does not exist at path") && namesACollection(message) {
             // gnome-keyring without a login keyring: the "default" alias points at
             // /org/freedesktop/secrets/collection/login, which does not exist.
             return .unavailable(noDefaultCollection)
@@ -55,15 +55,50 @@ enum SecretServiceErrors {
         return .failed("the Secret Service failed: \(message)")
     }
 
+    /// Whether the message names a collection object (`/org/freedesktop/secrets/collection/login`),
+    /// not an item in one (`.../collection/login/12`).
+    private static func namesACollection(_ message: String) -> Bool {
+        let prefix = "/org/freedesktop/secrets/collection/"
+        guard let range = message.firstRange(of: prefix) else { return false }
+        let name = message[range.upperBound...].prefix { $0.isLetter || $0.isNumber || $0 == "_" }
+        guard !name.isEmpty else { return false }
+        let after = message[range.upperBound...].dropFirst(name.count)
+        return after.first != "/"
+    }
+
     /// Maps and frees a `GError` (ownership is taken; the pointer is invalid afterwards).
     static func consume(_ error: UnsafeMutablePointer<GError>, duringSave: Bool = false) -> StoreError {
+        LibsecretError(taking: error).storeError(duringSave: duringSave)
+    }
+}
+
+/// The parts of a `GError` that matter here, copied out so the `GError` can be freed at once.
+struct LibsecretError: Error, Sendable {
+    var message: String
+    var isLocked: Bool
+    var isCancelled: Bool
+    /// An object went away while it was used (another client deleted an item).
+    var isVanished: Bool
+
+    init(message: String, isLocked: Bool = false, isCancelled: Bool = false, isVanished: Bool = false) {
+        self.message = message
+        self.isLocked = isLocked
+        self.isCancelled = isCancelled
+        self.isVanished = isVanished
+    }
+
+    /// Copies and frees `error` (ownership is taken; the pointer is invalid afterwards).
+    init(taking error: UnsafeMutablePointer<GError>) {
         defer { g_error_free(error) }
-        let message = error.pointee.message.map { String(cString: $0) } ?? "unknown error"
-        return storeError(
-            message: message,
-            isLocked: authbroker_error_is_locked(error) != 0,
-            isCancelled: authbroker_error_is_cancelled(error) != 0,
-            duringSave: duringSave
+        message = error.pointee.message.map { String(cString: $0) } ?? "unknown error"
+        isLocked = authbroker_error_is_locked(error) != 0
+        isCancelled = authbroker_error_is_cancelled(error) != 0
+        isVanished = authbroker_error_is_vanished(error) != 0
+    }
+
+    func storeError(duringSave: Bool = false) -> StoreError {
+        SecretServiceErrors.storeError(
+            message: message, isLocked: isLocked, isCancelled: isCancelled, duringSave: duringSave
         )
     }
 }

@@ -26,6 +26,7 @@ public final class SecretServiceStore: CredentialStore {
         self.timeout = timeout
     }
 
+    /// `secret-service`.
     public var kind: String { "secret-service" }
 
     /// Checks, without showing any prompt, that the session bus and a Secret Service on
@@ -56,7 +57,7 @@ public final class SecretServiceStore: CredentialStore {
 
     /// Stores the credential in the default collection. The item with the same four
     /// attributes in that collection is replaced (label and secret), so there is at most
-    /// one item per key there.
+    /// one item per key there. Never prompts: a locked default collection gives `.locked`.
     public func save(_ credential: StoredCredential) async throws(StoreError) {
         try Self.validate(credential.key)
         if credential.label.utf8.contains(0) {
@@ -97,43 +98,39 @@ public final class SecretServiceStore: CredentialStore {
     /// attributes (not written by authbroker) are skipped.
     public func loadAll() async throws(StoreError) -> [StoredCredential] {
         try await BlockingCall.run(timeout: timeout) { cancellation -> Result<[StoredCredential], StoreError> in
-            var error: UnsafeMutablePointer<GError>?
-            let list = authbroker_secret_search_all(cancellation.pointer, &error)
-            defer { authbroker_object_list_free(list) }
-            if let error {
-                return .failure(SecretServiceErrors.consume(error))
-            }
-            var credentials: [StoredCredential] = []
-            var node = list
-            while let current = node {
-                node = current.pointee.next
-                guard let data = current.pointee.data else { continue }
-                switch Self.credential(from: OpaquePointer(data), cancellation: cancellation) {
-                case .success(let credential?):
-                    credentials.append(credential)
-                case .success(nil):
-                    continue
+            // Another client may delete an item between the search and the reading of its
+            // properties ("No such secret item at path ..."): search again.
+            var attempt = 1
+            while true {
+                switch Self.searchAll(cancellation: cancellation) {
+                case .success(let credentials):
+                    return .success(credentials)
+                case .failure(let failure) where failure.isVanished && attempt < Self.searchAttempts:
+                    attempt += 1
                 case .failure(let failure):
-                    return .failure(failure)
+                    return .failure(failure.storeError())
                 }
             }
-            return .success(credentials)
         }
     }
 
-    /// Removes the item(s) with this key from every collection; returns whether one was removed.
+    /// Removes the item(s) with this key from every collection; returns whether one was
+    /// removed. Throws `.locked` if the item is there but in a locked collection.
     @discardableResult
     public func delete(_ key: CredentialKey) async throws(StoreError) -> Bool {
         try Self.validate(key)
         return try await BlockingCall.run(timeout: timeout) { cancellation -> Result<Bool, StoreError> in
-            var error: UnsafeMutablePointer<GError>?
-            let removed = authbroker_secret_clear(
-                key.provider, key.issuer, key.clientID, key.subject, cancellation.pointer, &error
-            )
-            if let error {
-                return .failure(SecretServiceErrors.consume(error))
+            var attempt = 1
+            while true {
+                switch Self.clear(key, cancellation: cancellation) {
+                case .success(let removed):
+                    return .success(removed)
+                case .failure(let failure) where failure.isVanished && attempt < Self.searchAttempts:
+                    attempt += 1  // another client deleted a matching item meanwhile
+                case .failure(let failure):
+                    return .failure(failure.storeError())
+                }
             }
-            return .success(removed != 0)
         }
     }
 
@@ -147,12 +144,69 @@ public final class SecretServiceStore: CredentialStore {
         }
     }
 
+    /// Removes the items with this key; runs on the libsecret queue. A `.locked` answer
+    /// comes back as a `LibsecretError` with `isLocked`.
+    private static func clear(_ key: CredentialKey, cancellation: OperationCancellation) -> Result<Bool, LibsecretError> {
+        var error: UnsafeMutablePointer<GError>?
+        let removed = authbroker_secret_clear(
+            key.provider, key.issuer, key.clientID, key.subject, cancellation.pointer, &error
+        )
+        if let error {
+            return .failure(LibsecretError(taking: error))
+        }
+        if removed != 0 {
+            return .success(true)
+        }
+        // Nothing removed: there was no item, or only a locked one, which libsecret
+        // skips without saying so.
+        let exists = authbroker_secret_exists(
+            key.provider, key.issuer, key.clientID, key.subject, cancellation.pointer, &error
+        )
+        if let error {
+            return .failure(LibsecretError(taking: error))
+        }
+        if exists > 0 {
+            return .failure(LibsecretError(message: "the item is in a locked collection", isLocked: true))
+        }
+        return .success(false)
+    }
+
+    /// How often `loadAll` and `delete` try when items vanish under them.
+    private static let searchAttempts = 3
+
+    /// One search of every item with its secret. Runs on the libsecret queue.
+    private static func searchAll(cancellation: OperationCancellation) -> Result<[StoredCredential], LibsecretError> {
+        var error: UnsafeMutablePointer<GError>?
+        let list = authbroker_secret_search_all(cancellation.pointer, &error)
+        defer { authbroker_object_list_free(list) }
+        if let error {
+            return .failure(LibsecretError(taking: error))
+        }
+        var credentials: [StoredCredential] = []
+        var node = list
+        while let current = node {
+            node = current.pointee.next
+            guard let data = current.pointee.data else { continue }
+            switch credential(from: OpaquePointer(data), cancellation: cancellation) {
+            case .success(let credential?):
+                credentials.append(credential)
+            case .success(nil):
+                continue
+            case .failure(let failure) where failure.isVanished:
+                continue  // deleted by another client since the search
+            case .failure(let failure):
+                return .failure(failure)
+            }
+        }
+        return .success(credentials)
+    }
+
     /// Reads one search result (a `SecretRetrievable`). `nil` if it lacks an attribute.
     /// Runs on the libsecret queue.
     private static func credential(
         from retrievable: OpaquePointer,
         cancellation: OperationCancellation
-    ) -> Result<StoredCredential?, StoreError> {
+    ) -> Result<StoredCredential?, LibsecretError> {
         guard let attributes = secret_retrievable_get_attributes(retrievable) else {
             return .success(nil)
         }
@@ -182,10 +236,10 @@ public final class SecretServiceStore: CredentialStore {
         let value = authbroker_retrievable_secret(retrievable, cancellation.pointer, &error)
         if let error {
             if let value { secret_value_unref(UnsafeMutableRawPointer(value)) }
-            return .failure(SecretServiceErrors.consume(error))
+            return .failure(LibsecretError(taking: error))
         }
         guard let value else {
-            return .failure(.failed("the Secret Service failed: an item of \(schemaName) has no secret"))
+            return .success(nil)  // not reached: the shim sets an error with NULL
         }
         defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
         // The bytes live in libsecret's secure memory until the unref; decode them once.

@@ -5,8 +5,8 @@ import ArgumentParser
 import BrokerCore
 import BrokerProtocol
 import BrokerServer
-import Dispatch
 import Logging
+import NIOCore
 import OAuth
 import SecretStore
 
@@ -19,10 +19,15 @@ struct Daemon: AsyncParsableCommand {
         discussion: """
             Reads $AUTHBROKER_CONFIG, else $XDG_CONFIG_HOME/authbroker/config.toml, and listens on \
             $AUTHBROKER_SOCKET, else $XDG_RUNTIME_DIR/authbroker/socket. Usually started by systemd \
-            (authbroker.socket); see docs/systemd.md.
+            through authbroker.socket, which hands it the listening socket (LISTEN_FDS); see \
+            docs/systemd.md.
 
-            Exit status: 0 stopped by a signal; 1 cannot listen; 69 the Secret Service is unavailable; \
-            78 configuration error.
+            SIGHUP re-reads the configuration (an invalid file leaves the running one in force); \
+            SIGTERM and SIGINT stop it. Under systemd it reports READY=1, RELOADING=1 and STOPPING=1 \
+            on $NOTIFY_SOCKET and logs with journal priorities.
+
+            Exit status: 0 stopped by a signal, or idle ([daemon] idle_exit, socket-activated only); \
+            1 cannot listen; 69 the Secret Service is unavailable; 78 configuration error.
             """,
         version: BrokerVersion.current)
 
@@ -36,19 +41,27 @@ struct Daemon: AsyncParsableCommand {
         Hardening.apply()
         let env: (String) -> String? = { getenv($0).map { String(cString: $0) } }
         let level = Logger.Level(rawValue: logLevel ?? env("AUTHBROKER_LOG_LEVEL") ?? "info") ?? .info
-        let journal = env("JOURNAL_STREAM") != nil
+        let journal = StderrLogHandler.stderrIsJournal(env("JOURNAL_STREAM"))
         LoggingSystem.bootstrap { StderrLogHandler(label: $0, level: level, journal: journal) }
         let logger = Logger(label: "authbrokerd")
+        let notifier = SystemdNotifier(environment: env)
 
         let path = config ?? ConfigLoader.defaultPath(environment: env)
         let settings: BrokerConfig
         do {
             settings = try ConfigLoader.load(path: path)
         } catch {
-            fail("configuration error: \(error)", status: 78)
+            fail("configuration error: \(error)", status: 78, notifier)
         }
-        guard let socketPath = SocketPath.resolve() else {
-            fail("neither AUTHBROKER_SOCKET nor XDG_RUNTIME_DIR is set: set one to choose where to listen", status: 1)
+
+        let inherited: SocketActivation.Listener?
+        do {
+            inherited = try SocketActivation.take(environment: env)
+        } catch {
+            fail(error.description, status: 1, notifier)
+        }
+        guard let socketPath = inherited?.path ?? SocketPath.resolve() else {
+            fail("neither AUTHBROKER_SOCKET nor XDG_RUNTIME_DIR is set: set one to choose where to listen", status: 1, notifier)
         }
 
         let store: any CredentialStore
@@ -61,26 +74,32 @@ struct Daemon: AsyncParsableCommand {
         do {
             try await broker.start()
         } catch {
-            fail("the refresh-token store is unavailable: \(error.message)", status: 69)
+            fail("the refresh-token store is unavailable: \(error.message)", status: 69, notifier)
         }
 
-        let server = BrokerServer(broker: broker, socketPath: socketPath, logger: logger)
+        let server = BrokerServer(broker: broker, socketPath: socketPath, logger: logger, inheritedSocket: inherited?.descriptor)
         let channel: any Channel
         do {
             channel = try await server.start()
         } catch {
-            fail("\(error)", status: 1)
+            fail("\(error)", status: 1, notifier)
         }
-        logger.notice("ready", metadata: ["version": "\(BrokerVersion.current)", "providers": "\(settings.providers.map(\.name).joined(separator: ","))", "store": "\(store.kind)"])
-        let signal = await Signals.wait(for: [SIGTERM, SIGINT])
-        logger.notice("stopping", metadata: ["signal": "\(signal)"])
-        await server.stop(channel)
+        logger.notice("ready", metadata: [
+            "version": "\(BrokerVersion.current)",
+            "providers": "\(settings.providers.map(\.name).joined(separator: ","))",
+            "store": "\(store.kind)",
+            "socket_activated": "\(inherited != nil)",
+        ])
+        let lifecycle = Lifecycle(
+            broker: broker, server: server, channel: channel, configPath: path, notifier: notifier,
+            socketActivated: inherited != nil, logger: logger)
+        _ = await lifecycle.run()
     }
 
-    private func fail(_ message: String, status: Int32) -> Never {
+    /// Prints the sentence, tells systemd why (STATUS, ERRNO-free), and exits.
+    private func fail(_ message: String, status: Int32, _ notifier: SystemdNotifier) -> Never {
         writeStderr("authbrokerd: \(message)\n")
+        notifier.send("STATUS=\(message)")
         Glibc.exit(status)
     }
 }
-
-import NIOCore

@@ -3,33 +3,46 @@ import Glibc
 #endif
 import Dispatch
 
-/// Waits for the first of some signals, delivered on a dispatch queue rather than in a
-/// signal handler.
+/// Delivers signals on a dispatch queue rather than in a signal handler, for as long as
+/// the returned ``Subscription`` is kept.
 enum Signals {
-    /// Dispatch sources live on one serial queue; this box is only touched there.
-    private final class Watch: @unchecked Sendable {
-        var sources: [any DispatchSourceSignal] = []
-        var fired = false
+    /// The dispatch sources of one ``watch(_:handler:)``; they live and die on `queue`.
+    final class Subscription: @unchecked Sendable {
+        fileprivate let queue = DispatchQueue(label: "authbrokerd.signals")
+        fileprivate var sources: [any DispatchSourceSignal] = []
+
+        /// Stops delivering; the signals stay ignored.
+        func cancel() {
+            queue.sync {
+                sources.forEach { $0.cancel() }
+                sources = []
+            }
+        }
     }
 
-    static func wait(for signals: [Int32]) async -> Int32 {
-        await withCheckedContinuation { continuation in
-            let queue = DispatchQueue(label: "authbrokerd.signals")
-            let watch = Watch()
-            queue.sync {
-                for number in signals {
-                    signal(number, SIG_IGN)
-                    let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
-                    source.setEventHandler {
-                        guard !watch.fired else { return }
-                        watch.fired = true
-                        watch.sources.forEach { $0.cancel() }
-                        continuation.resume(returning: number)
-                    }
-                    watch.sources.append(source)
-                    source.resume()
-                }
+    /// Calls `handler` with each of `signals` as it arrives, on a serial queue.
+    static func watch(_ signals: [Int32], handler: @escaping @Sendable (Int32) -> Void) -> Subscription {
+        let subscription = Subscription()
+        subscription.queue.sync {
+            for number in signals {
+                // The default action (terminate) must not race the dispatch source.
+                signal(number, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: number, queue: subscription.queue)
+                source.setEventHandler { handler(number) }
+                subscription.sources.append(source)
+                source.resume()
             }
+        }
+        return subscription
+    }
+
+    /// The conventional name, for the log.
+    static func name(_ number: Int32) -> String {
+        switch number {
+        case SIGTERM: return "SIGTERM"
+        case SIGINT: return "SIGINT"
+        case SIGHUP: return "SIGHUP"
+        default: return "signal \(number)"
         }
     }
 }

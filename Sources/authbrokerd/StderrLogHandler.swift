@@ -3,7 +3,7 @@ import Glibc
 #endif
 import Logging
 
-/// Logs one line per event to stderr. Under systemd (JOURNAL_STREAM set) each line starts
+/// Logs one line per event to stderr. Under systemd (stderr is JOURNAL_STREAM) each line starts
 /// with the `<N>` syslog priority journald reads; on a terminal it reads as plain text.
 struct StderrLogHandler: LogHandler {
     var logLevel: Logger.Level
@@ -29,6 +29,17 @@ struct StderrLogHandler: LogHandler {
         let prefix = journal ? "<\(Self.priority(event.level))>" : "authbrokerd[\(event.level)]: "
         let line = prefix + "\(event.message)" + (fields.isEmpty ? "" : " " + fields) + "\n"
         writeStderr(line)
+    }
+
+    /// True when stderr is the journal stream systemd announced in `JOURNAL_STREAM`
+    /// (`DEVICE:INODE` of the stream), not merely inherited from a parent that had one.
+    static func stderrIsJournal(_ journalStream: String?) -> Bool {
+        guard let journalStream else { return false }
+        let parts = journalStream.split(separator: ":")
+        guard parts.count == 2, let device = UInt64(parts[0]), let inode = UInt64(parts[1]) else { return false }
+        var st = stat()
+        guard fstat(2, &st) == 0 else { return false }
+        return UInt64(st.st_dev) == device && UInt64(st.st_ino) == inode
     }
 
     /// syslog(3) priorities.

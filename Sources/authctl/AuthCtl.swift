@@ -23,6 +23,14 @@ struct AuthCtl: ParsableCommand {
             \(ExitStatus.helpTable)
             """,
         version: BrokerVersion.current,
-        subcommands: [Login.self, Token.self, Status.self, Accounts.self, Logout.self]
+        subcommands: [Login.self, Token.self, Status.self, Accounts.self, Whoami.self, UserInfo.self, Logout.self,
+                      Exec.self, KubeCredential.self, GitCredential.self]
     )
+
+    /// Plain `authctl token …` skips ArgumentParser's start-up (``TokenFastPath``);
+    /// everything else is parsed as declared here.
+    static func main() {
+        TokenFastPath.runIfPlain(CommandLine.arguments)
+        main(nil)
+    }
 }

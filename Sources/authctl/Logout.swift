@@ -18,18 +18,35 @@ struct Logout: ParsableCommand {
     @Option(help: "The account's username or subject; may be left out when the provider has one account.")
     var account: String?
 
+    @Flag(help: "Only forget the account here: no revocation, no provider session ended.")
+    var local = false
+
+    @Flag(help: "Print the provider's end-session URL instead of opening a browser.")
+    var noBrowser = false
+
     func run() throws {
-        let params = LogoutParams(provider: provider, account: account)
+        let params = LogoutParams(provider: provider, account: account, local: local ? true : nil)
         let result = try Broker.session { broker throws(ClientError) -> LogoutResult in
             try broker.logout(params)
         }
         Output.line(Self.summary(result))
+        if let url = result.endSessionURL {
+            if !noBrowser, Browser.open(url) {
+                Output.note("Ending your session at \(Output.safe(result.provider)) in your browser.")
+            } else {
+                Output.note("To end your session at \(Output.safe(result.provider)) too, open:")
+                Output.note(Output.safe(url))
+            }
+        }
     }
 
     static func summary(_ result: LogoutResult) -> String {
         let head = "Signed out of \(Output.safe(result.provider)) (\(Output.safe(result.account)))"
         if result.revoked {
             return head + "; the refresh token was revoked at the provider."
+        }
+        if result.revocationNote == "signed out locally only, as asked" {
+            return head + " locally; the refresh token was not revoked."
         }
         var note = Output.safe(result.revocationNote ?? "no reason given")
         if let last = note.last, !".!?".contains(last) { note += "." }

@@ -55,6 +55,12 @@ struct Token: ParsableCommand {
             account: account,
             minTTL: minTTL
         )
+        try Self.printToken(params, json: json, header: header)
+    }
+
+    /// Gets the token and prints it as asked: the whole command once its arguments are
+    /// known, shared by `run()` and ``TokenFastPath``.
+    static func printToken(_ params: TokenGetParams, json: Bool, header: Bool) throws(ExitCode) {
         let text = try Broker.session { broker throws(ClientError) -> String in
             let result = try broker.token(params)
             // RFC 6749 A.12: an access token is printable ASCII. Anything else (a newline
@@ -73,6 +79,10 @@ struct Token: ParsableCommand {
 
     /// `--scope "a b" --scope c` → `["a", "b", "c"]`: a scope never contains a space.
     private var scopeList: [String] {
+        Self.scopeList(scopes)
+    }
+
+    static func scopeList(_ scopes: [String]) -> [String] {
         scopes.flatMap { $0.split(separator: " ").map(String.init) }
     }
 }

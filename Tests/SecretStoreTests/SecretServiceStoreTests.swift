@@ -182,19 +182,19 @@ final class SecretServiceStoreTests: XCTestCase {
     }
 }
 
-/// The store without a usable Secret Service. libsecret binds to the session bus the
-/// first time it is used in a process, so each case runs `testChildProcessScenario` in a
-/// child process (this test bundle again) whose environment points elsewhere.
-final class SecretServiceUnavailableTests: XCTestCase {
-    private static let childTest = "SecretStoreTests.SecretServiceUnavailableTests/testChildProcessScenario"
+/// The store without a usable Secret Service: no session bus, no Secret Service on the
+/// bus, a locked keyring. libsecret binds to the session bus the first time it is used in
+/// a process, so each case runs `testChildProcessScenario` in a child process (this test
+/// bundle again) whose environment points at a private session of its own.
+final class SecretServiceFailureTests: XCTestCase {
+    private static let childTest = "SecretStoreTests.SecretServiceFailureTests/testChildProcessScenario"
     private static let scenarioVariable = "AUTHBROKER_SECRET_STORE_TEST_SCENARIO"
 
     /// A session bus on which no Secret Service runs or can be activated.
     func testNoSecretServiceOnTheBusIsUnavailable() throws {
-        let bus = try BareBus()
-        defer { bus.stop() }
-        var environment = TestSupport.environment
-        environment["DBUS_SESSION_BUS_ADDRESS"] = bus.address
+        let session = try PrivateSession(withKeyring: false)
+        defer { session.stop() }
+        var environment = session.environment
         environment[Self.scenarioVariable] = "no-secret-service"
         let result = try TestSupport.runTestInChildProcess(Self.childTest, environment: environment)
         XCTAssertEqual(result.status, 0, result.output)
@@ -215,18 +215,22 @@ final class SecretServiceUnavailableTests: XCTestCase {
         XCTAssertTrue(result.output.contains("SCENARIO PASSED: no-session-bus"), result.output)
     }
 
+    /// A keyring whose login collection gets locked (after an item was stored): every
+    /// call says so, `delete` included (libsecret skips locked items silently).
+    func testLockedKeyringIsReportedAsLocked() throws {
+        let session = try PrivateSession(withKeyring: true)
+        defer { session.stop() }
+        var environment = session.environment
+        environment[Self.scenarioVariable] = "locked"
+        let result = try TestSupport.runTestInChildProcess(Self.childTest, environment: environment)
+        XCTAssertEqual(result.status, 0, result.output)
+        XCTAssertTrue(result.output.contains("SCENARIO PASSED: locked"), result.output)
+    }
+
     /// Runs only in the child processes started above.
     func testChildProcessScenario() async throws {
         guard let scenario = TestSupport.environment[Self.scenarioVariable] else {
             throw XCTSkip("runs only in a child process started by the other tests of this class")
-        }
-        let expected: StoreError
-        switch scenario {
-        case "no-secret-service": expected = .unavailable(SecretServiceErrors.noSecretService)
-        case "no-session-bus": expected = .unavailable(SecretServiceErrors.noSessionBus)
-        default:
-            XCTFail("unknown scenario \(scenario)")
-            return
         }
         let store = SecretServiceStore(timeout: .seconds(20))
         let key = CredentialKey(provider: "test-\(UUID().uuidString)", issuer: "i", clientID: "c", subject: "s")
@@ -234,6 +238,21 @@ final class SecretServiceUnavailableTests: XCTestCase {
             provider: key.provider, issuer: key.issuer, clientID: key.clientID, subject: key.subject,
             label: "l", secret: "s"
         )
+        let expected: StoreError
+        switch scenario {
+        case "no-secret-service":
+            expected = .unavailable(SecretServiceErrors.noSecretService)
+        case "no-session-bus":
+            expected = .unavailable(SecretServiceErrors.noSessionBus)
+        case "locked":
+            expected = .locked(SecretServiceErrors.locked)
+            try await store.check()
+            try await store.save(credential)
+            try lockLoginCollection()
+        default:
+            XCTFail("unknown scenario \(scenario)")
+            return
+        }
         await assertThrows(expected) { () async throws(StoreError) in try await store.check() }
         await assertThrows(expected) { () async throws(StoreError) in try await store.save(credential) }
         await assertThrows(expected) { () async throws(StoreError) in try await store.loadAll() }
@@ -241,5 +260,21 @@ final class SecretServiceUnavailableTests: XCTestCase {
         if testRun?.failureCount == 0 {
             print("SCENARIO PASSED: \(scenario)")
         }
+    }
+
+    /// Locks gnome-keyring's login collection (Lock needs no prompt; unlocking would).
+    private func lockLoginCollection() throws {
+        guard let gdbus = TestSupport.which("gdbus") else {
+            throw XCTSkip("gdbus is not installed")
+        }
+        let result = try TestSupport.run(
+            gdbus,
+            [
+                "call", "--session", "--dest", "org.freedesktop.secrets", "--object-path", "/org/freedesktop/secrets",
+                "--method", "org.freedesktop.Secret.Service.Lock", "['/org/freedesktop/secrets/collection/login']",
+            ],
+            timeout: 20
+        )
+        XCTAssertEqual(result.status, 0, result.output)
     }
 }

@@ -119,6 +119,9 @@ final class SecretServiceErrorsTests: XCTestCase {
         let message = "Object does not exist at path “/org/freedesktop/secrets/collection/login”"
         XCTAssertEqual(map(message, save: true), .unavailable(SecretServiceErrors.noDefaultCollection))
         XCTAssertEqual(map(message), .failed("the Secret Service failed: \(message)"))
+        // An item that vanished is not a missing keyring.
+        let item = "Object does not exist at path “/org/freedesktop/secrets/collection/login/12”"
+        XCTAssertEqual(map(item, save: true), .failed("the Secret Service failed: \(item)"))
     }
 
     func testCancelled() {

@@ -30,7 +30,7 @@ enum TestSupport {
 
     struct ProcessOutput {
         var status: Int32
-        /// stdout and stderr, interleaved (stdout only when stderr was discarded).
+        /// stdout and stderr, interleaved.
         var output: String
     }
 
@@ -39,7 +39,6 @@ enum TestSupport {
         _ executable: String,
         _ arguments: [String],
         environment: [String: String]? = nil,
-        discardStandardError: Bool = false,
         timeout: TimeInterval = 60
     ) throws -> ProcessOutput {
         let process = Process()
@@ -50,9 +49,7 @@ enum TestSupport {
         }
         let pipe = Pipe()
         process.standardOutput = pipe
-        // A daemon that forks keeps the file descriptors it was given: reading to the end
-        // of a pipe it holds would never finish.
-        process.standardError = discardStandardError ? FileHandle.nullDevice : pipe
+        process.standardError = pipe
         process.standardInput = FileHandle.nullDevice
         try process.run()
         let watchdog = DispatchWorkItem { if process.isRunning { process.terminate() } }
@@ -81,20 +78,36 @@ enum TestSupport {
     }
 }
 
-/// A private D-Bus session bus that can activate no service at all: its configuration has
-/// no `<servicedir>`. (A plain `dbus-daemon --session` is not enough: it reads the standard
-/// service directories, where gnome-keyring installs `org.freedesktop.secrets.service`,
-/// so the first libsecret call would start a keyring.)
-final class BareBus {
+/// A private D-Bus session bus that can activate no service at all (its configuration has
+/// no `<servicedir>`), optionally with a gnome-keyring of its own, unlocked, in a private
+/// home. (A plain `dbus-daemon --session` would not do for "no Secret Service": it reads
+/// the standard service directories, where gnome-keyring installs
+/// `org.freedesktop.secrets.service`, so the first libsecret call would start a keyring.)
+///
+/// Both daemons run in the foreground as direct children: Foundation's `Process` on Linux
+/// notices that a child exited only when every holder of an inherited descriptor is gone,
+/// so waiting for a `--fork`ing daemon never ends while the forked daemon lives.
+final class PrivateSession {
     let address: String
-    private let pid: pid_t
+    /// HOME, XDG_RUNTIME_DIR, XDG_DATA_HOME and DBUS_SESSION_BUS_ADDRESS of the session.
+    let environment: [String: String]
+    private let bus: Process
+    private var keyring: Process?
     private let directory: URL
 
-    init() throws {
-        guard let daemon = TestSupport.which("dbus-daemon") else {
+    init(withKeyring: Bool) throws {
+        guard let dbusDaemon = TestSupport.which("dbus-daemon") else {
             throw XCTSkip("dbus-daemon is not installed")
         }
         directory = try TestSupport.makeTemporaryDirectory()
+        let home = directory.appendingPathComponent("home")
+        let runtime = directory.appendingPathComponent("run")
+        let data = home.appendingPathComponent(".local/share")
+        for folder in [home, runtime, data] {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        }
+        try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: runtime.path)
+
         let config = directory.appendingPathComponent("bare-session.conf")
         try """
         <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
@@ -110,21 +123,85 @@ final class BareBus {
           </policy>
         </busconfig>
         """.write(to: config, atomically: true, encoding: .utf8)
-        // dbus-daemon --fork closes stdout after printing but keeps stderr open.
-        let started = try TestSupport.run(
-            daemon, ["--config-file=\(config.path)", "--fork", "--print-address=1", "--print-pid=1"],
-            discardStandardError: true, timeout: 20
-        )
-        let lines = started.output.split(separator: "\n").map(String.init)
-        guard started.status == 0, lines.count >= 2, let pid = pid_t(lines[1]) else {
-            throw XCTSkip("could not start a private dbus-daemon: \(started.output)")
+
+        bus = Process()
+        bus.executableURL = URL(fileURLWithPath: dbusDaemon)
+        bus.arguments = ["--config-file=\(config.path)", "--nofork", "--print-address=1"]
+        let output = Pipe()
+        bus.standardOutput = output
+        bus.standardError = FileHandle.nullDevice
+        bus.standardInput = FileHandle.nullDevice
+        try bus.run()
+
+        var printed = Data()
+        while !printed.contains(UInt8(ascii: "\n")) {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }  // the daemon exited
+            printed.append(chunk)
         }
-        address = lines[0]
-        self.pid = pid
+        let line = String(decoding: printed, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard line.hasPrefix("unix:") else {
+            bus.terminate()
+            throw XCTSkip("could not start a private dbus-daemon (printed \"\(line)\")")
+        }
+        address = line
+
+        var environment = TestSupport.environment
+        environment["DBUS_SESSION_BUS_ADDRESS"] = line
+        environment["HOME"] = home.path
+        environment["XDG_RUNTIME_DIR"] = runtime.path
+        environment["XDG_DATA_HOME"] = data.path
+        self.environment = environment
+
+        if withKeyring {
+            try startKeyring()
+        }
+    }
+
+    /// gnome-keyring-daemon with only the Secret Service, its login keyring created and
+    /// unlocked with a throwaway password read from stdin.
+    private func startKeyring() throws {
+        guard let daemon = TestSupport.which("gnome-keyring-daemon"), let gdbus = TestSupport.which("gdbus") else {
+            stop()
+            throw XCTSkip("gnome-keyring-daemon or gdbus is not installed")
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: daemon)
+        process.arguments = ["--foreground", "--unlock", "--components=secrets"]
+        process.environment = environment
+        let input = Pipe()
+        process.standardInput = input
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        keyring = process
+        input.fileHandleForWriting.write(Data("test-password".utf8))
+        try input.fileHandleForWriting.close()
+
+        // Wait until it owns org.freedesktop.secrets.
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline {
+            let answer = try TestSupport.run(
+                gdbus,
+                [
+                    "call", "--session", "--dest", "org.freedesktop.DBus", "--object-path", "/org/freedesktop/DBus",
+                    "--method", "org.freedesktop.DBus.NameHasOwner", "org.freedesktop.secrets",
+                ],
+                environment: environment, timeout: 10
+            )
+            if answer.output.contains("true") { return }
+            usleep(50_000)
+        }
+        stop()
+        throw XCTSkip("the private gnome-keyring-daemon did not appear on the bus")
     }
 
     func stop() {
-        kill(pid, SIGTERM)
+        for process in [keyring, bus].compactMap({ $0 }) where process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        keyring = nil
         try? FileManager.default.removeItem(at: directory)
     }
 }

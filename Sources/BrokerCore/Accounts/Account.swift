@@ -30,4 +30,13 @@ struct Account: Sendable {
     var state: AccountState
     /// True when the newest refresh token could not be written to the store yet.
     var unsaved: Bool = false
+    /// A machine account: the client itself (client credentials grant); no refresh token,
+    /// nothing stored.
+    var machine: Bool = false
+
+    /// The machine account of a client-credentials provider.
+    static func machine(for p: ProviderConfig) -> Account {
+        Account(key: AccountKey(provider: p.name, subject: p.clientID), issuer: p.issuer, clientID: p.clientID,
+                username: nil, refreshToken: "", idToken: nil, state: .ready, machine: true)
+    }
 }

@@ -8,9 +8,17 @@ extension Broker {
     public func logout(_ params: LogoutParams) async throws(BrokerError) -> LogoutResult {
         let provider = try provider(params.provider)
         let account = try account(of: provider.name, named: params.account)
+        if account.machine {
+            cache.removeAll(for: account.key)
+            return LogoutResult(provider: provider.name, account: account.key.subject, revoked: false,
+                                revocationNote: "\(provider.name) is a machine account: its cached tokens were dropped")
+        }
         var revoked = false
         var note: String?
-        do {
+        var endSession: String?
+        if params.local == true {
+            note = "signed out locally only, as asked"
+        } else { do {
             let metadata = try await provider.discovered()
             if metadata.revocationEndpoint == nil {
                 note = "\(provider.name) has no revocation endpoint"
@@ -18,13 +26,14 @@ extension Broker {
                 revoked = try await provider.client.revoke(metadata, token: account.refreshToken, tokenTypeHint: "refresh_token")
                 if !revoked { note = "\(provider.name) did not confirm the revocation" }
             }
+            endSession = try await endSessionURL(provider, account: account)
         } catch let error as BrokerError {
             note = error.message
         } catch let error as OAuthError {
             note = "\(provider.name) refused the revocation: \(error.message)"
         } catch {
             note = "the revocation failed"
-        }
+        } }
         do {
             try await store.delete(CredentialKey(provider: account.key.provider, issuer: account.issuer, clientID: account.clientID, subject: account.key.subject))
         } catch {
@@ -32,6 +41,13 @@ extension Broker {
         }
         forget(account.key)
         logger.info("signed out", metadata: ["account": "\(account.key)", "revoked": "\(revoked)"])
-        return LogoutResult(provider: provider.name, account: account.username ?? account.key.subject, revoked: revoked, revocationNote: note)
+        return LogoutResult(provider: provider.name, account: account.username ?? account.key.subject, revoked: revoked,
+                            revocationNote: note, endSessionURL: endSession)
+    }
+
+    /// The URL that ends the provider's browser session too, when it has one.
+    private func endSessionURL(_ provider: Provider, account: Account) async throws(BrokerError) -> String? {
+        provider.client.endSessionURL(try await provider.discovered(), idTokenHint: account.idToken,
+                                      postLogoutRedirectURI: provider.config.postLogoutRedirectURI)
     }
 }

@@ -31,6 +31,13 @@ public struct DaemonSettings: Sendable, Equatable {
     public var storeTimeout: Int
     /// Seconds a provider may take to answer one HTTP request.
     public var httpTimeout: Int
+    /// The provider used when a request names none and several are configured.
+    public var defaultProvider: String? = nil
+    /// Seconds a browser sign-in may take before its loopback port is freed.
+    public var loginTimeout: Int = 300
+    /// Seconds without a connection, request or sign-in after which a socket-activated
+    /// daemon exits (systemd starts it again on the next connection); 0 = never.
+    public var idleExit: Int = 0
 
     public init(store: StoreKind = .secretService, refreshMargin: Int = 60, storeTimeout: Int = 10, httpTimeout: Int = 10) {
         self.store = store
@@ -38,6 +45,14 @@ public struct DaemonSettings: Sendable, Equatable {
         self.storeTimeout = storeTimeout
         self.httpTimeout = httpTimeout
     }
+}
+
+/// How a provider's tokens are obtained.
+public enum ProviderGrant: String, Sendable, Equatable {
+    /// A user signs in (browser or device); refresh tokens mint access tokens.
+    case user = "authorization_code"
+    /// A machine account: the client credentials grant, no sign-in at all.
+    case clientCredentials = "client_credentials"
 }
 
 /// `[providers.NAME]`.
@@ -52,6 +67,15 @@ public struct ProviderConfig: Sendable, Equatable {
     public var resources: [String]
     /// `resource` (RFC 8707) or `audience` for providers that predate it.
     public var audienceParameter: String
+    /// How tokens are obtained: for a user who signs in, or for the client itself.
+    public var grant: ProviderGrant = .user
+    /// Extra authorization parameters for every browser sign-in (`prompt`, `acr_values`, …).
+    public var authorizationParams: [String: String] = [:]
+    /// A fixed port for the loopback redirect, for providers that match redirect URIs
+    /// exactly (RFC 8252 asks them not to); nil = an ephemeral port.
+    public var redirectPort: Int? = nil
+    /// Where the provider sends the browser after RP-initiated logout.
+    public var postLogoutRedirectURI: String? = nil
 
     public static let defaultScopes = ["openid", "profile", "email", "offline_access"]
 

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import OAuth
 import TOMLKit
 
 /// Reads and checks config.toml. Unknown keys are errors, so a typo never silently
@@ -35,7 +36,7 @@ public enum ConfigLoader {
 
         var daemon = DaemonSettings()
         if let table = try reader.table(root, "daemon", at: nil) {
-            try reader.checkKeys(table, allowed: ["store", "refresh_margin", "store_timeout", "http_timeout"], at: "daemon")
+            try reader.checkKeys(table, allowed: ["store", "refresh_margin", "store_timeout", "http_timeout", "default_provider", "login_timeout", "idle_exit"], at: "daemon")
             if let store = try reader.string(table, "store", at: "daemon") {
                 guard let kind = StoreKind(rawValue: store) else {
                     throw ConfigError(file: file, key: "daemon.store", problem: "must be \"secret-service\" or \"memory\", not \"\(store)\"")
@@ -45,6 +46,9 @@ public enum ConfigLoader {
             if let v = try reader.int(table, "refresh_margin", at: "daemon", range: 0...86_400) { daemon.refreshMargin = v }
             if let v = try reader.int(table, "store_timeout", at: "daemon", range: 1...600) { daemon.storeTimeout = v }
             if let v = try reader.int(table, "http_timeout", at: "daemon", range: 1...600) { daemon.httpTimeout = v }
+            if let v = try reader.int(table, "login_timeout", at: "daemon", range: 10...3600) { daemon.loginTimeout = v }
+            if let v = try reader.int(table, "idle_exit", at: "daemon", range: 0...604_800) { daemon.idleExit = v }
+            daemon.defaultProvider = try reader.string(table, "default_provider", at: "daemon")
         }
 
         var providers: [ProviderConfig] = []
@@ -56,6 +60,9 @@ public enum ConfigLoader {
                 }
                 providers.append(try reader.provider(p, name: name, at: key))
             }
+        }
+        if let d = daemon.defaultProvider, !providers.contains(where: { $0.name == d }) {
+            throw ConfigError(file: file, key: "daemon.default_provider", problem: "names \"\(d)\", which is not a configured provider")
         }
         if providers.isEmpty {
             throw ConfigError(file: file, key: "providers", problem: "no provider is configured: add a [providers.NAME] table with issuer and client_id")
@@ -135,7 +142,8 @@ private struct TableReader {
     }
 
     func provider(_ t: TOMLTable, name: String, at key: String) throws(ConfigError) -> ProviderConfig {
-        try checkKeys(t, allowed: ["issuer", "client_id", "client_secret", "scopes", "resources", "audience_parameter"], at: key)
+        try checkKeys(t, allowed: ["issuer", "client_id", "client_secret", "scopes", "resources", "audience_parameter",
+                                   "grant", "authorization_params", "redirect_port", "post_logout_redirect_uri"], at: key)
         guard name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." }) else {
             throw fail(key, "provider names may hold letters, digits, '-', '_' and '.' only")
         }
@@ -157,9 +165,31 @@ private struct TableReader {
         guard audience == "resource" || audience == "audience" else {
             throw fail("\(key).audience_parameter", "must be \"resource\" or \"audience\", not \"\(audience)\"")
         }
-        return ProviderConfig(
+        var provider = ProviderConfig(
             name: name, issuer: issuer, clientID: clientID,
             clientSecret: try string(t, "client_secret", at: key),
             scopes: scopes, resources: resources, audienceParameter: audience)
+        if let g = try string(t, "grant", at: key) {
+            guard let grant = ProviderGrant(rawValue: g) else {
+                throw fail("\(key).grant", "must be \"authorization_code\" or \"client_credentials\", not \"\(g)\"")
+            }
+            provider.grant = grant
+        }
+        if let params = try table(t, "authorization_params", at: key) {
+            for (name, value) in params {
+                guard let s = value.string else { throw fail("\(key).authorization_params.\(name)", "must be a string") }
+                provider.authorizationParams[name] = s
+            }
+            let reserved = AuthorizationRequest.reserved(in: provider.authorizationParams.keys)
+            if !reserved.isEmpty {
+                throw fail("\(key).authorization_params", "\(reserved.joined(separator: ", ")) cannot be set: authbroker sets it itself")
+            }
+        }
+        provider.redirectPort = try int(t, "redirect_port", at: key, range: 1024...65535)
+        provider.postLogoutRedirectURI = try string(t, "post_logout_redirect_uri", at: key)
+        if provider.grant == .clientCredentials && provider.clientSecret == nil {
+            throw fail("\(key).client_secret", "is missing: the client_credentials grant needs a confidential client")
+        }
+        return provider
     }
 }

@@ -12,10 +12,18 @@ extension Broker {
     /// provider in the background; `waitLogin` waits for the outcome.
     public func startLogin(_ params: LoginStartParams) async throws(BrokerError) -> LoginStartResult {
         let provider = try provider(params.provider)
-        let flow = params.flow ?? "device"
-        guard flow == "device" else {
-            throw BrokerError.invalidRequest(message: "the \(flow) sign-in flow is not available in this version: use `authctl login --device`")
+        guard provider.config.grant == .user else {
+            throw BrokerError.invalidRequest(message: "\(provider.name) is a machine account (client credentials): it needs no sign-in")
         }
+        switch params.flow ?? "browser" {
+        case "device": return try await startDeviceLogin(provider)
+        case "browser": return try await startBrowserLogin(provider, params)
+        case let other:
+            throw BrokerError.invalidRequest(message: "flow must be \"browser\" or \"device\", not \"\(other)\"")
+        }
+    }
+
+    private func startDeviceLogin(_ provider: Provider) async throws(BrokerError) -> LoginStartResult {
         let metadata = try await provider.discovered()
         let started = clock.now()
         let authorization: DeviceAuthorization
@@ -34,7 +42,7 @@ extension Broker {
         try logins.add(LoginSession(id: id, provider: provider.name, expiresAt: expiresAt, task: task), now: started)
         logger.info("device sign-in started", metadata: ["provider": "\(provider.name)", "login_id": "\(id)"])
         return LoginStartResult(
-            loginID: id, provider: provider.name, flow: flow,
+            loginID: id, provider: provider.name, flow: "device",
             verificationURI: authorization.verificationURI,
             verificationURIComplete: authorization.verificationURIComplete,
             userCode: authorization.userCode, expiresAt: Int64(expiresAt))
@@ -65,7 +73,6 @@ extension Broker {
             if clock.now() >= deadline {
                 throw BrokerError.loginFailed(provider: name, message: "the code for \(name) expired before it was approved: run `authctl login --provider \(name)` again")
             }
-            let sentAt = clock.now()
             let answer: DevicePollResult
             do {
                 answer = try await provider.client.pollDeviceToken(metadata, deviceCode: authorization.deviceCode)
@@ -89,13 +96,13 @@ extension Broker {
             case .pending: continue
             case .slowDown: interval += 5
             case .tokens(let tokens):
-                return try await completeLogin(tokens, provider: provider, sentAt: sentAt)
+                return try await completeLogin(tokens, provider: provider, metadata: metadata, nonce: nil)
             }
         }
     }
 
     /// Turns a token response from a sign-in into a stored, ready account.
-    func completeLogin(_ tokens: TokenResponse, provider: Provider, sentAt: Double) async throws(BrokerError) -> AccountInfo {
+    func completeLogin(_ tokens: TokenResponse, provider: Provider, metadata: ProviderMetadata, nonce: String?) async throws(BrokerError) -> AccountInfo {
         let name = provider.name
         guard let idToken = tokens.idToken else {
             throw BrokerError.loginFailed(provider: name, message: "\(name) returned no ID token: add \"openid\" to its scopes in config.toml")
@@ -103,7 +110,7 @@ extension Broker {
         let claims: IDTokenClaims
         do {
             claims = try IDTokenClaims(jwt: idToken)
-            try claims.validateBasic(issuer: provider.config.issuer, clientID: provider.config.clientID, now: Date(timeIntervalSince1970: clock.now()), skew: 120)
+            try claims.validateBasic(issuer: provider.config.issuer, clientID: provider.config.clientID, now: Date(timeIntervalSince1970: clock.now()), skew: 120, nonce: nonce)
         } catch {
             throw BrokerError.loginFailed(provider: name, message: "\(name) returned an ID token that is not valid: \(error.message)")
         }

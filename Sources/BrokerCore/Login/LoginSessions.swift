@@ -24,6 +24,8 @@ final class LoginSessions: Sendable {
     /// How long a finished sign-in stays for a late `login.wait`.
     static let keepAfterExpiry: Double = 300
     private let sessions = Mutex<[String: LoginSession]>([:])
+    /// Sign-ins whose task has not finished, for the daemon's idle exit.
+    private let running = Atomic<Int>(0)
 
     func add(_ session: LoginSession, now: Double) throws(BrokerError) {
         try sessions.withLock { (all: inout [String: LoginSession]) throws(BrokerError) in
@@ -33,7 +35,15 @@ final class LoginSessions: Sendable {
             }
             all[session.id] = session
         }
+        running.wrappingAdd(1, ordering: .relaxed)
+        Task {
+            _ = await session.task.result
+            self.running.wrappingSubtract(1, ordering: .relaxed)
+        }
     }
+
+    /// Sign-ins still waiting for the user or the provider.
+    var inProgress: Int { running.load(ordering: .relaxed) }
 
     func find(id: String?, provider: String?) -> LoginSession? {
         sessions.withLock { all in
@@ -41,4 +51,9 @@ final class LoginSessions: Sendable {
             return all.values.filter { provider == nil || $0.provider == provider }.max { $0.expiresAt < $1.expiresAt }
         }
     }
+}
+
+extension Broker {
+    /// Sign-ins still waiting for the user or the provider: a daemon with one is not idle.
+    public var signInsInProgress: Int { logins.inProgress }
 }

@@ -7,11 +7,17 @@ extension Broker {
     /// (or the request fails), in which case the caller goes on to `token(_:)`.
     public func cachedToken(_ request: TokenGetParams) -> TokenGetResult? {
         counters.tokenRequests.increment()
+        // Runs on the event loop for every request: short locks, no sorted copies, no
+        // thrown errors. Anything unusual returns nil and `token(_:)` answers it, an
+        // out-of-range min_ttl included (it is refused there, cached or not).
+        if let minTTL = request.minTTL, minTTL < 0 || minTTL > 86_400 { return nil }
         guard let provider = request.provider.map({ provider(named: $0) }) ?? soleProvider(),
-              let account = try? account(of: provider.name, named: request.account), account.state == .ready
+              let account = accounts.resolve(provider: provider.name, named: request.account), account.state == .ready
         else { return nil }
         let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [])
-        guard let token = cache.lookup(key, now: clock.now(), minimumLife: minimumLife(request)) else { return nil }
+        let margin = table.withLock { $0.config.daemon.refreshMargin }
+        let minimumLife = Double(max(margin, request.minTTL ?? 0))
+        guard let token = cache.lookup(key, now: clock.now(), minimumLife: minimumLife) else { return nil }
         counters.cacheHits.increment()
         return result(token, key: key, account: account)
     }
@@ -67,9 +73,15 @@ extension Broker {
         let sentAt = clock.now()
         let response: TokenResponse
         do {
-            response = try await provider.client.refresh(
-                metadata, refreshToken: account.refreshToken, resource: key.resource,
-                scopes: key.scopes.isEmpty ? nil : key.scopes)
+            let scopes = key.scopes.isEmpty ? nil : key.scopes
+            if account.machine {
+                // A machine account has no grant to fall back on: ask for the configured scopes.
+                response = try await provider.client.clientCredentials(
+                    metadata, resource: key.resource, scopes: scopes ?? provider.config.scopes)
+            } else {
+                response = try await provider.client.refresh(
+                    metadata, refreshToken: account.refreshToken, resource: key.resource, scopes: scopes)
+            }
         } catch {
             counters.providerErrors.increment()
             if error.isInvalidGrant {
@@ -89,7 +101,7 @@ extension Broker {
         }
         await provider.succeeded()
         counters.refreshes.increment()
-        if let rotated = response.refreshToken, rotated != account.refreshToken {
+        if !account.machine, let rotated = response.refreshToken, rotated != account.refreshToken {
             await persistRotation(rotated, idToken: response.idToken, of: account)
         }
         let token = CachedToken(

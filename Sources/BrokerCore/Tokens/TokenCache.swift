@@ -10,7 +10,19 @@ struct CacheKey: Hashable, Sendable {
     init(account: AccountKey, resource: String?, scopes: [String]) {
         self.account = account
         self.resource = resource
-        self.scopes = Array(Set(scopes)).sorted()
+        self.scopes = Self.normalized(scopes)
+    }
+
+    /// Sorted and without duplicates. What callers send is usually none, one, or an already
+    /// sorted list: those are kept as they are, without building a set and a new array on
+    /// every cache hit.
+    static func normalized(_ scopes: [String]) -> [String] {
+        var index = scopes.startIndex + 1
+        while index < scopes.endIndex {
+            guard scopes[index - 1] < scopes[index] else { return Array(Set(scopes)).sorted() }
+            index += 1
+        }
+        return scopes
     }
 }
 

@@ -1,0 +1,115 @@
+import BrokerCrypto
+import BrokerProtocol
+import OAuth
+
+/// The browser sign-in: authorization code + PKCE (S256) with a loopback redirect
+/// (RFC 8252 §7.3), `state` and `nonce`, and the RFC 9207 `iss` check.
+extension Broker {
+    func startBrowserLogin(_ provider: Provider, _ params: LoginStartParams) async throws(BrokerError) -> LoginStartResult {
+        let extra = provider.config.authorizationParams.merging(params.params ?? [:]) { $1 }
+        let reserved = AuthorizationRequest.reserved(in: extra.keys)
+        guard reserved.isEmpty else {
+            throw BrokerError.invalidRequest(message: "\(reserved.joined(separator: ", ")) cannot be given: authbroker sets it itself")
+        }
+        let timeout = params.timeout ?? config.daemon.loginTimeout
+        guard (1...3600).contains(timeout) else {
+            throw BrokerError.invalidRequest(message: "timeout must be between 1 and 3600 seconds")
+        }
+        let metadata = try await provider.discovered()
+        guard let endpoint = metadata.authorizationEndpoint else {
+            throw BrokerError.loginFailed(provider: provider.name, message: "\(provider.name) has no authorization endpoint: sign in with `authctl login --device`")
+        }
+        let listener = try LoopbackListener(port: UInt16(provider.config.redirectPort ?? 0))
+        let request = AuthorizationRequest(
+            clientID: provider.config.clientID, redirectURI: listener.redirectURI, scopes: provider.config.scopes,
+            state: SecureRandom.token(), nonce: SecureRandom.token(), pkce: PKCE(),
+            resources: provider.config.resources, audienceParameter: provider.config.audienceParameter,
+            extra: extra.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
+        let started = clock.now()
+        let deadline = started + Double(timeout)
+        let id = LoginID.make()
+        let task = Task<AccountInfo, any Error> {
+            defer { listener.close() }
+            return try await self.awaitRedirect(listener, request, metadata: metadata, provider: provider, deadline: deadline)
+        }
+        do {
+            try logins.add(LoginSession(id: id, provider: provider.name, expiresAt: deadline, task: task), now: started)
+        } catch {
+            task.cancel()
+            listener.close()
+            throw error
+        }
+        logger.info("browser sign-in started", metadata: ["provider": "\(provider.name)", "login_id": "\(id)", "port": "\(listener.port)"])
+        return LoginStartResult(
+            loginID: id, provider: provider.name, flow: "browser",
+            authorizationURL: request.url(endpoint: endpoint), expiresAt: Int64(deadline))
+    }
+
+    private func awaitRedirect(_ listener: LoopbackListener, _ request: AuthorizationRequest, metadata: ProviderMetadata,
+                               provider: Provider, deadline: Double) async throws(BrokerError) -> AccountInfo {
+        let name = provider.name
+        guard let redirect = await listener.next(until: deadline, clock: clock) else {
+            throw BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) timed out before the browser came back: run `authctl login --provider \(name)` again")
+        }
+        do {
+            let account = try await finishBrowserLogin(redirect.query, request, metadata: metadata, provider: provider)
+            redirect.answer(title: "Signed in", text: "authbroker signed you in to \(name) as \(account.username ?? account.subject).", ok: true)
+            return account
+        } catch {
+            redirect.answer(title: "Sign-in failed", text: error.message, ok: false)
+            logger.warning("browser sign-in refused", metadata: ["provider": "\(name)", "reason": "\(error.message)"])
+            throw error
+        }
+    }
+
+    /// Checks the redirect (state, error, iss), redeems the code and stores the account.
+    private func finishBrowserLogin(_ query: [String: String], _ request: AuthorizationRequest, metadata: ProviderMetadata,
+                                    provider: Provider) async throws(BrokerError) -> AccountInfo {
+        let name = provider.name
+        func refuse(_ why: String) -> BrokerError {
+            .loginFailed(provider: name, message: "the sign-in to \(name) was refused: \(why); run `authctl login --provider \(name)` again")
+        }
+        guard let state = query["state"], constantTimeEqual(state, request.state) else {
+            throw refuse("the redirect's state does not match this sign-in (a forged or stale redirect)")
+        }
+        if let error = query["error"] {
+            let description = query["error_description"].map { ": \(Self.printable($0))" } ?? ""
+            throw refuse("the provider answered \(Self.printable(error))\(description)")
+        }
+        // RFC 9207: a provider that advertises `iss` must send it; any `iss` sent must match.
+        if let iss = query["iss"] {
+            guard iss == provider.config.issuer else { throw refuse("the redirect's iss is not \(provider.config.issuer) (RFC 9207 mix-up protection)") }
+        } else if metadata.authorizationResponseIssParameterSupported == true {
+            throw refuse("the redirect has no iss, which \(name) promises to send (RFC 9207)")
+        }
+        guard let code = query["code"], !code.isEmpty else { throw refuse("the redirect carries no authorization code") }
+        let tokens: TokenResponse
+        do {
+            tokens = try await provider.client.exchangeCode(
+                metadata, code: code, redirectURI: request.redirectURI, codeVerifier: request.pkce.verifier, resource: nil)
+        } catch {
+            counters.providerErrors.increment()
+            switch error {
+            case .provider(let oauthCode, _, _):
+                throw refuse("the provider would not redeem the authorization code (\(oauthCode))")
+            default:
+                throw await provider.failed(error, doing: "sign-in")
+            }
+        }
+        return try await completeLogin(tokens, provider: provider, metadata: metadata, nonce: request.nonce)
+    }
+
+    /// Provider-supplied text, cut to printable ASCII so it cannot steer a terminal or page.
+    static func printable(_ s: String) -> String {
+        String(String.UnicodeScalarView(s.unicodeScalars.filter { $0.value >= 0x20 && $0.value < 0x7F }.prefix(200)))
+    }
+}
+
+/// Compares secrets without an early exit that would leak their common prefix's length.
+func constantTimeEqual(_ a: String, _ b: String) -> Bool {
+    let x = Array(a.utf8), y = Array(b.utf8)
+    guard x.count == y.count else { return false }
+    var diff: UInt8 = 0
+    for i in 0..<x.count { diff |= x[i] ^ y[i] }
+    return diff == 0
+}

@@ -1,0 +1,70 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `authbench`: the load generator and timer behind scripts/bench (docs/performance.md).
+///
+/// Glibc only, on purpose: it builds in seconds beside the daemon and adds nothing of its
+/// own to what it measures. Each subcommand prints one JSON object on stdout.
+///
+///     authbench load --socket PATH --mode persistent|connect --connections N --seconds S --line JSON
+///     authbench burst --socket PATH --count N --line JSON
+///     authbench spawn --runs N -- COMMAND ARGS…
+///     authbench ready --socket PATH --log FILE -- COMMAND ARGS…
+@main
+struct AuthBench {
+    static func main() {
+        var args = Array(CommandLine.arguments.dropFirst())
+        guard let sub = args.first else { usage() }
+        args.removeFirst()
+        var options: [String: String] = [:]
+        var command: [String] = []
+        while let a = args.first {
+            args.removeFirst()
+            if a == "--" {
+                command = args
+                break
+            }
+            guard a.hasPrefix("--"), let value = args.first else { usage() }
+            args.removeFirst()
+            options[String(a.dropFirst(2))] = value
+        }
+        func number(_ key: String, _ fallback: Double) -> Double { options[key].flatMap(Double.init) ?? fallback }
+        func line() -> [UInt8] { Array((options["line"] ?? "").utf8) + [UInt8(ascii: "\n")] }
+        do throws(BenchError) {
+            let socket = options["socket"] ?? ""
+            let text: String
+            switch sub {
+            case "load":
+                guard let mode = Load.Mode(rawValue: options["mode"] ?? "persistent") else { usage() }
+                text = try Load(socket: socket, mode: mode, connections: Int(number("connections", 1)),
+                                seconds: number("seconds", 2), warmup: number("warmup", 0.3), line: line()).run()
+            case "burst":
+                text = try Burst(socket: socket, count: Int(number("count", 1000)), line: line(), timeout: number("timeout", 60)).run()
+            case "spawn":
+                guard !command.isEmpty else { usage() }
+                text = try Spawn.timing(command, runs: Int(number("runs", 100)))
+            case "ready":
+                guard !command.isEmpty, let log = options["log"] else { usage() }
+                text = try Spawn.ready(command, socket: socket, log: log, timeout: number("timeout", 20))
+            default:
+                usage()
+            }
+            print(text)
+        } catch {
+            complain("authbench: \(error.description)\n")
+            exit(1)
+        }
+    }
+
+    /// Writes to stderr with write(2): `stderr` is a C global Swift 6 will not touch.
+    static func complain(_ text: String) {
+        var text = text
+        text.withUTF8 { _ = write(STDERR_FILENO, $0.baseAddress, $0.count) }
+    }
+
+    static func usage() -> Never {
+        complain("usage: authbench load|burst|spawn|ready [--option value]… [-- command…] (see scripts/bench)\n")
+        exit(64)
+    }
+}

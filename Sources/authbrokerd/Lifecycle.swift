@@ -1,0 +1,116 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import BrokerCore
+import BrokerServer
+import Logging
+import NIOCore
+
+/// The running daemon after start-up: tells systemd it is ready, then reacts to SIGHUP
+/// (reload), SIGTERM/SIGINT (stop) and, when socket-activated, to being idle (exit).
+struct Lifecycle {
+    let broker: Broker
+    let server: BrokerServer
+    let channel: any Channel
+    let configPath: String
+    let notifier: SystemdNotifier
+    let socketActivated: Bool
+    let logger: Logger
+
+    /// Why the daemon stopped.
+    enum Ending {
+        case signal(Int32)
+        case idle(seconds: Int)
+    }
+
+    private enum Event {
+        case signal(Int32)
+        case idle
+    }
+
+    /// Runs until a stop signal or idle exit, then stops serving.
+    func run() async -> Ending {
+        let (events, continuation) = AsyncStream.makeStream(of: Event.self)
+        let subscription = Signals.watch([SIGTERM, SIGINT, SIGHUP]) { continuation.yield(.signal($0)) }
+        defer { subscription.cancel() }
+
+        let idleTask: Task<Void, Never>?
+        let idleExit = broker.config.daemon.idleExit
+        if socketActivated {
+            let watch = IdleWatch(broker: broker, activity: server.activity)
+            idleTask = Task {
+                await watch.wait()
+                if !Task.isCancelled { continuation.yield(.idle) }
+            }
+        } else {
+            idleTask = nil
+            if idleExit > 0 {
+                logger.notice("idle_exit is ignored: the daemon was not socket-activated, so nothing would start it again")
+            }
+        }
+        defer { idleTask?.cancel() }
+
+        notifier.ready(status: readyStatus())
+        var ending = Ending.signal(SIGTERM)
+        loop: for await event in events {
+            switch event {
+            case .signal(SIGHUP):
+                await reload()
+            case .signal(let number):
+                ending = .signal(number)
+                break loop
+            case .idle:
+                ending = .idle(seconds: broker.config.daemon.idleExit)
+                break loop
+            }
+        }
+        continuation.finish()
+
+        switch ending {
+        case .signal(let number):
+            logger.notice("stopping", metadata: ["signal": "\(Signals.name(number))"])
+            notifier.stopping(status: "stopping (\(Signals.name(number)))")
+        case .idle(let seconds):
+            logger.notice("idle; exiting until the next connection", metadata: ["idle_exit": "\(seconds)"])
+            notifier.stopping(status: "idle for \(seconds) s; systemd starts it again on the next connection")
+        }
+        await stopServing()
+        return ending
+    }
+
+    /// Re-reads the configuration file and puts it in force; an invalid file leaves the
+    /// running configuration as it is.
+    private func reload() async {
+        notifier.reloading()
+        logger.notice("reloading the configuration", metadata: ["config": "\(configPath)"])
+        do {
+            let config = try ConfigLoader.load(path: configPath)
+            _ = try await broker.reload(config)
+        } catch let error as ConfigError {
+            logger.error("the new configuration is not valid; still running on the previous one", metadata: ["error": "\(error)"])
+        } catch let error as BrokerError {
+            logger.error("the new configuration could not be put in force; still running on the previous one", metadata: ["error": "\(error.message)"])
+        } catch {
+            logger.error("the configuration reload failed; still running on the previous one", metadata: ["error": "\(error)"])
+        }
+        notifier.ready(status: readyStatus())
+    }
+
+    /// Stops accepting, gives requests in flight a few seconds to finish (a refresh must
+    /// get to store its rotated refresh token), then closes everything.
+    private func stopServing() async {
+        try? await channel.close()
+        for _ in 0..<100 where server.activity.requestsInFlight > 0 {
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        if server.activity.requestsInFlight > 0 {
+            logger.warning("stopping with requests still in flight", metadata: ["requests": "\(server.activity.requestsInFlight)"])
+        }
+        await server.stop(channel)
+    }
+
+    private func readyStatus() -> String {
+        let names = broker.config.providers.map(\.name).joined(separator: ", ")
+        return "serving tokens for \(names)"
+    }
+}

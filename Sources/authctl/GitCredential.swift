@@ -1,0 +1,129 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ArgumentParser
+import BrokerProtocol
+
+/// `authctl git-credential`: a git credential helper that answers with a token.
+struct GitCredential: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "git-credential",
+        abstract: "A git credential helper: the password is an access token.",
+        discussion: """
+            git runs it with get, store or erase and key=value lines on stdin. For get, \
+            authctl answers username=, password=<token> and password_expiry_utc=<Unix \
+            seconds>; store and erase do nothing (tokens live in authbrokerd, not in git). \
+            Configure it for the one host it serves:
+
+              git config --global credential.https://git.example.com.helper \\
+                  '!authctl git-credential --resource https://git.example.com'
+
+            The resource defaults to protocol://host of the request. With --resource, a \
+            request for any other host is left unanswered, so the token never goes to a \
+            server it is not for. Only https (and http to a loopback host) is answered.
+            """
+    )
+
+    @Argument(help: ArgumentHelp("What git asks: get, store or erase.", valueName: "operation"))
+    var operation: String
+
+    @OptionGroup var token: TokenOptions
+
+    @Option(help: "The username git sends with the token; servers differ (GitLab: oauth2, GitHub: x-access-token).")
+    var username = "oauth2"
+
+    func validate() throws {
+        guard ["get", "store", "erase"].contains(operation) else {
+            throw ValidationError("the operation must be get, store or erase, as git passes it")
+        }
+    }
+
+    func run() throws {
+        let request = GitCredentialRequest(lines: StandardInput.linesUntilBlank())
+        // git expects the helper to read all of its input, even for operations it ignores.
+        guard operation == "get" else { return }
+        guard let resource = request.resource(configured: token.resource) else { return }
+        let result = try Broker.printableToken(token.params(resource: resource))
+        Output.line([
+            "username=\(username)",
+            "password=\(result.accessToken)",
+            "password_expiry_utc=\(result.expiresAt)",
+        ].joined(separator: "\n"))
+    }
+}
+
+/// The attributes git sends a credential helper (git-credential(1), "INPUT/OUTPUT FORMAT").
+struct GitCredentialRequest {
+    var fields: [String: String] = [:]
+
+    init(lines: [String]) {
+        for line in lines {
+            guard let eq = line.firstIndex(of: "=") else { continue }
+            let key = String(line[..<eq])
+            // Array-valued keys (key[]=) are not used here; the last single value wins.
+            fields[key] = String(line[line.index(after: eq)...])
+        }
+    }
+
+    /// The resource to ask for, or nil when this helper should stay silent: a protocol
+    /// other than https (or http to loopback), or a host that --resource is not for.
+    func resource(configured: String?) -> String? {
+        guard let proto = fields["protocol"], let host = fields["host"], !host.isEmpty else { return nil }
+        let loopback = ["localhost", "127.0.0.1", "[::1]"].contains(Self.hostName(host))
+        guard proto == "https" || (proto == "http" && loopback) else { return nil }
+        guard let configured else {
+            return "\(proto)://\(host)"
+        }
+        // Answer only the host the token is for.
+        guard let configuredHost = Self.authority(of: configured), configuredHost.lowercased() == host.lowercased() else {
+            return nil
+        }
+        return configured
+    }
+
+    /// `host[:port]` of an absolute URL.
+    static func authority(of url: String) -> String? {
+        let parts = url.split(separator: "://", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2 else { return nil }
+        let rest = parts[1]
+        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        let hostPart = authority.split(separator: "@").last.map(String.init) ?? ""
+        return hostPart.isEmpty ? nil : hostPart
+    }
+
+    /// The host without its port.
+    static func hostName(_ host: String) -> String {
+        if host.hasPrefix("[") { return String(host.prefix { $0 != "]" }) + "]" }
+        return String(host.prefix { $0 != ":" })
+    }
+}
+
+/// Reading the helper's input.
+enum StandardInput {
+    /// Lines from stdin up to a blank line or the end of input, without their newlines.
+    static func linesUntilBlank(limit: Int = 64 * 1024) -> [String] {
+        var bytes: [UInt8] = []
+        var lines: [String] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        var total = 0
+        while total < limit {
+            let n = read(STDIN_FILENO, &buffer, buffer.count)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            total += n
+            for byte in buffer[0..<n] {
+                if byte == UInt8(ascii: "\n") {
+                    var line = String(decoding: bytes, as: UTF8.self)
+                    if line.hasSuffix("\r") { line.removeLast() }
+                    if line.isEmpty { return lines }
+                    lines.append(line)
+                    bytes.removeAll(keepingCapacity: true)
+                } else {
+                    bytes.append(byte)
+                }
+            }
+        }
+        if !bytes.isEmpty { lines.append(String(decoding: bytes, as: UTF8.self)) }
+        return lines
+    }
+}

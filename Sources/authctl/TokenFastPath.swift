@@ -1,0 +1,94 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import BrokerProtocol
+
+/// `authctl token` without ArgumentParser, for the common case.
+///
+/// `$(authctl token …)` runs before every `curl` of a script, so its start-up is the
+/// command's cost. Building ArgumentParser's command tree for every subcommand is most of
+/// that (docs/performance.md). This path reads only the plain, valid forms of `token`'s own
+/// options and runs the very same code as `Token.run()`. Anything else — `--help`, an
+/// unknown or repeated option, a missing or out-of-range value, `--json` with `--header` —
+/// returns, and ArgumentParser handles it as before, with its own messages and exit status.
+enum TokenFastPath {
+    /// Runs `authctl token` and exits if `arguments` are plain; returns otherwise.
+    static func runIfPlain(_ arguments: [String]) {
+        guard arguments.count >= 2, arguments[1] == "token",
+              let parsed = parse(arguments.dropFirst(2))
+        else { return }
+        do {
+            try Token.printToken(parsed.params, json: parsed.json, header: parsed.header)
+        } catch {
+            exit(error.rawValue)
+        }
+        exit(0)
+    }
+
+    struct Parsed {
+        var params = TokenGetParams()
+        var json = false
+        var header = false
+    }
+
+    /// The arguments after `token`, or nil when they are not all plain and valid.
+    static func parse(_ arguments: ArraySlice<String>) -> Parsed? {
+        var parsed = Parsed()
+        var scopes: [String] = []
+        var rest = arguments
+        while let argument = rest.popFirst() {
+            guard argument.hasPrefix("--") else { return nil }
+            var name = argument
+            var inline: String?
+            if let equals = argument.firstIndex(of: "=") {
+                name = String(argument[..<equals])
+                inline = String(argument[argument.index(after: equals)...])
+            }
+            switch name {
+            case "--json", "--header":
+                guard inline == nil else { return nil }
+                if name == "--json" {
+                    guard !parsed.json else { return nil }
+                    parsed.json = true
+                } else {
+                    guard !parsed.header else { return nil }
+                    parsed.header = true
+                }
+            case "--resource", "--scope", "--provider", "--account", "--min-ttl":
+                let value: String
+                if let inline {
+                    value = inline
+                } else {
+                    guard let next = rest.popFirst(), !next.hasPrefix("-") else { return nil }
+                    value = next
+                }
+                guard !value.isEmpty else { return nil }
+                switch name {
+                case "--resource":
+                    guard parsed.params.resource == nil else { return nil }
+                    parsed.params.resource = value
+                case "--scope":
+                    scopes.append(value)
+                case "--provider":
+                    guard parsed.params.provider == nil else { return nil }
+                    parsed.params.provider = value
+                case "--account":
+                    guard parsed.params.account == nil else { return nil }
+                    parsed.params.account = value
+                default:
+                    guard parsed.params.minTTL == nil, value.utf8.count <= 5,
+                          value.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
+                          let seconds = Int(value), seconds <= 86_400
+                    else { return nil }
+                    parsed.params.minTTL = seconds
+                }
+            default:
+                return nil
+            }
+        }
+        guard !(parsed.json && parsed.header) else { return nil }
+        let list = Token.scopeList(scopes)
+        parsed.params.scopes = list.isEmpty ? nil : list
+        return parsed
+    }
+}

@@ -1,0 +1,55 @@
+import ArgumentParser
+import BrokerClient
+import BrokerProtocol
+
+/// The options that choose a token, shared by the commands that hand one to another
+/// program (`exec`, `kube-credential`, `git-credential`).
+struct TokenOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("The API the token is for: an RFC 8707 resource indicator, e.g. https://api.example.com.", valueName: "url"))
+    var resource: String?
+
+    @Option(name: .customLong("scope"), help: ArgumentHelp("A scope to ask for (repeat, or separate with spaces); default: the provider's configured scopes.", valueName: "scope"))
+    var scopes: [String] = []
+
+    @Option(help: "The provider's name in config.toml; may be left out when only one is configured.")
+    var provider: String?
+
+    @Option(help: "The account's username or subject; may be left out when the provider has one account.")
+    var account: String?
+
+    @Option(name: .customLong("min-ttl"), help: ArgumentHelp("Seconds (0-86400) the token must still be valid for.", valueName: "seconds"))
+    var minTTL: Int?
+
+    func validate() throws {
+        if let minTTL, !(0...86_400).contains(minTTL) {
+            throw ValidationError("--min-ttl must be between 0 and 86400 seconds")
+        }
+        if let resource, resource.isEmpty {
+            throw ValidationError("--resource needs a URL, e.g. https://api.example.com")
+        }
+    }
+
+    /// The request, with `resource` standing in when no --resource was given.
+    func params(resource fallback: String? = nil) -> TokenGetParams {
+        let list = Token.scopeList(scopes)
+        return TokenGetParams(
+            resource: resource ?? fallback, scopes: list.isEmpty ? nil : list,
+            provider: provider, account: account, minTTL: minTTL)
+    }
+}
+
+extension Broker {
+    /// Gets a token and checks it can be handed on as a header, an environment value or a
+    /// JSON string: RFC 6749 A.12 makes an access token printable ASCII.
+    static func printableToken(_ params: TokenGetParams) throws(ExitCode) -> TokenGetResult {
+        try session { broker throws(ClientError) -> TokenGetResult in
+            let result = try broker.token(params)
+            guard !result.accessToken.isEmpty,
+                  result.accessToken.utf8.allSatisfy({ (0x20...0x7E).contains($0) })
+            else {
+                throw .badResponse("the access token is empty or holds characters outside printable ASCII")
+            }
+            return result
+        }
+    }
+}

@@ -1,0 +1,73 @@
+import ArgumentParser
+import BrokerClient
+import BrokerProtocol
+
+/// `authctl whoami`: the signed-in account's verified ID-token claims.
+struct Whoami: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show the signed-in account's ID-token claims (verified when the daemon received them).")
+
+    @Option(help: "The provider's name in config.toml; may be left out when only one is configured.")
+    var provider: String?
+
+    @Option(help: "The account's username or subject; may be left out when the provider has one account.")
+    var account: String?
+
+    @Flag(help: "Print the whole answer as JSON.")
+    var json = false
+
+    func run() throws {
+        let params = AccountParams(provider: provider, account: account)
+        let json = self.json
+        let text = try Broker.session { broker throws(ClientError) -> String in
+            let result = try broker.call(.accountWhoami, params, as: ClaimsResult.self)
+            return json ? try Output.json(result) : Claims.lines(result)
+        }
+        Output.line(text)
+    }
+}
+
+/// `authctl userinfo`: the provider's UserInfo answer for the account.
+struct UserInfo: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "userinfo",
+        abstract: "Ask the provider's UserInfo endpoint about the signed-in account, with a fresh access token.")
+
+    @Option(help: "The provider's name in config.toml; may be left out when only one is configured.")
+    var provider: String?
+
+    @Option(help: "The account's username or subject; may be left out when the provider has one account.")
+    var account: String?
+
+    @Flag(help: "Print the whole answer as JSON.")
+    var json = false
+
+    func run() throws {
+        let params = AccountParams(provider: provider, account: account)
+        let json = self.json
+        let text = try Broker.session { broker throws(ClientError) -> String in
+            let result = try broker.call(.accountUserinfo, params, as: ClaimsResult.self)
+            return json ? try Output.json(result) : Claims.lines(result)
+        }
+        Output.line(text)
+    }
+}
+
+/// Claims as `name: value` lines, sorted.
+enum Claims {
+    static func lines(_ result: ClaimsResult) -> String {
+        let rows = result.claims.keys.sorted().map { [$0 + ":", text(result.claims[$0] ?? .null)] }
+        return Output.table(rows).map(Output.safe).joined(separator: "\n")
+    }
+
+    static func text(_ value: ClaimValue) -> String {
+        switch value {
+        case .string(let s): return s
+        case .number(let n): return n == n.rounded() && abs(n) < 1e15 ? String(Int64(n)) : String(n)
+        case .bool(let b): return b ? "true" : "false"
+        case .null: return "null"
+        case .array(let a): return a.map(text).joined(separator: ", ")
+        case .object(let o): return "{" + o.keys.sorted().map { "\($0): \(text(o[$0] ?? .null))" }.joined(separator: ", ") + "}"
+        }
+    }
+}

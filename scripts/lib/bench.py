@@ -1,0 +1,382 @@
+"""The inside of scripts/bench: runs in the private keyring session scripts/with-keyring made.
+
+Starts two local Glewlwyd providers (one rotating refresh tokens, one not), authbrokerd
+with store = "secret-service" (the real gnome-keyring), signs alice in to both with the
+device grant, and measures what docs/performance.md describes. Prints one table, or with
+--json one JSON document. Never prints a token. Talks only to 127.0.0.1 and Unix sockets.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "Tests", "IntegrationTests", "support"))
+from glewlwyd_api import Glewlwyd  # noqa: E402
+
+BIN = os.environ["AUTHBROKER_BIN"]
+AUTHBENCH = os.environ.get("AUTHBENCH") or os.path.join(BIN, "authbench")
+AUTHBROKERD = os.path.join(BIN, "authbrokerd")
+AUTHCTL = os.path.join(BIN, "authctl")
+API = "https://api.example.test"
+GIT = "https://git.example.test"
+SCOPES = ["openid", "profile", "email", "offline_access"]
+
+
+def log(text):
+    print(f"bench: {text}", file=sys.stderr, flush=True)
+
+
+def bench(*args):
+    r = subprocess.run([AUTHBENCH, *map(str, args)], capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        raise SystemExit(f"bench: authbench {args[0]} failed: {r.stderr.strip()}")
+    return json.loads(r.stdout)
+
+
+def rpc_line(method, params=None, id=1):
+    req = {"jsonrpc": "2.0", "id": id, "method": method}
+    if params is not None:
+        req["params"] = params
+    return json.dumps(req, separators=(",", ":"))
+
+
+def call(path, method, params=None):
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(60)
+        s.connect(path)
+        s.sendall((rpc_line(method, params) + "\n").encode())
+        buf = b""
+        while b"\n" not in buf:
+            chunk = s.recv(65536)
+            if not chunk:
+                raise SystemExit(f"bench: the daemon closed the connection answering {method}")
+            buf += chunk
+        return json.loads(buf.split(b"\n", 1)[0])
+
+
+def rss_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class Daemon:
+    def __init__(self, work, providers):
+        self.work = work
+        self.socket = os.path.join(work, "broker.sock")
+        self.config = os.path.join(work, "config.toml")
+        self.log = os.path.join(work, "authbrokerd.log")
+        self.pid = None
+        self.wrap = None
+        self.env = dict(os.environ, AUTHBROKER_SOCKET=self.socket)
+        text = '[daemon]\nstore = "secret-service"\nrefresh_margin = 60\n'
+        for name, (gl, resources) in providers.items():
+            text += (f"\n[providers.{name}]\nissuer = \"{gl.issuer}\"\n"
+                     f"client_id = \"{gl.client_id('authbroker')}\"\n"
+                     f"scopes = {json.dumps(SCOPES)}\nresources = {json.dumps(resources)}\n")
+        with open(self.config, "w") as f:
+            f.write(text)
+
+    def start(self):
+        """Starts authbrokerd; returns ms from exec to the first answered request."""
+        os.environ["AUTHBROKER_SOCKET"] = self.socket
+        wrap = self.wrap.split() if self.wrap else []
+        r = bench("ready", "--socket", self.socket, "--log", self.log, "--timeout", 60 if wrap else 20, "--",
+                  *wrap, AUTHBROKERD, "--config", self.config)
+        self.pid = r["pid"]
+        return r["ready_ms"]
+
+    def stop(self):
+        if self.pid:
+            try:
+                os.kill(self.pid, signal.SIGTERM)
+                for _ in range(200):
+                    os.kill(self.pid, 0)
+                    time.sleep(0.05)
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.pid = None
+
+    def login(self, gl, provider):
+        p = subprocess.Popen([AUTHCTL, "login", "--device", "--provider", provider], env=self.env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+        code = None
+        deadline = time.time() + 30
+        while code is None and time.time() < deadline:
+            line = p.stderr.readline()
+            if not line:
+                break
+            m = re.search(r"enter the code ([A-Za-z0-9-]+)", line)
+            if m:
+                code = m.group(1)
+        if code is None:
+            p.kill()
+            raise SystemExit(f"bench: authctl login printed no code; see {self.log}")
+        gl.approve_device(gl.login_session("alice"), code, gl.client_id("authbroker"), SCOPES)
+        p.communicate(timeout=60)
+        if p.returncode != 0:
+            raise SystemExit(f"bench: sign-in to {provider} failed ({p.returncode}); see {self.log}")
+
+    def counters(self):
+        return call(self.socket, "daemon.status")["result"]["counters"]
+
+
+def fill(path, provider, count):
+    """`count` distinct cache entries: scope sets bench.0 … bench.N-1 over both resources,
+    pipelined on 8 connections. Each is a real refresh at Glewlwyd (which ignores scope
+    on refresh, so every one succeeds and mints a real token)."""
+    conns = 8
+    socks = []
+    for _ in range(conns):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(120)
+        s.connect(path)
+        socks.append(s)
+    for c, s in enumerate(socks):
+        lines = []
+        for i in range(c, count, conns):
+            params = {"provider": provider, "resource": API if i % 2 == 0 else GIT, "scopes": [f"bench.{i}"]}
+            lines.append(rpc_line("token.get", params, id=i + 1))
+        s.sendall(("\n".join(lines) + "\n").encode())
+    errors = 0
+    for c, s in enumerate(socks):
+        want = len(range(c, count, conns))
+        buf = b""
+        while buf.count(b"\n") < want:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                raise SystemExit("bench: the daemon closed a fill connection")
+            buf += chunk
+        errors += sum(1 for line in buf.split(b"\n") if line and b'"error":' in line)
+        s.close()
+    return errors
+
+
+def profile(daemon, out):
+    """Instructions per warm token.get, counted by callgrind: repeatable on a busy machine,
+    unlike time. Only the requests are counted: instrumentation is off until the load starts."""
+    daemon.stop()
+    # Valgrind 3.19 cannot read the DWARF 5 that swiftc writes: profile a copy without it
+    # (the symbol table stays, so functions keep their names).
+    global AUTHBROKERD
+    plain = os.path.join(daemon.work, "authbrokerd-nodebug")
+    subprocess.run(["objcopy", "--strip-debug", AUTHBROKERD, plain], check=True)
+    AUTHBROKERD = plain
+    daemon.wrap = f"{shutil.which('valgrind')} --tool=callgrind --callgrind-out-file={out} --instr-atstart=no"
+    daemon.start()
+    line = rpc_line("token.get", {"provider": "rot", "resource": API})
+    call(daemon.socket, "token.get", {"provider": "rot", "resource": API})
+    folder = os.path.dirname(out)
+    for mode in ("persistent", "connect"):
+        before = set(os.listdir(folder))
+        subprocess.run(["callgrind_control", "-i", "on", str(daemon.pid)], check=True, stdout=subprocess.DEVNULL)
+        r = bench("load", "--socket", daemon.socket, "--mode", mode, "--connections", 1, "--seconds", 3,
+                  "--warmup", 0, "--line", line)
+        subprocess.run(["callgrind_control", "-d", mode, str(daemon.pid)], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(["callgrind_control", "-i", "off", str(daemon.pid)], check=True, stdout=subprocess.DEVNULL)
+        time.sleep(0.5)
+        dumps = sorted(set(os.listdir(folder)) - before)
+        total = 0
+        for f in dumps:
+            for text in open(os.path.join(folder, f), errors="replace"):
+                if text.startswith("totals:") or text.startswith("summary:"):
+                    total = max(total, int(text.split()[1]))
+        # The warm-up's requests were instrumented too: count them by the daemon's counter.
+        print(f"{mode}: {', '.join(os.path.join(folder, f) for f in dumps)}: {total:,} instructions, "
+              f"{r['requests']} requests, {total // max(1, r['requests']):,} per request")
+    n = daemon.counters()
+    print(f"daemon counters: {json.dumps(n)}")
+    daemon.stop()
+
+
+def main():
+    ap = argparse.ArgumentParser(prog="scripts/bench", description=__doc__)
+    ap.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
+    ap.add_argument("--seconds", type=float, default=2.0, help="measured seconds per load run (default 2)")
+    ap.add_argument("--runs", type=int, default=200, help="process starts timed for authctl and the C client")
+    ap.add_argument("--cold", type=int, default=1000, help="concurrent requests in the cold-cache test")
+    ap.add_argument("--entries", type=int, default=10000, help="cache entries for the memory test")
+    ap.add_argument("--quick", action="store_true", help="short runs (0.5 s, 50 starts, 1000 entries): a smoke test")
+    ap.add_argument("--profile", metavar="FILE",
+                    help="instead of the figures: run the warm token.get path under callgrind and write its profile "
+                         "to FILE (read it with callgrind_annotate)")
+    a = ap.parse_args()
+    if a.quick:
+        a.seconds, a.runs, a.entries = 0.5, 50, min(a.entries, 1000)
+
+    started = time.time()
+    # tmpfs when there is one: Glewlwyd's sqlite fsyncs every refresh, and the provider's
+    # disk is not what this measures.
+    work = tempfile.mkdtemp(prefix="abb-", dir="/dev/shm" if os.access("/dev/shm", os.W_OK) else "/tmp")
+    gl_dirs = [os.path.join(work, "gl-rot"), os.path.join(work, "gl-static")]
+    daemon = echo = None
+    results = {"machine": {"cores": os.cpu_count(), "load_before": os.getloadavg()[0]},
+               "store": "secret-service (gnome-keyring, private session)"}
+    try:
+        log("compiling the C echo server and token client")
+        support = os.path.join(ROOT, "scripts", "bench-support")
+        echo_bin = os.path.join(work, "echo_server")
+        client_bin = os.path.join(work, "token_client")
+        for src, out in (("echo_server.c", echo_bin), ("token_client.c", client_bin)):
+            subprocess.run(["cc", "-O2", "-o", out, os.path.join(support, src)], check=True)
+
+        log("starting two Glewlwyd providers on 127.0.0.1 (rotating and static refresh tokens)")
+        for d, mode in zip(gl_dirs, ("always", "never")):
+            os.mkdir(d)
+            subprocess.run([os.path.join(ROOT, "scripts", "glewlwyd"), "start", d, "--refresh-token-one-use", mode],
+                           check=True, stdout=subprocess.DEVNULL)
+        rot, static = Glewlwyd(gl_dirs[0]), Glewlwyd(gl_dirs[1])
+        daemon = Daemon(work, {"rot": (rot, [API]), "static": (static, [API, GIT])})
+
+        log("starting authbrokerd and signing alice in to both (device grant)")
+        results["ready_empty_ms"] = daemon.start()
+        daemon.login(rot, "rot")
+        daemon.login(static, "static")
+        daemon.stop()
+
+        if a.profile:
+            return profile(daemon, os.path.abspath(a.profile))
+
+        # A restart: the accounts come back from the keyring and the cache is empty.
+        results["ready_ms"] = daemon.start()
+        time.sleep(0.5)
+        results["rss_idle_kb"] = rss_kb(daemon.pid)
+
+        log(f"cold cache: {a.cold} concurrent token.get for one resource")
+        before = daemon.counters()
+        since = int(time.time())
+        cold_line = rpc_line("token.get", {"provider": "rot", "resource": API})
+        burst = bench("burst", "--socket", daemon.socket, "--count", a.cold, "--line", cold_line)
+        time.sleep(1.1)  # Glewlwyd stores whole seconds
+        events = rot.count_token_events(since, client_id=rot.client_id("authbroker"))
+        after = daemon.counters()
+        results["cold"] = {**burst, "provider_refreshes": sum(events["refreshes"].values()),
+                           "daemon_refreshes": after["refreshes"] - before["refreshes"]}
+
+        warm_line = cold_line
+        answer = call(daemon.socket, "token.get", {"provider": "rot", "resource": API})
+        if "result" not in answer:
+            raise SystemExit(f"bench: token.get failed: {answer.get('error', {}).get('message')}")
+        answer_len = len(json.dumps(answer, separators=(",", ":")))
+        # The echo floor answers with the line it got: pad it to the broker's answer length
+        # so that both move the same bytes back.
+        pad = max(0, answer_len - len(warm_line) - len(',"pad":""'))
+        echo_line = warm_line[:-1] + ',"pad":"' + "x" * pad + '"}'
+
+        echo_sock = os.path.join(work, "echo.sock")
+        echo = subprocess.Popen([echo_bin, echo_sock])
+        for _ in range(200):
+            if os.path.exists(echo_sock):
+                break
+            time.sleep(0.01)
+
+        log("warm token.get and the echo floor: persistent and new connections, 1/16/64")
+        loads = {}
+        for mode in ("persistent", "connect"):
+            for n in (1, 16, 64):
+                for name, path, line in (("broker", daemon.socket, warm_line), ("echo", echo_sock, echo_line)):
+                    loads[f"{name}.{mode}.{n}"] = bench("load", "--socket", path, "--mode", mode, "--connections", n,
+                                                        "--seconds", a.seconds, "--line", line)
+        results["load"] = loads
+
+        log(f"authctl token and the C client, {a.runs} process starts each")
+        results["authctl"] = bench("spawn", "--runs", a.runs, "--", AUTHCTL, "token", "--resource", API, "--provider", "rot")
+        results["c_client"] = bench("spawn", "--runs", a.runs, "--", client_bin, API, "rot")
+
+        log(f"filling the cache with {a.entries} entries (real refreshes at the static provider)")
+        t0 = time.time()
+        fill_errors = fill(daemon.socket, "static", a.entries)
+        results["fill"] = {"entries": a.entries, "errors": fill_errors, "seconds": round(time.time() - t0, 1)}
+        time.sleep(0.5)
+        results["rss_full_kb"] = rss_kb(daemon.pid)
+        results["load_full"] = bench("load", "--socket", daemon.socket, "--mode", "persistent", "--connections", 1,
+                                     "--seconds", a.seconds, "--line", warm_line)
+        results["seconds_total"] = round(time.time() - started, 1)
+        results["machine"]["load_after"] = os.getloadavg()[0]
+    finally:
+        if echo:
+            echo.terminate()
+            echo.wait()
+        if daemon:
+            daemon.stop()
+        for d in gl_dirs:
+            if os.path.isdir(d):
+                subprocess.run([os.path.join(ROOT, "scripts", "glewlwyd"), "stop", d], stdout=subprocess.DEVNULL)
+        if os.environ.get("AUTHBROKER_KEEP_HOME") != "1":
+            shutil.rmtree(work, ignore_errors=True)
+
+    if a.json:
+        print(json.dumps(results, indent=2))
+    else:
+        print(table(results))
+
+
+def table(r):
+    L = r["load"]
+    rows = []
+
+    def row(what, value, floor="", ratio="", target="", ok=None):
+        mark = "" if ok is None else ("ok" if ok else "MISS")
+        rows.append((what, value, floor, ratio, target, mark))
+
+    def ms(v):
+        return f"{v:.2f} ms" if v < 100 else f"{v:.0f} ms"
+
+    def us(v):
+        return f"{v:.0f} µs"
+
+    def rate(v):
+        return f"{v:,.0f}/s"
+
+    b, e = L["broker.persistent.1"], L["echo.persistent.1"]
+    row("warm token.get p50, 1 connection", us(b["p50_us"]), us(e["p50_us"]), f"{b['p50_us'] / e['p50_us']:.2f}×",
+        "≤ 2× floor", b["p50_us"] <= 2 * e["p50_us"])
+    row("warm token.get p99, 1 connection", us(b["p99_us"]), us(e["p99_us"]), f"{b['p99_us'] / e['p99_us']:.2f}×")
+    for n in (1, 16, 64):
+        b, e = L[f"broker.persistent.{n}"], L[f"echo.persistent.{n}"]
+        target, ok = ("≥ ½ floor", b["rps"] >= e["rps"] / 2) if n == 16 else ("", None)
+        row(f"warm token.get, {n} connection{'s' if n > 1 else ''}", rate(b["rps"]), rate(e["rps"]),
+            f"{b['rps'] / e['rps']:.2f}", target, ok)
+    b, e = L["broker.connect.1"], L["echo.connect.1"]
+    row("new connection per request p50", us(b["p50_us"]), us(e["p50_us"]), f"{b['p50_us'] / e['p50_us']:.2f}×")
+    for n in (1, 16, 64):
+        b, e = L[f"broker.connect.{n}"], L[f"echo.connect.{n}"]
+        row(f"new connection per request, {n} at once", rate(b["rps"]), rate(e["rps"]), f"{b['rps'] / e['rps']:.2f}")
+    ac, cc = r["authctl"], r["c_client"]
+    row("authctl token, whole process, median", ms(ac["p50_ms"]), f"C {ms(cc['p50_ms'])}",
+        f"{ac['p50_ms'] / cc['p50_ms']:.2f}×", "≤ 2× C", ac["p50_ms"] <= 2 * cc["p50_ms"])
+    c = r["cold"]
+    row(f"cold: {c['count']} concurrent, refreshes at provider", str(c["provider_refreshes"]),
+        f"daemon {c['daemon_refreshes']}", "", "1", c["provider_refreshes"] == 1 and c["errors"] == 0)
+    row(f"cold: {c['count']} concurrent, all answered", ms(c["all_ms"]), f"first {ms(c['first_ms'])}",
+        f"{c['errors']} errors")
+    row("RSS idle (accounts loaded)", f"{r['rss_idle_kb'] / 1024:.1f} MB", "", "", "< 20 MB", r["rss_idle_kb"] < 20 * 1024)
+    f = r["fill"]
+    row(f"RSS with {f['entries']:,} cache entries", f"{r['rss_full_kb'] / 1024:.1f} MB", f"filled in {f['seconds']} s",
+        f"{f['errors']} errors")
+    one, full = L["broker.persistent.1"]["p50_us"], r["load_full"]["p50_us"]
+    row(f"p50 with {f['entries']:,} entries vs few", us(full), us(one), f"{full / one:.2f}×", "≤ 1.2×", full <= 1.2 * one)
+    row("start to ready (accounts in keyring)", ms(r["ready_ms"]), f"empty {ms(r['ready_empty_ms'])}", "",
+        "< 100 ms", r["ready_ms"] < 100)
+    head = ("measure", "authbrokerd", "floor / other", "ratio", "target", "")
+    widths = [max(len(x[i]) for x in rows + [head]) for i in range(6)]
+    out = [f"authbroker benchmark: {r['machine']['cores']} cores, load {r['machine']['load_before']:.1f} → "
+           f"{r['machine']['load_after']:.1f}, store {r['store']}, {r['seconds_total']} s"]
+    for x in [head] + rows:
+        out.append("  ".join(x[i].ljust(widths[i]) for i in range(6)).rstrip())
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    main()
