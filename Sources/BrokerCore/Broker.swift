@@ -61,12 +61,16 @@ public final class Broker: Sendable {
         for p in config.providers where p.grant == .clientCredentials && accounts[Account.machine(for: p).key] == nil {
             accounts.put(Account.machine(for: p))
         }
+        var secrets: [String: String] = [:]
         for item in items {
-            guard let p = config.provider(named: item.provider), p.issuer == item.issuer, p.clientID == item.clientID,
-                  let account = AccountSecret.account(from: item), accounts[account.key] == nil
-            else { continue }
-            accounts.put(account)
+            guard let p = config.provider(named: item.provider), p.issuer == item.issuer, p.clientID == item.clientID else { continue }
+            if let secret = ClientSecretItem.secret(from: item) {
+                secrets[p.name] = secret
+            } else if let account = AccountSecret.account(from: item), accounts[account.key] == nil {
+                accounts.put(account)
+            }
         }
+        if !secrets.isEmpty { useStoredSecrets(secrets) }
         logger.info("loaded accounts from the store", metadata: ["count": "\(accounts.list().count)", "store": "\(store.kind)"])
     }
 

@@ -352,3 +352,30 @@ public struct DaemonStatusResult: Codable, Sendable, Equatable {
         case store, socket, providers, counters
     }
 }
+
+/// `provider.set_secret` params: a confidential client's secret, to keep in the Secret
+/// Service instead of config.toml. The daemon never logs or echoes it.
+public struct SetSecretParams: Codable, Sendable, Equatable {
+    public var provider: String?
+    public var clientSecret: String
+
+    public init(provider: String? = nil, clientSecret: String) {
+        self.provider = provider
+        self.clientSecret = clientSecret
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case provider
+        case clientSecret = "client_secret"
+    }
+}
+
+public struct SetSecretResult: Codable, Sendable, Equatable {
+    public var provider: String
+    public var stored: Bool
+
+    public init(provider: String, stored: Bool) {
+        self.provider = provider
+        self.stored = stored
+    }
+}

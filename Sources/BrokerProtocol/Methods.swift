@@ -8,6 +8,7 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case logout = "logout"
     case accountWhoami = "account.whoami"
     case accountUserinfo = "account.userinfo"
+    case providerSetSecret = "provider.set_secret"
     case daemonStatus = "daemon.status"
 }
 

@@ -1,6 +1,7 @@
 import BrokerCore
 import BrokerProtocol
 import Foundation
+import NIOCore
 
 /// The answer of a method: ready now (served on the event loop), or later.
 enum Reply: Sendable {
@@ -9,17 +10,22 @@ enum Reply: Sendable {
 }
 
 /// Encodes and decodes JSON-RPC messages. One per connection, so nothing is shared
-/// between threads and nothing is allocated per request.
+/// between threads and nothing is allocated per request. The JSONDecoder and JSONEncoder
+/// are made on first use: a connection that only asks for cached tokens (scanned requests,
+/// `JSONWritable` answers) never needs them.
 final class RPCCodec {
-    let decoder = JSONDecoder()
-    let encoder = JSONEncoder()
-
-    init() {
+    lazy var decoder = JSONDecoder()
+    lazy var encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
         encoder.outputFormatting = [.withoutEscapingSlashes]
-    }
+        return encoder
+    }()
+
+    init() {}
 
     func success<R: Encodable & Sendable>(_ id: RequestID, _ result: R) -> Data {
-        (try? encoder.encode(Response(id: id, result: result))) ?? failure(id, RPCError(.internalError, "the result could not be encoded"))
+        if let writable = result as? any JSONWritable { return ResponseWriter.success(id, writable) }
+        return (try? encoder.encode(Response(id: id, result: result))) ?? failure(id, RPCError(.internalError, "the result could not be encoded"))
     }
 
     func failure(_ id: RequestID, _ error: RPCError) -> Data {
@@ -29,8 +35,16 @@ final class RPCCodec {
 
 /// Method name → handler. Each entry decodes its params, may answer at once from a
 /// synchronous fast path, and otherwise answers when its async work is done.
+/// One request line: as scanned in one pass when the scanner could read it, and its bytes
+/// for JSONDecoder otherwise.
+struct RequestLine {
+    let scanned: ScannedRequest?
+    let bytes: ByteBuffer
+    var data: Data { Data(bytes.readableBytesView) }
+}
+
 struct MethodTable: Sendable {
-    typealias Handler = @Sendable (_ line: Data, _ id: RequestID, _ codec: RPCCodec) -> Reply
+    typealias Handler = @Sendable (_ line: RequestLine, _ id: RequestID, _ codec: RPCCodec) -> Reply
     private var handlers: [String: Handler] = [:]
 
     subscript(method: String) -> Handler? { handlers[method] }
@@ -39,16 +53,19 @@ struct MethodTable: Sendable {
     /// falls through to `slow`.
     mutating func register<P: Decodable & Sendable, R: Encodable & Sendable>(
         _ method: RPCMethod, _ params: P.Type, empty: P,
+        scanned: (@Sendable (ScannedRequest) -> P?)? = nil,
         fast: (@Sendable (P) -> R?)? = nil,
         slow: @escaping @Sendable (P) async throws(BrokerError) -> R
     ) {
         handlers[method.rawValue] = { line, id, codec in
             let decoded: P
-            do {
-                decoded = try codec.decoder.decode(RequestParams<P>.self, from: line).params ?? empty
+            if let scan = line.scanned, let read = scanned?(scan) {
+                decoded = read
+            } else { do {
+                decoded = try codec.decoder.decode(RequestParams<P>.self, from: line.data).params ?? empty
             } catch {
                 return .now(codec.failure(id, RPCError(.invalidParams, "invalid params for \(method.rawValue): \(Self.describe(error))")))
-            }
+            } }
             if let fast, let result = fast(decoded) { return .now(codec.success(id, result)) }
             return .later {
                 let codec = RPCCodec()
@@ -93,6 +110,7 @@ extension MethodTable {
     static func broker(_ broker: Broker) -> MethodTable {
         var t = MethodTable()
         t.register(.tokenGet, TokenGetParams.self, empty: TokenGetParams(),
+                   scanned: { TokenGetParams(scanned: $0) },
                    fast: { broker.cachedToken($0) },
                    slow: { p throws(BrokerError) in try await broker.token(p) })
         t.register(.accountList, NoParams.self, empty: NoParams(),
@@ -111,6 +129,8 @@ extension MethodTable {
                    slow: { p throws(BrokerError) in try broker.whoami(p) })
         t.register(.accountUserinfo, AccountParams.self, empty: AccountParams(),
                    slow: { p throws(BrokerError) in try await broker.userinfo(p) })
+        t.register(.providerSetSecret, SetSecretParams.self, empty: SetSecretParams(clientSecret: ""),
+                   slow: { p throws(BrokerError) in try await broker.setClientSecret(p) })
         return t
     }
 }

@@ -23,7 +23,7 @@ struct AuthCtl: ParsableCommand {
             \(ExitStatus.helpTable)
             """,
         version: BrokerVersion.current,
-        subcommands: [Login.self, Token.self, Status.self, Accounts.self, Whoami.self, UserInfo.self, Logout.self,
+        subcommands: [Login.self, Token.self, Status.self, Accounts.self, Whoami.self, UserInfo.self, Logout.self, SetSecret.self,
                       Exec.self, KubeCredential.self, GitCredential.self]
     )
 

@@ -6,6 +6,7 @@ grant the scopes, follow the daemon's authorization URL, and hand the redirect t
 daemon's loopback port the way a browser would."""
 import http.server
 import json
+import subprocess
 import threading
 import time
 import urllib.error
@@ -14,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from conftest import API, GIT, RPC, Daemon, decode_jwt, fingerprint, stored_item
+from conftest import API, AUTHCTL, GIT, RPC, Daemon, decode_jwt, fingerprint, secret_tool, stored_item
 from glewlwyd_api import _request
 
 SCOPES = ["openid", "profile", "email", "offline_access"]
@@ -301,3 +302,33 @@ def test_missing_iss_is_refused_when_the_provider_promises_it():
     finally:
         d.cleanup()
         server.shutdown()
+
+
+def test_client_secret_kept_in_the_secret_service(glewlwyd):
+    gl = glewlwyd
+    d = Daemon(gl, client="authbroker-confidential")
+    d.write_config(text=f"""
+[daemon]
+store = "secret-service"
+[providers.{d.name}]
+issuer = "{gl.issuer}"
+client_id = "{gl.client_id('authbroker-confidential')}"
+resources = ["{API}"]
+""")
+    secret = gl.client_secret("authbroker-confidential")
+    try:
+        d.start()
+        r = subprocess.run([AUTHCTL, "set-secret", "--provider", d.name], input=secret + "\n",
+                           env=d.env, capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        assert secret not in r.stdout + r.stderr
+        browser_login(d, gl, "authbroker-confidential")
+        d.restart()  # the secret comes back from the Secret Service
+        t = d.ctl("token", "--provider", d.name, "--resource", API)
+        assert t.returncode == 0, t.stderr
+        assert secret not in open(d.config).read()
+        assert secret not in d.log_text()
+        items = secret_tool("search", "--all", "provider", d.name).stdout
+        assert "client secret of" in items
+    finally:
+        d.cleanup()

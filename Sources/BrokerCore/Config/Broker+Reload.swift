@@ -5,13 +5,19 @@ import SecretStore
 struct ProviderTable: Sendable {
     var config: BrokerConfig
     var providers: [String: Provider]
+    /// Client secrets kept in the Secret Service (`authctl set-secret`), by provider name;
+    /// used where the configuration has none.
+    var storedSecrets: [String: String]
 
     /// Builds the providers of `config`, keeping those whose configuration did not change
     /// (with their discovery document and back-off).
-    init(config: BrokerConfig, keeping old: [String: Provider], transport: any HTTPTransport, clock: WallClock) {
+    init(config: BrokerConfig, storedSecrets: [String: String] = [:], keeping old: [String: Provider],
+         transport: any HTTPTransport, clock: WallClock) {
         self.config = config
+        self.storedSecrets = storedSecrets
         var providers: [String: Provider] = [:]
-        for p in config.providers {
+        for var p in config.providers {
+            if p.clientSecret == nil { p.clientSecret = storedSecrets[p.name] }
             if let kept = old[p.name], kept.config == p {
                 providers[p.name] = kept
             } else {
@@ -49,7 +55,7 @@ extension Broker {
                 }
             }
             summary.removed = table.config.providers.map(\.name).filter { new.provider(named: $0) == nil }
-            table = ProviderTable(config: new, keeping: table.providers, transport: transport, clock: clock)
+            table = ProviderTable(config: new, storedSecrets: table.storedSecrets, keeping: table.providers, transport: transport, clock: clock)
             return summary
         }
         for account in accounts.list() where summary.removed.contains(account.key.provider) || summary.changed.contains(account.key.provider) {
