@@ -14,6 +14,8 @@ public final class Broker: Sendable {
     /// The configuration and its providers; replaced whole by `reload`.
     let table: Mutex<ProviderTable>
     let transport: any HTTPTransport
+    /// Checks every ID token received against its provider's keys (JWKS, cached).
+    let idTokens: IDTokenVerifier
     let accounts = AccountRegistry()
     let cache = TokenCache()
     let clock: WallClock
@@ -27,6 +29,7 @@ public final class Broker: Sendable {
                 socketPath: String, clock: WallClock = .system, logger: Logger) {
         self.store = store
         self.transport = transport
+        self.idTokens = IDTokenVerifier(keys: JWKSCache(transport: transport))
         self.clock = clock
         self.logger = logger
         self.socketPath = socketPath

@@ -40,6 +40,8 @@ public struct IDTokenClaims: Sendable, Equatable {
     public var all: [String: JSONValue]
 
     /// Reads the claims of an unverified ID token (see `JWT.decodeClaims`).
+    /// `IDTokenVerifier.verify` checks the signature and every claim and returns these
+    /// claims only for a good token: prefer it.
     public init(jwt: String) throws(OAuthError) {
         guard let claims = JWT.decodeClaims(jwt) else { throw .invalidResponse("the ID token is not a readable JWT") }
         try self.init(claims: claims)

@@ -160,17 +160,28 @@ final class SecretServiceStoreTests: XCTestCase {
         let loaded = try await mine()
         XCTAssertEqual(loaded, [])
     }
+}
+
+/// Input that cannot go to libsecret as C strings is refused before any call (no
+/// Secret Service needed).
+final class SecretServiceValidationTests: XCTestCase {
+    private let store = SecretServiceStore()
+    private let credential = StoredCredential(
+        provider: "test-validation", issuer: "https://issuer.example", clientID: "c", subject: "alice",
+        label: "authbroker: validation", secret: "s"
+    )
 
     func testNULInAnAttributeIsRefusedWithoutReachingLibsecret() async {
-        var bad = credential()
+        var bad = credential
         bad.subject = "ali\u{0}ce"
         await assertThrows(.failed("the credential's subject contains a NUL character and cannot be stored")) {
             () async throws(StoreError) in try await store.save(bad)
         }
     }
 
-    func testErrorsNeverContainTheSecret() async {
-        var bad = credential(secret: "top-secret-value\u{0}tail")
+    func testNULInTheSecretIsRefusedWithoutShowingIt() async {
+        var bad = credential
+        bad.secret = "top-secret-value\u{0}tail"
         bad.label = "label"
         do {
             try await store.save(bad)
@@ -227,12 +238,26 @@ final class SecretServiceFailureTests: XCTestCase {
         XCTAssertTrue(result.output.contains("SCENARIO PASSED: locked"), result.output)
     }
 
+    /// A Secret Service that takes D-Bus calls but never answers: every call fails with
+    /// `.timedOut` after the store's timeout (1 s here), not libsecret's 25 s, and a
+    /// timed-out call does not hold up the next one.
+    func testHungSecretServiceTimesOut() throws {
+        let session = try PrivateSession(withKeyring: true)
+        defer { session.stop() }
+        session.freezeKeyring(true)
+        var environment = session.environment
+        environment[Self.scenarioVariable] = "hung"
+        let result = try TestSupport.runTestInChildProcess(Self.childTest, environment: environment)
+        XCTAssertEqual(result.status, 0, result.output)
+        XCTAssertTrue(result.output.contains("SCENARIO PASSED: hung"), result.output)
+    }
+
     /// Runs only in the child processes started above.
     func testChildProcessScenario() async throws {
         guard let scenario = TestSupport.environment[Self.scenarioVariable] else {
             throw XCTSkip("runs only in a child process started by the other tests of this class")
         }
-        let store = SecretServiceStore(timeout: .seconds(20))
+        let store = SecretServiceStore(timeout: scenario == "hung" ? .seconds(1) : .seconds(20))
         let key = CredentialKey(provider: "test-\(UUID().uuidString)", issuer: "i", clientID: "c", subject: "s")
         let credential = StoredCredential(
             provider: key.provider, issuer: key.issuer, clientID: key.clientID, subject: key.subject,
@@ -249,14 +274,22 @@ final class SecretServiceFailureTests: XCTestCase {
             try await store.check()
             try await store.save(credential)
             try lockLoginCollection()
+        case "hung":
+            expected = .timedOut(seconds: 1)
         default:
             XCTFail("unknown scenario \(scenario)")
             return
         }
+        let clock = ContinuousClock()
+        let start = clock.now
         await assertThrows(expected) { () async throws(StoreError) in try await store.check() }
         await assertThrows(expected) { () async throws(StoreError) in try await store.save(credential) }
         await assertThrows(expected) { () async throws(StoreError) in try await store.loadAll() }
         await assertThrows(expected) { () async throws(StoreError) in try await store.delete(key) }
+        if scenario == "hung" {
+            // Four calls of at most 1 s each: none waited for an abandoned one.
+            XCTAssertLessThan(clock.now - start, .seconds(8))
+        }
         if testRun?.failureCount == 0 {
             print("SCENARIO PASSED: \(scenario)")
         }

@@ -196,7 +196,15 @@ final class PrivateSession {
         throw XCTSkip("the private gnome-keyring-daemon did not appear on the bus")
     }
 
+    /// Freezes (SIGSTOP) or thaws (SIGCONT) the keyring: a frozen service gets D-Bus calls
+    /// but never answers, like a hung one.
+    func freezeKeyring(_ frozen: Bool) {
+        guard let keyring else { return }
+        _ = frozen ? keyring.suspend() : keyring.resume()
+    }
+
     func stop() {
+        freezeKeyring(false)
         for process in [keyring, bus].compactMap({ $0 }) where process.isRunning {
             process.terminate()
             process.waitUntilExit()

@@ -107,13 +107,7 @@ extension Broker {
         guard let idToken = tokens.idToken else {
             throw BrokerError.loginFailed(provider: name, message: "\(name) returned no ID token: add \"openid\" to its scopes in config.toml")
         }
-        let claims: IDTokenClaims
-        do {
-            claims = try IDTokenClaims(jwt: idToken)
-            try claims.validateBasic(issuer: provider.config.issuer, clientID: provider.config.clientID, now: Date(timeIntervalSince1970: clock.now()), skew: 120, nonce: nonce)
-        } catch {
-            throw BrokerError.loginFailed(provider: name, message: "\(name) returned an ID token that is not valid: \(error.message)")
-        }
+        let claims = try await verifyIDToken(idToken, provider: provider, metadata: metadata, nonce: nonce)
         guard let refreshToken = tokens.refreshToken else {
             throw BrokerError.loginFailed(provider: name, message: "\(name) issued no refresh token: add \"offline_access\" to its scopes in config.toml, or allow refresh tokens for client \(provider.config.clientID)")
         }
@@ -131,6 +125,19 @@ extension Broker {
         accounts.put(account)
         logger.info("signed in", metadata: ["account": "\(account.key)"])
         return account.info
+    }
+}
+
+extension Broker {
+    /// Verifies an ID token (signature by the provider's key, iss, aud, azp, exp, iat, nonce).
+    func verifyIDToken(_ idToken: String, provider: Provider, metadata: ProviderMetadata, nonce: String?) async throws(BrokerError) -> IDTokenClaims {
+        do {
+            return try await idTokens.verify(idToken, metadata: metadata, clientID: provider.config.clientID, nonce: nonce,
+                                             now: Date(timeIntervalSince1970: clock.now()), skew: 120)
+        } catch {
+            logger.warning("ID token refused", metadata: ["provider": "\(provider.name)", "reason": "\(error.reason.rawValue)"])
+            throw BrokerError.loginFailed(provider: provider.name, message: "\(provider.name) returned an ID token that was refused: \(error.message)")
+        }
     }
 }
 

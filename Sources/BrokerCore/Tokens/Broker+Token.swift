@@ -39,10 +39,21 @@ extension Broker {
             counters.cacheHits.increment()
             return result(token, key: key, account: account)
         }
-        let token = try await queue(for: account.key).run(key) { () async throws(BrokerError) -> CachedToken in
-            // Another request may have filled the cache while this one waited its turn.
-            if let token = self.cache.lookup(key, now: self.clock.now(), minimumLife: minimumLife) { return token }
-            return try await self.refresh(key, provider: provider)
+        let token: CachedToken
+        do {
+            token = try await queue(for: account.key).run(key) { () async throws(BrokerError) -> CachedToken in
+                // Another request may have filled the cache while this one waited its turn.
+                if let token = self.cache.lookup(key, now: self.clock.now(), minimumLife: minimumLife) { return token }
+                return try await self.refresh(key, provider: provider)
+            }
+        } catch {
+            // refresh_margin is the broker's own preference: while the provider cannot be
+            // reached, a token that still meets the caller's min_ttl is better than none.
+            guard case .providerUnreachable = error,
+                  let stale = cache.lookup(key, now: clock.now(), minimumLife: Double(request.minTTL ?? 0))
+            else { throw error }
+            logger.notice("provider unreachable: serving the cached token", metadata: ["account": "\(account.key)", "expires_in": "\(Int(stale.expiresAt - clock.now()))"])
+            return result(stale, key: key, account: account)
         }
         guard token.expiresAt - clock.now() > Double(request.minTTL ?? 0) else {
             throw BrokerError.invalidRequest(message: "\(provider.name) issues tokens for this resource that live less than the min_ttl of \(request.minTTL ?? 0) s asked for")
@@ -101,8 +112,17 @@ extension Broker {
         }
         await provider.succeeded()
         counters.refreshes.increment()
+        // An ID token that comes with a refresh is checked like any other (OIDC Core §12.2);
+        // one that fails is not kept, and the access token is still served.
+        var idToken: String?
+        if let received = response.idToken {
+            if let claims = try? await verifyIDToken(received, provider: provider, metadata: metadata, nonce: nil),
+               claims.sub == account.key.subject {
+                idToken = received
+            }
+        }
         if !account.machine, let rotated = response.refreshToken, rotated != account.refreshToken {
-            await persistRotation(rotated, idToken: response.idToken, of: account)
+            await persistRotation(rotated, idToken: idToken, of: account)
         }
         let token = CachedToken(
             accessToken: response.accessToken, tokenType: response.tokenType,
