@@ -72,7 +72,7 @@ def browser_login(d, gl, client="authbroker", user="alice"):
     return page, done
 
 
-@pytest.mark.parametrize("client", ["authbroker", "authbroker-confidential"])
+@pytest.mark.parametrize("client", ["authbroker", "authbroker-confidential", "authbroker-es256"])
 def test_browser_sign_in_with_pkce(daemon_factory, glewlwyd, client):
     d = daemon_factory(client=client).start()
     c, start = start_browser_login(d)
@@ -86,6 +86,9 @@ def test_browser_sign_in_with_pkce(daemon_factory, glewlwyd, client):
     assert status == 200 and "You may close this window" in page and "Signed in" in page
     done = c.call("login.wait", {"login_id": start["login_id"]})
     assert done["result"]["account"]["state"] == "ready"
+    # the ID token was verified with the provider's key for its algorithm
+    header, _ = decode_jwt(stored_item(d.name)[1]["id_token"])
+    assert header["alg"] == ("ES256" if client == "authbroker-es256" else "RS256")
 
     r = d.ctl("token", "--resource", API, "--provider", d.name)
     assert r.returncode == 0, r.stderr
