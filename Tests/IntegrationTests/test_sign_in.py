@@ -335,3 +335,17 @@ resources = ["{API}"]
         assert "client secret of" in items
     finally:
         d.cleanup()
+
+
+def test_two_accounts_of_one_provider(daemon_factory, glewlwyd):
+    d = daemon_factory().start()
+    browser_login(d, glewlwyd, user="alice")
+    browser_login(d, glewlwyd, user="bob")
+    names = sorted(a["username"] for a in d.rpc("account.list")["result"]["accounts"])
+    assert names == ["alice@example.test", "bob@example.test"]
+    unnamed = d.ctl("token", "--provider", d.name, "--resource", API)
+    assert unnamed.returncode == 9 and "--account" in unnamed.stderr
+    alice = d.ctl("token", "--provider", d.name, "--account", "alice@example.test", "--resource", API).stdout.strip()
+    bob = d.ctl("token", "--provider", d.name, "--account", "bob@example.test", "--resource", API).stdout.strip()
+    assert decode_jwt(alice)[1]["sub"] != decode_jwt(bob)[1]["sub"]
+    assert "bob@example.test" in d.ctl("whoami", "--provider", d.name, "--account", "bob@example.test").stdout
