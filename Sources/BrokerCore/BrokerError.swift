@@ -15,6 +15,8 @@ public enum BrokerError: Error, Sendable, Equatable {
     case invalidRequest(message: String)
     /// A sign-in failed: refused, expired, or an unknown login id.
     case loginFailed(provider: String?, message: String)
+    /// The caller policy does not grant this to this caller.
+    case forbidden(message: String)
     /// Too many of something at once.
     case overloaded(message: String)
     case internalError(String)
@@ -23,7 +25,7 @@ public enum BrokerError: Error, Sendable, Equatable {
         switch self {
         case .loginRequired(_, let m), .providerError(_, _, let m), .providerUnreachable(_, _, let m),
              .storeUnavailable(let m), .unknownProvider(let m), .invalidRequest(let m),
-             .loginFailed(_, let m), .overloaded(let m), .internalError(let m):
+             .loginFailed(_, let m), .forbidden(let m), .overloaded(let m), .internalError(let m):
             return m
         }
     }

@@ -19,6 +19,8 @@ extension BrokerError {
             return RPCError(.invalidParams, m)
         case .loginFailed(let provider, let m):
             return RPCError(.loginFailed, m, data: provider.map { ErrorData(provider: $0) })
+        case .forbidden(let m):
+            return RPCError(.forbidden, m)
         case .overloaded(let m):
             return RPCError(.overloaded, m)
         case .internalError(let m):

@@ -3,10 +3,13 @@ public struct BrokerConfig: Sendable, Equatable {
     public var daemon: DaemonSettings
     /// Sorted by name, so "the default provider" and listings are stable.
     public var providers: [ProviderConfig]
+    /// `[[allow]]` rules; none means every process of the user may have every token.
+    public var policy: CallerPolicy
 
-    public init(daemon: DaemonSettings = DaemonSettings(), providers: [ProviderConfig]) {
+    public init(daemon: DaemonSettings = DaemonSettings(), providers: [ProviderConfig], policy: CallerPolicy = CallerPolicy()) {
         self.daemon = daemon
         self.providers = providers.sorted { $0.name < $1.name }
+        self.policy = policy
     }
 
     public func provider(named name: String) -> ProviderConfig? {

@@ -67,12 +67,19 @@ public enum ConfigLoader {
         if providers.isEmpty {
             throw ConfigError(file: file, key: "providers", problem: "no provider is configured: add a [providers.NAME] table with issuer and client_id")
         }
-        if root["allow"] != nil {
-            // Caller policy is not enforced by this version; refusing to start is safer than
-            // running with rules the user believes are in force.
-            throw ConfigError(file: file, key: "allow", problem: "caller policy ([[allow]]) is not supported by this version of authbrokerd; remove it or upgrade")
+        var rules: [AllowRule] = []
+        if let allow = root["allow"] {
+            guard let array = allow.array else {
+                throw ConfigError(file: file, key: "allow", problem: "must be an array of tables: write each rule as [[allow]]")
+            }
+            for (i, element) in array.enumerated() {
+                guard let t = element.table else {
+                    throw ConfigError(file: file, key: "allow[\(i)]", problem: "must be a table ([[allow]])")
+                }
+                rules.append(try reader.rule(t, at: "allow[\(i)]", providers: Set(providers.map(\.name))))
+            }
         }
-        return BrokerConfig(daemon: daemon, providers: providers)
+        return BrokerConfig(daemon: daemon, providers: providers, policy: CallerPolicy(rules: rules))
     }
 
     private static func readFile(_ path: String) -> String? {
@@ -139,6 +146,24 @@ private struct TableReader {
             result.append(s)
         }
         return result
+    }
+
+    func rule(_ t: TOMLTable, at key: String, providers known: Set<String>) throws(ConfigError) -> AllowRule {
+        try checkKeys(t, allowed: ["exe", "unit", "cgroup", "resources", "providers", "claims"], at: key)
+        guard let exe = try string(t, "exe", at: key), exe.hasPrefix("/") else {
+            throw fail("\(key).exe", "is missing or not an absolute path: name the caller's executable, e.g. \"/usr/bin/git\"")
+        }
+        let providers = try strings(t, "providers", at: key) ?? []
+        for p in providers where !known.contains(p) {
+            throw fail("\(key).providers", "names \"\(p)\", which is not a configured provider")
+        }
+        var claims = false
+        if let v = t["claims"] {
+            guard let b = v.bool else { throw fail("\(key).claims", "must be true or false") }
+            claims = b
+        }
+        return AllowRule(executable: exe, unit: try string(t, "unit", at: key), cgroupPrefix: try string(t, "cgroup", at: key),
+                         resources: try strings(t, "resources", at: key) ?? [], providers: providers, claims: claims)
     }
 
     func provider(_ t: TOMLTable, name: String, at key: String) throws(ConfigError) -> ProviderConfig {
