@@ -1,0 +1,271 @@
+"""The integrations, each checked against what the other tool reads: `authctl exec` (the
+environment and exit status), `authctl kube-credential` (ExecCredential JSON against its
+schema), `authctl git-credential` (through `git credential fill`), the curl recipe, and the
+client examples in Python and shell — all against the real daemon, Glewlwyd and keyring."""
+import calendar
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+
+from conftest import API, AUTHCTL, GIT, ROOT, Daemon, decode_jwt, fingerprint
+
+EXAMPLES = os.path.join(ROOT, "examples")
+
+# The ExecCredential that kubectl reads, from the Kubernetes API reference for
+# client.authentication.k8s.io/v1: apiVersion and kind identify it; status.token is the
+# bearer token; status.expirationTimestamp is an RFC 3339 date-time (kubectl caches the token
+# until then). Client certificate fields are the alternative to a token and are not used.
+EXEC_CREDENTIAL_SCHEMA = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "type": "object",
+    "required": ["apiVersion", "kind", "status"],
+    "additionalProperties": False,
+    "properties": {
+        "apiVersion": {"enum": ["client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1"]},
+        "kind": {"const": "ExecCredential"},
+        "spec": {"type": "object"},
+        "status": {
+            "type": "object",
+            "required": ["token", "expirationTimestamp"],
+            "additionalProperties": False,
+            "properties": {
+                "token": {"type": "string", "minLength": 1},
+                "expirationTimestamp": {
+                    "type": "string",
+                    "format": "date-time",
+                    # RFC 3339 in UTC, the form Kubernetes' metav1.Time writes.
+                    "pattern": r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$",
+                },
+                "clientCertificateData": {"type": "string"},
+                "clientKeyData": {"type": "string"},
+            },
+        },
+    },
+}
+
+
+def validate_schema(instance, schema):
+    """jsonschema when it is installed; otherwise the same checks for the keywords used above."""
+    try:
+        import jsonschema
+    except ImportError:
+        jsonschema = None
+    if jsonschema is not None:
+        jsonschema.validate(instance, schema, format_checker=jsonschema.FormatChecker())
+        return
+
+    def check(value, s, path):
+        if "const" in s:
+            assert value == s["const"], f"{path}: {value!r} is not {s['const']!r}"
+        if "enum" in s:
+            assert value in s["enum"], f"{path}: {value!r} not in {s['enum']}"
+        if s.get("type") == "object":
+            assert isinstance(value, dict), f"{path}: not an object"
+            for key in s.get("required", []):
+                assert key in value, f"{path}: {key} is missing"
+            if s.get("additionalProperties") is False:
+                extra = set(value) - set(s.get("properties", {}))
+                assert not extra, f"{path}: unexpected {sorted(extra)}"
+            for key, sub in s.get("properties", {}).items():
+                if key in value:
+                    check(value[key], sub, f"{path}.{key}")
+        if s.get("type") == "string":
+            assert isinstance(value, str), f"{path}: not a string"
+            assert len(value) >= s.get("minLength", 0), f"{path}: too short"
+            if "pattern" in s:
+                assert re.search(s["pattern"], value), f"{path}: {value!r} does not match"
+
+    check(instance, schema, "$")
+
+
+@pytest.fixture(scope="module")
+def broker(glewlwyd_static):
+    """One signed-in daemon for the module (Glewlwyd without rotation: both resources)."""
+    d = Daemon(glewlwyd_static)
+    d.start()
+    d.login_device("alice")
+    yield d
+    d.cleanup()
+
+
+def run(d, *args, input=None, env=None, timeout=60):
+    return subprocess.run(list(args), env=env or d.env, input=input, capture_output=True, text=True, timeout=timeout)
+
+
+def token_for(d, resource):
+    r = run(d, AUTHCTL, "token", "--resource", resource)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def expiry_for(d, resource):
+    r = run(d, AUTHCTL, "token", "--resource", resource, "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)["expires_at"]
+
+
+# A child that reports the token's fingerprint (never the token) and exits with status 7.
+REPORT = "import hashlib, os, sys; print(hashlib.sha256(os.environ[sys.argv[1]].encode()).hexdigest()[:12]); sys.exit(7)"
+
+
+def test_exec_puts_the_token_in_the_environment_and_passes_the_exit_status(broker):
+    r = run(broker, AUTHCTL, "exec", "--resource", API, "--", sys.executable, "-c", REPORT, "AUTHBROKER_TOKEN")
+    assert r.returncode == 7, r.stderr
+    assert r.stdout.strip() == fingerprint(token_for(broker, API))
+
+    r = run(broker, AUTHCTL, "exec", "--resource", GIT, "--env", "GIT_TOKEN", "--", sys.executable, "-c", REPORT, "GIT_TOKEN")
+    assert r.returncode == 7 and r.stdout.strip() == fingerprint(token_for(broker, GIT))
+
+
+def test_exec_failures_say_so_and_never_run_the_command(broker, tmp_path):
+    r = run(broker, AUTHCTL, "exec", "--resource", API, "--", "no-such-command-here")
+    assert r.returncode == 127 and "cannot run no-such-command-here" in r.stderr
+    marker = tmp_path / "ran"
+    env = dict(broker.env, AUTHBROKER_SOCKET=str(tmp_path / "nothing-here"))
+    r = run(broker, AUTHCTL, "exec", "--resource", API, "--", "touch", str(marker), env=env)
+    assert r.returncode == 3 and "authbrokerd is not running" in r.stderr
+    assert not marker.exists()
+    r = run(broker, AUTHCTL, "exec", "--resource", API, "--env", "1BAD", "--", "true")
+    assert r.returncode == 64
+
+
+def test_kube_credential_prints_an_exec_credential_kubectl_accepts(broker):
+    r = run(broker, AUTHCTL, "kube-credential", "--resource", API)
+    assert r.returncode == 0, r.stderr
+    credential = json.loads(r.stdout)
+    validate_schema(credential, EXEC_CREDENTIAL_SCHEMA)
+    assert credential["apiVersion"] == "client.authentication.k8s.io/v1"
+    status = credential["status"]
+    assert fingerprint(status["token"]) == fingerprint(token_for(broker, API))
+    assert decode_jwt(status["token"])[1]["aud"] in (API, [API])
+    expires = calendar.timegm(time.strptime(status["expirationTimestamp"], "%Y-%m-%dT%H:%M:%SZ"))
+    assert expires == expiry_for(broker, API)
+
+    # kubectl tells the plugin which version it wants; v1beta1 is answered in kind.
+    info = {"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential",
+            "spec": {"interactive": False}}
+    r = run(broker, AUTHCTL, "kube-credential", "--resource", API,
+            env=dict(broker.env, KUBERNETES_EXEC_INFO=json.dumps(info)))
+    assert r.returncode == 0, r.stderr
+    beta = json.loads(r.stdout)
+    validate_schema(beta, EXEC_CREDENTIAL_SCHEMA)
+    assert beta["apiVersion"] == "client.authentication.k8s.io/v1beta1"
+
+    info["apiVersion"] = "client.authentication.k8s.io/v9"
+    r = run(broker, AUTHCTL, "kube-credential", "--resource", API,
+            env=dict(broker.env, KUBERNETES_EXEC_INFO=json.dumps(info)))
+    assert r.returncode == 64 and "apiVersion" in r.stderr and r.stdout == ""
+
+
+@pytest.fixture
+def git_home(broker, tmp_path):
+    """A HOME whose global git config has the helper for the git resource's host only."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = dict(broker.env, HOME=str(home), GIT_TERMINAL_PROMPT="0", GIT_CONFIG_NOSYSTEM="1")
+    env.pop("XDG_CONFIG_HOME", None)
+    helper = f"!{AUTHCTL} git-credential --resource {GIT} --username alice-bot"
+    subprocess.run(["git", "config", "--global", f"credential.{GIT}.helper", helper], env=env, check=True)
+    return env
+
+
+def test_git_credential_fill_gets_the_token_as_password(broker, git_home):
+    r = run(broker, "git", "credential", "fill", input="protocol=https\nhost=git.example.test\n\n", env=git_home)
+    assert r.returncode == 0, r.stderr
+    answer = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+    assert answer["username"] == "alice-bot"
+    assert fingerprint(answer["password"]) == fingerprint(token_for(broker, GIT))
+    assert decode_jwt(answer["password"])[1]["aud"] in (GIT, [GIT])
+    if "password_expiry_utc" in answer:  # git 2.41 and later pass it through
+        assert int(answer["password_expiry_utc"]) == expiry_for(broker, GIT)
+
+
+def test_git_credential_helper_protocol_as_git_speaks_it(broker):
+    r = run(broker, AUTHCTL, "git-credential", "--resource", GIT, "get",
+            input="protocol=https\nhost=git.example.test\npath=team/repo.git\n\n")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert [line.split("=", 1)[0] for line in lines] == ["username", "password", "password_expiry_utc"]
+    answer = dict(line.split("=", 1) for line in lines)
+    assert answer["username"] == "oauth2"
+    assert int(answer["password_expiry_utc"]) == expiry_for(broker, GIT)
+
+    # store and erase read their input and do nothing.
+    for op in ("store", "erase"):
+        r = run(broker, AUTHCTL, "git-credential", op,
+                input="protocol=https\nhost=git.example.test\nusername=oauth2\npassword=x\n\n")
+        assert (r.returncode, r.stdout) == (0, ""), r.stderr
+
+
+def test_git_credential_never_answers_another_host_or_plain_http(broker, git_home):
+    # Even configured for every host, a helper with --resource answers only its own.
+    subprocess.run(["git", "config", "--global", "credential.helper",
+                    f"!{AUTHCTL} git-credential --resource {GIT}"], env=git_home, check=True)
+    r = run(broker, "git", "credential", "fill", input="protocol=https\nhost=evil.example\n\n", env=git_home)
+    assert r.returncode != 0 and "password=" not in r.stdout
+    r = run(broker, AUTHCTL, "git-credential", "get", input="protocol=http\nhost=git.example.test\n\n")
+    assert (r.returncode, r.stdout) == (0, "")
+
+
+class _EchoAuthorization(BaseHTTPRequestHandler):
+    """A stub resource server: answers with the fingerprint of the bearer token it got."""
+
+    def do_GET(self):
+        auth = self.headers.get("Authorization", "")
+        body = (fingerprint(auth[len("Bearer "):]) if auth.startswith("Bearer ") else "none").encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def api_server():
+    server = HTTPServer(("127.0.0.1", 0), _EchoAuthorization)
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{server.server_port}/"
+    server.shutdown()
+    server.server_close()
+
+
+def test_curl_recipes_send_the_bearer_token(broker, api_server):
+    want = fingerprint(token_for(broker, API))
+    env = dict(broker.env, PATH=os.path.dirname(AUTHCTL) + ":" + os.environ["PATH"])
+    for recipe in (f'curl -sf -H @<(authctl token --resource {API} --header) {api_server}',
+                   f'curl -sf --oauth2-bearer "$(authctl token --resource {API})" {api_server}'):
+        r = run(broker, "bash", "-c", recipe, env=env)
+        assert r.returncode == 0 and r.stdout == want, (recipe, r.stdout, r.stderr)
+
+
+def test_python_example_client(broker):
+    r = run(broker, sys.executable, os.path.join(EXAMPLES, "python", "authbroker_client.py"), "--resource", API)
+    assert r.returncode == 0, r.stderr
+    assert fingerprint(r.stdout.strip()) == fingerprint(token_for(broker, API))
+    # As a library: one connection, several calls.
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from authbroker_client import Broker, BrokerError\n"
+            "with Broker() as b:\n"
+            "    print(b.call('daemon.status')['version'])\n"
+            "    try:\n        b.token(provider='nope')\n    except BrokerError as e:\n        print(e.code)\n")
+    r = run(broker, sys.executable, "-c", code, os.path.join(EXAMPLES, "python"))
+    version, code = r.stdout.split()
+    assert r.returncode == 0 and version and int(code) < 0, r.stderr
+
+
+def test_shell_example_client(broker):
+    script = os.path.join(EXAMPLES, "shell", "authbroker-token")
+    r = run(broker, script, API)
+    assert r.returncode == 0, r.stderr
+    assert fingerprint(r.stdout.strip()) == fingerprint(token_for(broker, API))
+    r = run(broker, script, "https://unknown.example.test")
+    assert r.returncode == 1 and r.stderr.startswith("authbroker-token: ") and r.stdout == ""

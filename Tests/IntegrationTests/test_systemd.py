@@ -1,0 +1,301 @@
+"""authbrokerd under systemd: the units verify and meet the security score, the daemon takes
+the socket systemd passes (systemd-socket-activate), tells a NOTIFY_SOCKET listener
+READY=1 / RELOADING=1 / STOPPING=1, reloads on SIGHUP, and exits when idle.
+
+No test here needs a running systemd: `systemd-analyze` checks the units offline, and
+systemd-socket-activate passes the socket as systemd would."""
+import os
+import re
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import API, AUTHBROKERD, ROOT, RPC, Daemon, decode_jwt
+
+UNITS = os.path.join(ROOT, "systemd")
+MAX_EXPOSURE = 2.5
+
+
+def analyze_env():
+    env = dict(os.environ)
+    assert env.get("XDG_RUNTIME_DIR"), "systemd-analyze --user needs XDG_RUNTIME_DIR (scripts/with-keyring sets it)"
+    return env
+
+
+@pytest.fixture
+def units(tmp_path):
+    """The repository's units, with ExecStart= pointing at the binary under test: the one
+    line scripts/install rewrites (verify insists that the executable exists)."""
+    for name in ("authbroker.socket", "authbroker.service"):
+        text = open(os.path.join(UNITS, name)).read()
+        text = re.sub(r"^ExecStart=.*$", f"ExecStart={AUTHBROKERD}", text, flags=re.M)
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+def test_units_verify_clean(units):
+    # Documentation= man pages are checked against the installed pages in test_install.
+    r = subprocess.run(["systemd-analyze", "verify", "--user", "--man=no",
+                        str(units / "authbroker.socket"), str(units / "authbroker.service")],
+                       env=analyze_env(), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout + r.stderr == "", r.stdout + r.stderr
+
+
+def test_units_say_what_the_issue_asks():
+    sock = open(os.path.join(UNITS, "authbroker.socket")).read()
+    assert re.search(r"^ListenStream=%t/authbroker/socket$", sock, re.M)
+    assert re.search(r"^SocketMode=0600$", sock, re.M) and re.search(r"^DirectoryMode=0700$", sock, re.M)
+    service = open(os.path.join(UNITS, "authbroker.service")).read()
+    assert re.search(r"^Type=notify$", service, re.M)
+    assert re.search(r"^ExecReload=/bin/kill -HUP \$MAINPID$", service, re.M)
+
+
+def test_security_exposure_is_at_most_2_5(units):
+    r = subprocess.run(["systemd-analyze", "security", "--offline=true", "--user",
+                        str(units / "authbroker.service")],
+                       env=analyze_env(), capture_output=True, text=True, timeout=60)
+    m = re.search(r"Overall exposure level for authbroker\.service: ([0-9.]+)", r.stdout)
+    assert m, r.stdout + r.stderr
+    assert float(m.group(1)) <= MAX_EXPOSURE, r.stdout
+
+
+class NotifyListener:
+    """The service manager's end of NOTIFY_SOCKET: a datagram socket the test reads."""
+
+    def __init__(self, directory):
+        self.path = os.path.join(directory, "notify")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.path)
+        self.messages = []
+
+    def wait_for(self, field, timeout=20):
+        """The next message holding `field` (e.g. "READY=1"), as a dict; earlier ones are kept."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            for i, m in enumerate(self.messages):
+                if field in m["_lines"]:
+                    return self.messages.pop(i)
+            ready, _, _ = select.select([self.sock], [], [], max(0.0, deadline - time.time()))
+            if ready:
+                text = self.sock.recv(4096).decode()
+                lines = text.split("\n")
+                fields = dict(line.split("=", 1) for line in lines if "=" in line)
+                fields["_lines"] = lines
+                self.messages.append(fields)
+        raise AssertionError(f"no {field} on NOTIFY_SOCKET; got {[m['_lines'] for m in self.messages]}")
+
+    def close(self):
+        self.sock.close()
+
+
+# What systemd would hand the daemon; systemd-socket-activate passes only what -E names.
+PASSED_ENV = ["HOME", "PATH", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
+              "DBUS_SESSION_BUS_ADDRESS", "NOTIFY_SOCKET"]
+
+
+class ActivatedDaemon(Daemon):
+    """authbrokerd started by systemd-socket-activate on the first connection, with the
+    socket passed as fd 3 (LISTEN_FDS) and no AUTHBROKER_SOCKET of its own."""
+
+    def __init__(self, glewlwyd, notify, **kw):
+        super().__init__(glewlwyd, **kw)
+        self.env["NOTIFY_SOCKET"] = notify.path
+
+    def start(self, wait=True, args=()):
+        logf = open(self.log, "ab")
+        passed = [a for name in PASSED_ENV if name in self.env for a in ("-E", f"{name}={self.env[name]}")]
+        self.proc = subprocess.Popen(
+            ["systemd-socket-activate", "-l", self.socket, *passed,
+             AUTHBROKERD, "--config", self.config, "--log-level", "debug", *args],
+            env=self.env, stdout=logf, stderr=logf, stdin=subprocess.DEVNULL)
+        logf.close()
+        deadline = time.time() + 10
+        while not os.path.exists(self.socket):
+            assert self.proc.poll() is None and time.time() < deadline, self.log_text()
+            time.sleep(0.02)
+        return self._wait_ready()
+
+    def _wait_ready(self):
+        # The first connection is what makes systemd-socket-activate exec the daemon.
+        c = RPC(self.socket, timeout=20)
+        status = c.call("daemon.status")
+        c.close()
+        assert "result" in status, status
+        return self
+
+
+@pytest.fixture
+def notify(tmp_path):
+    n = NotifyListener(str(tmp_path))
+    yield n
+    n.close()
+
+
+def test_socket_activation_ready_token_reload_and_stop(glewlwyd, notify):
+    d = ActivatedDaemon(glewlwyd, notify)
+    try:
+        d.start()
+        ready = notify.wait_for("READY=1")
+        assert d.name in ready.get("STATUS", "")
+
+        # The daemon serves the inherited socket, and reports its path from the socket itself.
+        status = d.status()
+        assert status["socket"] == d.socket
+        assert "socket_activated=true" in d.log_text()
+        assert status["pid"] == d.proc.pid  # systemd-socket-activate execs the daemon in place
+
+        # A real client call end to end: sign in, then a token through the passed socket.
+        d.login_device("alice")
+        r = d.ctl("token", "--resource", API)
+        assert r.returncode == 0, r.stderr + d.log_text()
+        assert decode_jwt(r.stdout.strip())[1]["aud"] in (API, [API])
+
+        # SIGHUP: RELOADING=1 with MONOTONIC_USEC, then READY=1, with the new provider in force.
+        text = open(d.config).read()
+        d.write_config(text=text + '\n[providers.extra]\nissuer = "http://127.0.0.1:9/oidc"\nclient_id = "x"\n')
+        d.proc.send_signal(signal.SIGHUP)
+        reloading = notify.wait_for("RELOADING=1")
+        assert int(reloading["MONOTONIC_USEC"]) > 0
+        notify.wait_for("READY=1")
+        assert sorted(p["name"] for p in d.status()["providers"]) == sorted([d.name, "extra"])
+        # The signed-in account of the unchanged provider is still served.
+        assert d.ctl("token", "--resource", API, "--provider", d.name).returncode == 0
+
+        # An invalid file leaves the running configuration in force.
+        d.write_config(text="this is [not toml\n")
+        d.proc.send_signal(signal.SIGHUP)
+        notify.wait_for("RELOADING=1")
+        notify.wait_for("READY=1")
+        assert sorted(p["name"] for p in d.status()["providers"]) == sorted([d.name, "extra"])
+        assert "the new configuration is not valid; still running on the previous one" in d.log_text()
+
+        # SIGTERM: STOPPING=1 and a clean exit; the socket file is systemd's, so it stays.
+        d.proc.send_signal(signal.SIGTERM)
+        notify.wait_for("STOPPING=1")
+        assert d.proc.wait(timeout=15) == 0
+        assert os.path.exists(d.socket)
+    finally:
+        d.cleanup()
+
+
+IDLE_CONFIG = """
+[daemon]
+store = "memory"
+idle_exit = 1
+
+[providers.corp]
+issuer = "http://127.0.0.1:9/oidc"
+client_id = "authbroker"
+"""
+
+
+# Moves the listening socket to fd 3, sets LISTEN_FDS and LISTEN_PID (this process's pid,
+# which the daemon keeps across exec) and becomes authbrokerd.
+EXEC_ACTIVATED = """
+import os, sys
+fd, daemon, config = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+if fd != 3:
+    os.dup2(fd, 3)
+    os.close(fd)
+os.environ.update(LISTEN_FDS="1", LISTEN_PID=str(os.getpid()))
+os.execv(daemon, [daemon, "--config", config, "--log-level", "debug"])
+"""
+
+
+class SocketHolder:
+    """Stands in for systemd's side of socket activation (a stub of the service manager):
+    keeps the listening socket across daemon lifetimes and starts authbrokerd on it as fd 3
+    with LISTEN_FDS=1 and LISTEN_PID set to the daemon's own pid."""
+
+    def __init__(self, directory, config, notify_path):
+        self.path = os.path.join(directory, "sock")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(self.path)
+        self.sock.listen(16)
+        self.config = config
+        self.log = os.path.join(directory, "daemon.log")
+        self.env = dict(os.environ, NOTIFY_SOCKET=notify_path)
+        self.env.pop("AUTHBROKER_SOCKET", None)
+
+    def spawn(self):
+        fd = self.sock.fileno()
+        with open(self.log, "ab") as logf:
+            return subprocess.Popen([sys.executable, "-c", EXEC_ACTIVATED, str(fd), AUTHBROKERD, self.config],
+                                    env=self.env, pass_fds=(fd,), stdout=logf, stderr=logf,
+                                    stdin=subprocess.DEVNULL)
+
+    def log_text(self):
+        with open(self.log, errors="replace") as f:
+            return f.read()
+
+    def close(self):
+        self.sock.close()
+
+
+def test_idle_exit_then_the_next_connection_starts_it_again(tmp_path, notify):
+    config = tmp_path / "config.toml"
+    config.write_text(IDLE_CONFIG)
+    holder = SocketHolder(str(tmp_path), str(config), notify.path)
+    first = second = None
+    try:
+        first = holder.spawn()
+        try:
+            notify.wait_for("READY=1")
+        except AssertionError:
+            raise AssertionError(holder.log_text())
+        held = RPC(holder.path)
+        assert held.call("daemon.status")["result"]["pid"] == first.pid
+        # An open connection keeps it running well past idle_exit.
+        time.sleep(2.5)
+        assert first.poll() is None, holder.log_text()
+        assert held.call("daemon.status")["result"]["pid"] == first.pid
+        held.close()
+
+        # Idle: it says STOPPING=1 and exits 0, leaving the socket to its holder.
+        stopping = notify.wait_for("STOPPING=1")
+        assert "idle" in stopping.get("STATUS", "")
+        assert first.wait(timeout=20) == 0, holder.log_text()
+        assert os.path.exists(holder.path)
+
+        # A client connecting now waits in the socket's backlog until a new daemon takes it.
+        client = RPC(holder.path)
+        client.send_line('{"jsonrpc":"2.0","id":1,"method":"daemon.status"}\n')
+        ready, _, _ = select.select([holder.sock], [], [], 5)
+        assert ready, "the waiting connection should make the socket readable"
+        second = holder.spawn()
+        answer = client.read()
+        client.close()
+        assert answer["result"]["pid"] == second.pid != first.pid
+    finally:
+        for p in (first, second):
+            if p and p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                p.wait(timeout=10)
+        holder.close()
+
+
+def test_without_socket_activation_idle_exit_is_ignored():
+    d = Daemon(None, name="corp")
+    try:
+        d.write_config(text=IDLE_CONFIG)
+        d.start()
+        deadline = time.time() + 10
+        while "idle_exit is ignored" not in d.log_text():
+            assert time.time() < deadline, d.log_text()
+            time.sleep(0.05)
+        assert d.proc.poll() is None
+    finally:
+        d.cleanup()
+
+
+def test_idle_exit_out_of_range_is_a_configuration_error(tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text(IDLE_CONFIG.replace("idle_exit = 1", "idle_exit = -5"))
+    r = subprocess.run([AUTHBROKERD, "--config", str(config)], capture_output=True, text=True, timeout=30,
+                       env=dict(os.environ, AUTHBROKER_SOCKET=str(tmp_path / "sock")), stdin=subprocess.DEVNULL)
+    assert r.returncode == 78 and "daemon.idle_exit" in r.stderr, r.stderr
