@@ -23,6 +23,8 @@ public final class Broker: Sendable {
     let startedAt: Double
     let socketPath: String
     private let queues = Mutex<[AccountKey: RefreshQueue]>([:])
+    /// Accounts whose newest refresh token is being written again (see `retrySave`).
+    let resaving = Mutex<Set<AccountKey>>([])
     let logins = LoginSessions()
 
     public init(config: BrokerConfig, store: any CredentialStore, transport: any HTTPTransport,

@@ -257,7 +257,8 @@ def test_logout_ends_the_provider_session_and_local_only_keeps_the_token(daemon_
     assert "end your session" in r.stderr
     url = r.stderr.strip().splitlines()[-1]
     q = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
-    assert url.startswith(glewlwyd.end_session_endpoint) and q["id_token_hint"] and q["client_id"]
+    assert url.startswith(glewlwyd.end_session_endpoint) and q["client_id"] == [glewlwyd.client_id("authbroker-confidential")]
+    assert "id_token_hint" not in q  # no token in any output
     assert glewlwyd.refresh_token_enabled(payload["refresh_token"]) is False
 
     browser_login(d, glewlwyd, "authbroker-confidential")

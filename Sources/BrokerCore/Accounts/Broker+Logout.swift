@@ -47,7 +47,7 @@ extension Broker {
 
     /// The URL that ends the provider's browser session too, when it has one.
     private func endSessionURL(_ provider: Provider, account: Account) async throws(BrokerError) -> String? {
-        provider.client.endSessionURL(try await provider.discovered(), idTokenHint: account.idToken,
+        provider.client.endSessionURL(try await provider.discovered(), logoutHint: account.username,
                                       postLogoutRedirectURI: provider.config.postLogoutRedirectURI)
     }
 }

@@ -144,9 +144,30 @@ extension Broker {
             try await store.save(AccountSecret.credential(for: updated))
             accounts.update(account.key) { $0.unsaved = false }
         } catch {
-            // The new refresh token stays in memory and is written again on the next
-            // rotation; the caller still gets the token the provider issued.
-            logger.error("the rotated refresh token could not be written to the store", metadata: ["account": "\(account.key)", "error": "\(error.message)"])
+            // The new refresh token stays in memory and is written again until the store
+            // takes it; the caller still gets the token the provider issued.
+            logger.error("the rotated refresh token could not be written to the store; retrying in the background", metadata: ["account": "\(account.key)", "error": "\(error.message)"])
+            retrySave(account.key)
+        }
+    }
+
+    /// Writes an account whose newest refresh token is only in memory until the store takes
+    /// it (every 5 s), in turn with the account's refreshes. One retry loop per account.
+    func retrySave(_ key: AccountKey) {
+        guard resaving.withLock({ $0.insert(key).inserted }) else { return }
+        Task {
+            defer { _ = resaving.withLock { $0.remove(key) } }
+            while true {
+                try? await Task.sleep(for: .seconds(5))
+                let done = await queue(for: key).exclusive { () async -> Bool in
+                    guard let current = self.accounts[key], current.unsaved else { return true }
+                    guard (try? await self.store.save(AccountSecret.credential(for: current))) != nil else { return false }
+                    self.accounts.update(key) { $0.unsaved = false }
+                    self.logger.notice("the newest refresh token is stored now", metadata: ["account": "\(key)"])
+                    return true
+                }
+                if done { return }
+            }
         }
     }
 }

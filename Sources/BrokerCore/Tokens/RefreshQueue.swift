@@ -30,4 +30,16 @@ actor RefreshQueue {
         case .failure: throw BrokerError.internalError("a refresh failed unexpectedly")
         }
     }
+
+    /// Runs `operation` in turn with the refreshes, never beside one (store writes of the
+    /// account's refresh token go through here too, so an older write can never land last).
+    func exclusive<T: Sendable>(_ operation: @escaping @Sendable () async -> T) async -> T {
+        let previous = tail
+        let task = Task {
+            await previous?.value
+            return await operation()
+        }
+        tail = Task { _ = await task.value }
+        return await task.value
+    }
 }

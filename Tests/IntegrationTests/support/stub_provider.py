@@ -1,0 +1,232 @@
+"""A STUB OpenID provider for fault tests: the failures a real provider will not produce on
+demand (refused connections, 5xx, garbage, slow or no answers) come from here.
+
+It serves a discovery document, a device authorization endpoint that approves at once, a
+token endpoint (device grant and refresh grant, rotating refresh tokens) whose behaviour
+the test switches with `stub.mode`, and a JWKS with an RSA key made at start: ID tokens are
+signed RS256, because the daemon checks their signatures.
+
+Modes of the token endpoint (discovery, JWKS and device authorization always answer):
+  ok        tokens (a rotated refresh token on every refresh)
+  http500   HTTP 500 with an HTML body
+  garbage   HTTP 200 with a body that is not JSON
+  reset     the connection is closed without an answer
+  slow      a correct-looking answer, but only after `stub.delay` seconds (tokens not kept)
+  hang      no answer until the stub stops
+  refuse    the listening socket is closed: connections are refused (see `refuse()`)
+
+Nothing here prints a token.
+"""
+import base64
+import http.server
+import json
+import secrets
+import threading
+import time
+import urllib.parse
+
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+
+def _b64(data):
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _int_b64(n):
+    return _b64(n.to_bytes((n.bit_length() + 7) // 8, "big"))
+
+
+class StubProvider:
+    """An OIDC provider STUB on 127.0.0.1; `start()` it, `stop()` it."""
+
+    def __init__(self, client_id="authbroker", access_token_life=60, subject="stub-user-1"):
+        self.client_id = client_id
+        self.access_token_life = access_token_life
+        self.subject = subject
+        self.mode = "ok"
+        self.delay = 5.0
+        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.kid = "stub-" + secrets.token_hex(4)
+        self.lock = threading.Lock()
+        self.released = threading.Event()  # set at stop: hanging answers end
+        self.token_requests = 0    # every request that reached the token endpoint
+        self.refresh_requests = 0  # of those, refresh grants
+        self.valid_refresh = set()  # refresh tokens that still work (one use each)
+        self.last_issued_refresh = None  # the newest refresh token delivered in an ok answer
+        self.issued = []  # every token and device code this stub handed out (for secret scans)
+        self.server = None
+        self.port = None
+        self.thread = None
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    @property
+    def issuer(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self):
+        self._serve(port=self.port or 0)
+        return self
+
+    def _serve(self, port):
+        stub = self
+
+        class Handler(_Handler):
+            provider = stub
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_port
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def refuse(self):
+        """Closes the listening socket: connections to the port are refused until `resume()`."""
+        self.mode = "refuse"
+        if self.server:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None
+
+    def resume(self, mode="ok"):
+        if self.server is None:
+            self._serve(port=self.port)
+        self.mode = mode
+
+    def stop(self):
+        self.released.set()
+        if self.server:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None
+
+    def counts(self):
+        with self.lock:
+            return self.token_requests, self.refresh_requests
+
+    # --- tokens ------------------------------------------------------------------------
+
+    def _id_token(self):
+        now = int(time.time())
+        header = {"alg": "RS256", "typ": "JWT", "kid": self.kid}
+        claims = {"iss": self.issuer, "aud": self.client_id, "sub": self.subject, "iat": now,
+                  "exp": now + 600, "preferred_username": "stub-user"}
+        signing_input = _b64(json.dumps(header).encode()) + "." + _b64(json.dumps(claims).encode())
+        signature = self.key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
+        return signing_input + "." + _b64(signature)
+
+    def _tokens(self, with_id_token):
+        refresh = "stub-rt-" + secrets.token_urlsafe(24)
+        access = "stub-at-" + secrets.token_urlsafe(24)
+        answer = {"access_token": access, "token_type": "Bearer", "expires_in": self.access_token_life,
+                  "refresh_token": refresh, "scope": "openid offline_access"}
+        if with_id_token:
+            answer["id_token"] = self._id_token()
+        return answer
+
+    def _keep(self, answer):
+        """Makes the answer's refresh token the valid one and remembers what was issued."""
+        with self.lock:
+            self.valid_refresh.add(answer["refresh_token"])
+            self.last_issued_refresh = answer["refresh_token"]
+            self.issued += [answer["access_token"], answer["refresh_token"]]
+            if "id_token" in answer:
+                self.issued.append(answer["id_token"])
+
+    def jwks(self):
+        numbers = self.key.public_key().public_numbers()
+        return {"keys": [{"kty": "RSA", "kid": self.kid, "use": "sig", "alg": "RS256",
+                          "n": _int_b64(numbers.n), "e": _int_b64(numbers.e)}]}
+
+    def discovery(self):
+        i = self.issuer
+        return {"issuer": i, "token_endpoint": i + "/token", "device_authorization_endpoint": i + "/device",
+                "jwks_uri": i + "/jwks", "authorization_endpoint": i + "/authorize",
+                "grant_types_supported": ["refresh_token", "urn:ietf:params:oauth:grant-type:device_code"],
+                "id_token_signing_alg_values_supported": ["RS256"],
+                "response_types_supported": ["code"], "subject_types_supported": ["public"]}
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    provider = None  # set by StubProvider
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def _json(self, status, body):
+        raw = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def _raw(self, status, body, content_type):
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        p = self.provider
+        if self.path == "/.well-known/openid-configuration":
+            self._json(200, p.discovery())
+        elif self.path == "/jwks":
+            self._json(200, p.jwks())
+        else:
+            self._json(404, {"error": "not_found"})
+
+    def do_POST(self):
+        p = self.provider
+        length = int(self.headers.get("Content-Length") or 0)
+        form = urllib.parse.parse_qs(self.rfile.read(length).decode())
+        if self.path == "/device":
+            device_code = "stub-dc-" + secrets.token_urlsafe(16)
+            with p.lock:
+                p.issued.append(device_code)
+            self._json(200, {"device_code": device_code, "user_code": "STUB-CODE",
+                             "verification_uri": p.issuer + "/activate", "expires_in": 60, "interval": 1})
+            return
+        if self.path != "/token":
+            self._json(404, {"error": "not_found"})
+            return
+        grant = form.get("grant_type", [""])[0]
+        with p.lock:
+            p.token_requests += 1
+            if grant == "refresh_token":
+                p.refresh_requests += 1
+        mode = p.mode
+        if mode == "http500":
+            self._raw(500, b"<html><body>Internal Server Error</body></html>", "text/html")
+        elif mode == "garbage":
+            self._raw(200, b"\x00\xffnot json {{{", "application/json")
+        elif mode == "reset":
+            self.close_connection = True
+            self.connection.close()
+        elif mode == "hang":
+            p.released.wait(120)
+        elif mode == "slow":
+            p.released.wait(p.delay)
+            self._json(200, p._tokens(with_id_token=False))  # too late: never kept
+        elif grant == "urn:ietf:params:oauth:grant-type:device_code":
+            answer = p._tokens(with_id_token=True)
+            p._keep(answer)
+            self._json(200, answer)
+        elif grant == "refresh_token":
+            presented = form.get("refresh_token", [""])[0]
+            with p.lock:
+                known = presented in p.valid_refresh
+                p.valid_refresh.discard(presented)
+            if not known:
+                self._json(400, {"error": "invalid_grant"})
+                return
+            answer = p._tokens(with_id_token=False)
+            p._keep(answer)
+            self._json(200, answer)
+        else:
+            self._json(400, {"error": "unsupported_grant_type"})

@@ -1,0 +1,387 @@
+"""Faults: a provider that fails in every way it can (a STUB provider, because a real one
+will not fail on demand), a Secret Service that is locked or hangs (the real gnome-keyring,
+locked over D-Bus or stopped with SIGSTOP), and SIGKILL in the middle of refreshes with
+rotation on (the real daemon against the real Glewlwyd).
+
+No test prints a token: tokens are compared through `fingerprint()`."""
+import json
+import os
+import random
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import API, AUTHBROKERD, RPC, Daemon, fingerprint, stored_item
+from stub_provider import StubProvider
+
+LOGIN_COLLECTION = "/org/freedesktop/secrets/collection/login"
+
+
+def stub_config(name, stub, store="secret-service", refresh_margin=120, http_timeout=2, store_timeout=10):
+    # Tokens from the stub live 60 s; a refresh_margin of 120 s makes every request try a
+    # refresh first, so every request meets the fault.
+    return (f'[daemon]\nstore = "{store}"\nrefresh_margin = {refresh_margin}\n'
+            f"http_timeout = {http_timeout}\nstore_timeout = {store_timeout}\n\n"
+            f"[providers.{name}]\nissuer = \"{stub.issuer}\"\nclient_id = \"{stub.client_id}\"\n"
+            'scopes = ["openid", "offline_access"]\n')
+
+
+@pytest.fixture
+def stub():
+    s = StubProvider(access_token_life=60).start()
+    yield s
+    s.stop()
+
+
+def signed_in_daemon(stub, **config):
+    """A daemon whose one account signed in at the stub (device flow, approved at once)."""
+    d = Daemon(None)
+    d.write_config(text=stub_config(d.name, stub, **config))
+    d.start()
+    r = d.ctl("login", "--device", "--provider", d.name, timeout=30)
+    assert r.returncode == 0, f"sign-in at the stub failed ({r.returncode}): {r.stderr}\n{d.log_text()}"
+    return d
+
+
+@pytest.fixture
+def daemon(stub):
+    d = signed_in_daemon(stub)
+    yield d
+    d.cleanup()
+
+
+def token(d, **params):
+    c = RPC(d.socket, timeout=30)
+    try:
+        return c.call("token.get", dict(params, provider=d.name))
+    finally:
+        c.close()
+
+
+def stored_refresh_token(name):
+    item = stored_item(name)
+    assert item is not None, "the account's item is gone from the Secret Service"
+    attrs, payload = item
+    assert isinstance(payload, dict) and payload.get("refresh_token"), "the stored item is not a credential"
+    return payload["refresh_token"]
+
+
+FAULTS = ["refuse", "reset", "http500", "garbage", "slow", "hang"]
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_provider_fault_serves_the_cached_token_then_fails_fast_and_backs_off(stub, daemon, fault):
+    d = daemon
+    first = token(d)
+    assert "result" in first, first
+    good = stub.last_issued_refresh
+    assert fingerprint(stored_refresh_token(d.name)) == fingerprint(good)
+
+    stub.delay = 4  # "slow": later than http_timeout (2 s)
+    if fault == "refuse":
+        stub.refuse()
+    else:
+        stub.mode = fault
+    before = stub.counts()[0]
+
+    # A refresh is due (refresh_margin), it fails, and the token in the cache, which is still
+    # valid, is served anyway.
+    stale = token(d)
+    assert "result" in stale, stale
+    assert fingerprint(stale["result"]["access_token"]) == fingerprint(first["result"]["access_token"])
+    assert stale["result"]["expires_at"] > time.time()
+    tried = stub.counts()[0]
+    assert tried == before + (0 if fault == "refuse" else 1), "one refresh was attempted"
+
+    # A caller that needs more life than the cached token has gets "provider unreachable" with
+    # a retry hint; within the back-off the provider is not asked again.
+    fail = token(d, min_ttl=90)
+    assert fail["error"]["code"] == -32004, fail
+    assert fail["error"]["data"]["retry_after"] >= 1
+    assert fail["error"]["data"]["provider"] == d.name
+    assert stub.counts()[0] == tried, "the daemon asked the provider again during its back-off"
+
+    # authctl says so with exit status 7 and one sentence.
+    r = d.ctl("token", "--provider", d.name, "--min-ttl", "90")
+    assert r.returncode == 7, (r.returncode, r.stderr)
+    assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1
+
+    # Nothing in the store was lost or overwritten.
+    assert fingerprint(stored_refresh_token(d.name)) == fingerprint(good)
+    assert d.proc.poll() is None
+
+    # The provider comes back: after the back-off the next request refreshes, rotates, stores.
+    stub.resume("ok")
+    time.sleep(fail["error"]["data"]["retry_after"] + 0.2)
+    fresh = token(d)
+    assert "result" in fresh, fresh
+    assert fingerprint(fresh["result"]["access_token"]) != fingerprint(first["result"]["access_token"])
+    assert fingerprint(stored_refresh_token(d.name)) == fingerprint(stub.last_issued_refresh)
+    assert stub.last_issued_refresh != good
+
+
+def test_back_off_lengthens_while_the_provider_keeps_failing(stub, daemon):
+    d = daemon
+    assert "result" in token(d)
+    stub.mode = "http500"
+    hints = []
+    for _ in range(3):
+        before = stub.counts()[0]
+        fail = token(d, min_ttl=90)
+        assert fail["error"]["code"] == -32004, fail
+        assert stub.counts()[0] == before + 1, "after the back-off the provider is asked again, once"
+        hints.append(fail["error"]["data"]["retry_after"])
+        # inside the back-off nobody reaches the provider, however many ask
+        for _ in range(5):
+            assert token(d, min_ttl=90)["error"]["code"] == -32004
+        assert stub.counts()[0] == before + 1
+        time.sleep(hints[-1] + 0.2)
+    assert hints == sorted(hints) and hints[-1] > hints[0], f"the back-off did not grow: {hints}"
+
+
+def test_a_provider_that_never_answers_is_bounded_by_http_timeout(stub, daemon):
+    """Every HTTP call has a deadline: with no cached token at all, the caller gets an error
+    instead of waiting for ever."""
+    d = daemon
+    stub.mode = "hang"
+    c = RPC(d.socket, timeout=15)  # far beyond http_timeout = 2 s: fails only if unbounded
+    answer = c.call("token.get", {"provider": d.name, "resource": API})
+    c.close()
+    assert answer["error"]["code"] == -32004, answer
+    assert "no answer within 2 s" in answer["error"]["message"]
+    assert "result" in d.rpc("daemon.status")
+
+
+# --- the Secret Service ---------------------------------------------------------------
+
+def dbus(*args):
+    return subprocess.run(["timeout", "10", "dbus-send", "--session", "--print-reply", *args],
+                          capture_output=True, text=True)
+
+
+def lock_login_keyring():
+    r = dbus("--dest=org.freedesktop.secrets", "/org/freedesktop/secrets",
+             "org.freedesktop.Secret.Service.Lock", f"array:objpath:{LOGIN_COLLECTION}")
+    assert r.returncode == 0, r.stderr
+    assert keyring_locked()
+
+
+def keyring_locked():
+    r = dbus("--dest=org.freedesktop.secrets", LOGIN_COLLECTION, "org.freedesktop.DBus.Properties.Get",
+             "string:org.freedesktop.Secret.Collection", "string:Locked")
+    return "boolean true" in r.stdout
+
+
+UNLOCK = """
+import dbus, os
+bus = dbus.SessionBus()
+service = bus.get_object("org.freedesktop.secrets", "/org/freedesktop/secrets")
+_, session = service.OpenSession("plain", dbus.String("", variant_level=1),
+                                 dbus_interface="org.freedesktop.Secret.Service")
+password = dbus.ByteArray(os.environ["AUTHBROKER_TEST_KEYRING_PASSWORD"].encode())
+secret = dbus.Struct((session, dbus.ByteArray(b""), password, "text/plain"), signature="oayays")
+service.UnlockWithMasterPassword(dbus.ObjectPath("%s"), secret,
+                                 dbus_interface="org.gnome.keyring.InternalUnsupportedGuiltRiddenInterface")
+""" % LOGIN_COLLECTION
+
+
+def unlock_login_keyring():
+    """Unlocks without a prompt, as Seahorse does: gnome-keyring's own interface takes the
+    password over a plain Secret Service session. (The Secret Service's Unlock wants a
+    prompt, and `gnome-keyring-daemon --unlock` only unlocks when it starts the daemon.)
+    python3-dbus belongs to the system Python, so /usr/bin/python3 runs it."""
+    env = dict(os.environ)
+    env.setdefault("AUTHBROKER_TEST_KEYRING_PASSWORD", "authbroker-test")
+    r = subprocess.run(["timeout", "10", "/usr/bin/python3", "-c", UNLOCK], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert not keyring_locked(), "the login keyring could not be unlocked again"
+
+
+def keyring_pid():
+    r = dbus("--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
+             "org.freedesktop.DBus.GetConnectionUnixProcessID", "string:org.freedesktop.secrets")
+    assert r.returncode == 0, r.stderr
+    return int(r.stdout.split()[-1])
+
+
+def files_holding(secret, *roots):
+    """Files under the roots whose bytes contain the secret (gnome-keyring's own encrypted
+    store excepted)."""
+    hits = []
+    for root in roots:
+        for dirpath, _, files in os.walk(root):
+            if os.path.join(".local", "share", "keyrings") in dirpath:
+                continue
+            for f in files:
+                path = os.path.join(dirpath, f)
+                try:
+                    with open(path, "rb") as fh:
+                        if secret.encode() in fh.read():
+                            hits.append(path)
+                except OSError:
+                    pass
+    return hits
+
+
+def test_locked_keyring_after_start(stub, daemon):
+    d = daemon
+    assert "result" in token(d)
+    saved = stub.last_issued_refresh
+    try:
+        lock_login_keyring()
+        # A rotation must write: the write fails, the new refresh token stays in memory, and
+        # the caller still gets the token the provider issued.
+        during = token(d)
+        assert "result" in during, during
+        rotated = stub.last_issued_refresh
+        assert rotated != saved
+        assert "could not be written to the store" in d.log_text()
+        # A sign-in must write: it fails with "secret store unavailable" and says to unlock.
+        r = d.ctl("login", "--device", "--provider", d.name, timeout=30)
+        assert r.returncode == 8, (r.returncode, r.stderr)
+        assert "unlock" in r.stderr and "locked" in r.stderr
+        # The daemon keeps serving the account it holds in memory.
+        again = token(d)
+        assert "result" in again, again
+        assert [a["state"] for a in d.rpc("account.list")["result"]["accounts"]] == ["ready"]
+        # and never falls back to a file
+        home = os.environ.get("AUTHBROKER_TEST_HOME", os.environ["HOME"])
+        assert files_holding(stub.last_issued_refresh, home, d.dir) == []
+    finally:
+        unlock_login_keyring()
+    # Unlocked again: the next rotation writes the newest refresh token.
+    after = token(d)
+    assert "result" in after, after
+    assert fingerprint(stored_refresh_token(d.name)) == fingerprint(stub.last_issued_refresh)
+
+
+def test_hanging_secret_service_gives_a_clear_error_in_bounded_time(stub):
+    d = signed_in_daemon(stub, store_timeout=2)
+    try:
+        assert "result" in token(d)
+        pid = keyring_pid()
+        os.kill(pid, signal.SIGSTOP)  # the real gnome-keyring stops answering
+        try:
+            # A sign-in that must write gets "secret store unavailable" after store_timeout,
+            # not after D-Bus's own 25 s (the RPC socket's timeout here is 15 s).
+            c = RPC(d.socket, timeout=15)
+            start = c.call("login.start", {"provider": d.name, "flow": "device"})
+            assert "result" in start, start
+            done = c.call("login.wait", {"login_id": start["result"]["login_id"], "provider": d.name})
+            c.close()
+            assert done["error"]["code"] == -32005, done
+            assert "did not answer within 2 s" in done["error"]["message"]
+            # The daemon is up and serves the account it holds in memory (the rotated
+            # refresh token cannot be written; the token is served all the same).
+            assert "result" in d.rpc("daemon.status")
+            served = token(d)
+            assert "result" in served, served
+            assert d.proc.poll() is None
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        # The Secret Service is back: the next rotation is stored again.
+        assert "result" in token(d)
+        deadline = time.time() + 10
+        while fingerprint(stored_refresh_token(d.name)) != fingerprint(stub.last_issued_refresh):
+            assert time.time() < deadline, "the newest refresh token never reached the Secret Service"
+            time.sleep(0.2)
+    finally:
+        d.cleanup()
+
+
+def test_hanging_secret_service_at_start_stops_the_daemon_in_bounded_time(stub):
+    d = Daemon(None)
+    d.write_config(text=stub_config(d.name, stub, store_timeout=1))
+    pid = keyring_pid()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        r = subprocess.run([AUTHBROKERD, "--config", d.config], env=d.env, capture_output=True, text=True,
+                           timeout=15)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert r.returncode == 69, r.stderr
+    assert "did not answer within 1 s" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not os.path.exists(d.socket)
+    d.cleanup()
+
+
+# --- crash safety ----------------------------------------------------------------------
+
+def test_sigkill_during_refreshes_with_rotation_never_loses_more_than_the_sign_in(glewlwyd, capsys):
+    """SIGKILL at random moments while every request refreshes (refresh_margin beyond the
+    token's life) with rotation on; after each restart the stored refresh token works, or the
+    account says login_required. Nothing worse: no crash at start, no corrupt item."""
+    d = Daemon(glewlwyd, refresh_margin=7200)  # Glewlwyd's tokens live 3600 s
+    rng = random.Random(os.environ.get("AUTHBROKER_KILL_SEED", time.time()))
+    outcomes = {"busy works": 0, "busy login_required": 0, "idle works": 0, "idle login_required": 0}
+    refreshes_before_kill = []
+    budget = time.time() + 25
+    try:
+        d.start()
+        d.login_device("alice")
+        rounds = 0
+        while time.time() < budget:
+            rounds += 1
+            stop = threading.Event()
+            done = []
+
+            def hammer():
+                while not stop.is_set():
+                    try:
+                        c = RPC(d.socket, timeout=5)
+                        answer = c.call("token.get", {"provider": d.name, "resource": API})
+                        c.close()
+                        if "result" in answer:
+                            done.append(1)
+                    except (OSError, ValueError):
+                        return
+
+            workers = [threading.Thread(target=hammer) for _ in range(2)]
+            for w in workers:
+                w.start()
+            time.sleep(rng.uniform(0.02, 0.4))
+            # Most kills land in the middle of refreshes; every third one after they stopped,
+            # as the control: with no refresh in flight the stored token must always work.
+            idle = rounds % 3 == 0
+            if idle:
+                stop.set()
+                for w in workers:
+                    w.join()
+            d.proc.send_signal(signal.SIGKILL)
+            d.proc.wait()
+            stop.set()
+            for w in workers:
+                w.join()
+            refreshes_before_kill.append(len(done))
+
+            item = stored_item(d.name)
+            assert item is not None and item[1] and item[1].get("refresh_token"), \
+                f"round {rounds}: the Secret Service item is missing or corrupt"
+            time.sleep(0.2)  # let a refresh the provider was still answering finish there
+            # Whether the provider still honours the stored refresh token, read from its
+            # database without using the token.
+            usable = glewlwyd.refresh_token_enabled(item[1]["refresh_token"])
+            d.start()  # raises if it does not come up
+            answer = d.rpc("token.get", {"provider": d.name, "resource": API})
+            kind = "idle" if idle else "busy"
+            if "result" in answer:
+                outcomes[kind + " works"] += 1
+                assert usable, f"round {rounds}: a refresh token the provider had disabled worked"
+            else:
+                assert answer["error"]["code"] == -32001, f"round {rounds}: {answer['error']}"
+                outcomes[kind + " login_required"] += 1
+                assert not idle, f"round {rounds}: killed with no refresh in flight, yet the sign-in was lost"
+                # Only the provider's verdict may cost the sign-in: a stored refresh token the
+                # provider still honours must never be given up by the daemon.
+                assert not usable, f"round {rounds}: login_required although the stored refresh token was valid"
+                d.login_device("alice")
+        with capsys.disabled():
+            print(f"\nkill loop: {rounds} SIGKILLs, {sum(refreshes_before_kill)} refreshes served before them; "
+                  f"after restart: {outcomes}")
+        assert rounds >= 10
+    finally:
+        d.cleanup()
