@@ -49,8 +49,9 @@ struct MethodTable: Sendable {
 
     subscript(method: String) -> Handler? { handlers[method] }
 
-    /// Registers a method. `fast` answers without suspending (cache hits); returning nil
-    /// falls through to `slow`.
+    /// Registers a method. `scanned` reads the params of a request the one-pass scanner
+    /// read (nil, or a nil result: JSONDecoder reads them). `fast` answers without
+    /// suspending (cache hits); returning nil falls through to `slow`.
     mutating func register<P: Decodable & Sendable, R: Encodable & Sendable>(
         _ method: RPCMethod, _ params: P.Type, empty: P,
         scanned: (@Sendable (ScannedRequest) -> P?)? = nil,
@@ -61,11 +62,13 @@ struct MethodTable: Sendable {
             let decoded: P
             if let scan = line.scanned, let read = scanned?(scan) {
                 decoded = read
-            } else { do {
-                decoded = try codec.decoder.decode(RequestParams<P>.self, from: line.data).params ?? empty
-            } catch {
-                return .now(codec.failure(id, RPCError(.invalidParams, "invalid params for \(method.rawValue): \(Self.describe(error))")))
-            } }
+            } else {
+                do {
+                    decoded = try codec.decoder.decode(RequestParams<P>.self, from: line.data).params ?? empty
+                } catch {
+                    return .now(codec.failure(id, RPCError(.invalidParams, "invalid params for \(method.rawValue): \(Self.describe(error))")))
+                }
+            }
             if let fast, let result = fast(decoded) { return .now(codec.success(id, result)) }
             return .later {
                 let codec = RPCCodec()

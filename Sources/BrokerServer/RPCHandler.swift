@@ -42,12 +42,19 @@ final class RPCHandler: ChannelInboundHandler {
         if buffer.readableBytesView.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }
         counters.requests.increment()
         activity.touch()
-        let line = Data(buffer.readableBytesView)
-        let header: RequestHeader
-        do {
-            header = try codec.decoder.decode(RequestHeader.self, from: line)
-        } catch {
-            return fail(context, .null, Self.classify(error))
+        // One pass over the bytes for the requests clients send; JSONDecoder for the rest.
+        let scanned = buffer.withUnsafeReadableBytes { ScannedRequest.scan($0) }
+        let line = RequestLine(scanned: scanned, bytes: buffer)
+        let header: (jsonrpc: String?, id: RequestID?, method: String?, hasID: Bool)
+        if let scanned {
+            header = (scanned.jsonrpc, scanned.id, scanned.method, scanned.hasID)
+        } else {
+            do {
+                let h = try codec.decoder.decode(RequestHeader.self, from: line.data)
+                header = (h.jsonrpc, h.id, h.method, h.hasID)
+            } catch {
+                return fail(context, .null, Self.classify(error))
+            }
         }
         let id = header.id ?? .null
         guard header.jsonrpc == "2.0" else {

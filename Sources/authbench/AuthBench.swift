@@ -43,7 +43,7 @@ struct AuthBench {
                 text = try Burst(socket: socket, count: Int(number("count", 1000)), line: line(), timeout: number("timeout", 60)).run()
             case "spawn":
                 guard !command.isEmpty else { usage() }
-                text = try Spawn.timing(command, runs: Int(number("runs", 100)))
+                text = try Spawn.timing(command, runs: Int(number("runs", 100)), expect: Int32(number("status", 0)))
             case "ready":
                 guard !command.isEmpty, let log = options["log"] else { usage() }
                 text = try Spawn.ready(command, socket: socket, log: log, timeout: number("timeout", 20))

@@ -36,17 +36,17 @@ enum Spawn {
 
     /// Runs `command` `runs` times (after a few unmeasured ones) and reports the wall time
     /// of each whole process, exec to exit.
-    static func timing(_ command: [String], runs: Int) throws(BenchError) -> String {
+    static func timing(_ command: [String], runs: Int, expect: Int32 = 0) throws(BenchError) -> String {
         for _ in 0..<5 {
             let status = wait(try start(command, output: nil))
-            guard status == 0 else { throw BenchError("\(command[0]) exited with status \(status)") }
+            guard status == expect else { throw BenchError("\(command[0]) exited with status \(status)") }
         }
         var times: [UInt64] = []
         for _ in 0..<runs {
             let t0 = Clock.nanos()
             let status = wait(try start(command, output: nil))
             times.append(Clock.nanos() - t0)
-            guard status == 0 else { throw BenchError("\(command[0]) exited with status \(status)") }
+            guard status == expect else { throw BenchError("\(command[0]) exited with status \(status)") }
         }
         let s = LatencySummary(nanos: times)
         var out = JSONLine()

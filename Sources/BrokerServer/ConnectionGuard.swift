@@ -1,0 +1,85 @@
+import BrokerProtocol
+import Foundation
+import NIOCore
+
+/// Sent up the pipeline when a connection had no traffic for the idle timeout.
+struct ConnectionIdle: Sendable {}
+
+/// Limits for one connection, before any framing: a request line that is started but not
+/// finished within `stallTimeout` closes the connection (a client that sends half a line and
+/// stalls holds no buffer for long), and so does a connection with nothing to do for
+/// `idleTimeout`.
+final class ConnectionGuard: ChannelDuplexHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    /// How long a started request line may take to finish.
+    static let stallTimeout = TimeAmount.seconds(10)
+    /// How long a connection may stay open with no request and no answer pending.
+    static let idleTimeout = TimeAmount.seconds(300)
+
+    private let stallTimeout: TimeAmount
+    private let idleTimeout: TimeAmount
+    private var stallTimer: Scheduled<Void>?
+    private var idleTimer: Scheduled<Void>?
+
+    init(stallTimeout: TimeAmount = ConnectionGuard.stallTimeout, idleTimeout: TimeAmount = ConnectionGuard.idleTimeout) {
+        self.stallTimeout = stallTimeout
+        self.idleTimeout = idleTimeout
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        armIdle(context)
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        stallTimer?.cancel()
+        idleTimer?.cancel()
+        context.fireChannelInactive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = unwrapInboundIn(data)
+        if buffer.readableBytesView.last == UInt8(ascii: "\n") {
+            stallTimer?.cancel()
+            stallTimer = nil
+        } else if stallTimer == nil, buffer.readableBytes > 0 {
+            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            stallTimer = context.eventLoop.scheduleTask(in: stallTimeout) { [stallTimeout] in
+                let context = bound.value
+                let seconds = stallTimeout.nanoseconds / 1_000_000_000
+                Self.closeWith(context, RPCError(.invalidRequest, "the request line was not finished within \(seconds) s; the connection is closed"))
+            }
+        }
+        armIdle(context)
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        armIdle(context)
+        context.write(data, promise: promise)
+    }
+
+    private func armIdle(_ context: ChannelHandlerContext) {
+        idleTimer?.cancel()
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        idleTimer = context.eventLoop.scheduleTask(in: idleTimeout) {
+            // The RPC handler decides: it closes unless an answer is still being worked on
+            // (a sign-in may wait for the user for many minutes).
+            bound.value.fireUserInboundEventTriggered(ConnectionIdle())
+        }
+    }
+
+    /// Writes one error answer (id null) and closes.
+    static func closeWith(_ context: ChannelHandlerContext, _ error: RPCError) {
+        let data = (try? JSONEncoder().encode(ErrorResponse(id: .null, error: error))) ?? Data()
+        var out = context.channel.allocator.buffer(capacity: data.count + 1)
+        out.writeBytes(data)
+        out.writeInteger(UInt8(ascii: "\n"))
+        let channel = context.channel
+        context.writeAndFlush(NIOAny(out)).whenComplete { _ in channel.close(promise: nil) }
+    }
+}
