@@ -42,6 +42,10 @@ public final class BrokerServer: Sendable {
             }
         }
         let table = MethodTable.broker(broker)
+        let limits = broker.config.daemon
+        let stall = TimeAmount.seconds(Int64(limits.requestLineTimeout))
+        let idle = TimeAmount.seconds(Int64(limits.connectionIdleTimeout))
+        let maxConnections = limits.maxConnections
         let activity = self.activity
         let counters = broker.counters
         let logger = self.logger
@@ -50,8 +54,10 @@ public final class BrokerServer: Sendable {
             .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(ConnectionGuard(stallTimeout: stall, idleTimeout: idle))
                     try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LineFrameDecoder(maxLength: Self.maxLineLength)))
-                    try channel.pipeline.syncOperations.addHandler(RPCHandler(table: table, counters: counters, logger: logger, activity: activity))
+                    try channel.pipeline.syncOperations.addHandler(
+                        RPCHandler(table: table, counters: counters, logger: logger, activity: activity, maxConnections: maxConnections))
                 }
             }
         if let inherited {

@@ -15,17 +15,17 @@ final class ConnectionGuard: ChannelDuplexHandler {
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    /// How long a started request line may take to finish.
-    static let stallTimeout = TimeAmount.seconds(10)
-    /// How long a connection may stay open with no request and no answer pending.
-    static let idleTimeout = TimeAmount.seconds(300)
-
     private let stallTimeout: TimeAmount
     private let idleTimeout: TimeAmount
     private var stallTimer: Scheduled<Void>?
     private var idleTimer: Scheduled<Void>?
 
-    init(stallTimeout: TimeAmount = ConnectionGuard.stallTimeout, idleTimeout: TimeAmount = ConnectionGuard.idleTimeout) {
+    /// - Parameters:
+    ///   - stallTimeout: how long a started request line may take to finish
+    ///     (`[daemon] request_line_timeout`).
+    ///   - idleTimeout: how long a connection may stay open with nothing to do
+    ///     (`[daemon] connection_idle_timeout`).
+    init(stallTimeout: TimeAmount, idleTimeout: TimeAmount) {
         self.stallTimeout = stallTimeout
         self.idleTimeout = idleTimeout
     }

@@ -44,7 +44,7 @@ struct RequestLine {
 }
 
 struct MethodTable: Sendable {
-    typealias Handler = @Sendable (_ line: RequestLine, _ id: RequestID, _ codec: RPCCodec) -> Reply
+    typealias Handler = @Sendable (_ line: RequestLine, _ id: RequestID, _ codec: RPCCodec, _ caller: Caller?) -> Reply
     private var handlers: [String: Handler] = [:]
 
     subscript(method: String) -> Handler? { handlers[method] }
@@ -55,10 +55,11 @@ struct MethodTable: Sendable {
     mutating func register<P: Decodable & Sendable, R: Encodable & Sendable>(
         _ method: RPCMethod, _ params: P.Type, empty: P,
         scanned: (@Sendable (ScannedRequest) -> P?)? = nil,
+        authorize: (@Sendable (Caller?, P) throws(BrokerError) -> Void)? = nil,
         fast: (@Sendable (P) -> R?)? = nil,
         slow: @escaping @Sendable (P) async throws(BrokerError) -> R
     ) {
-        handlers[method.rawValue] = { line, id, codec in
+        handlers[method.rawValue] = { line, id, codec, caller in
             let decoded: P
             if let scan = line.scanned, let read = scanned?(scan) {
                 decoded = read
@@ -67,6 +68,14 @@ struct MethodTable: Sendable {
                     decoded = try codec.decoder.decode(RequestParams<P>.self, from: line.data).params ?? empty
                 } catch {
                     return .now(codec.failure(id, RPCError(.invalidParams, "invalid params for \(method.rawValue): \(Self.describe(error))")))
+                }
+            }
+            // The policy is asked before the cache, so a cache hit never skips it.
+            if let authorize {
+                do throws(BrokerError) {
+                    try authorize(caller, decoded)
+                } catch {
+                    return .now(codec.failure(id, error.rpcError))
                 }
             }
             if let fast, let result = fast(decoded) { return .now(codec.success(id, result)) }
@@ -114,6 +123,7 @@ extension MethodTable {
         var t = MethodTable()
         t.register(.tokenGet, TokenGetParams.self, empty: TokenGetParams(),
                    scanned: { TokenGetParams(scanned: $0) },
+                   authorize: { caller, p throws(BrokerError) in try broker.authorizeToken(caller, p) },
                    fast: { broker.cachedToken($0) },
                    slow: { p throws(BrokerError) in try await broker.token(p) })
         t.register(.accountList, NoParams.self, empty: NoParams(),
@@ -129,8 +139,10 @@ extension MethodTable {
         t.register(.logout, LogoutParams.self, empty: LogoutParams(),
                    slow: { p throws(BrokerError) in try await broker.logout(p) })
         t.register(.accountWhoami, AccountParams.self, empty: AccountParams(),
+                   authorize: { caller, p throws(BrokerError) in try broker.authorizeClaims(caller, p) },
                    slow: { p throws(BrokerError) in try broker.whoami(p) })
         t.register(.accountUserinfo, AccountParams.self, empty: AccountParams(),
+                   authorize: { caller, p throws(BrokerError) in try broker.authorizeClaims(caller, p) },
                    slow: { p throws(BrokerError) in try await broker.userinfo(p) })
         t.register(.providerSetSecret, SetSecretParams.self, empty: SetSecretParams(clientSecret: ""),
                    slow: { p throws(BrokerError) in try await broker.setClientSecret(p) })

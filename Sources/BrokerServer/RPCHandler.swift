@@ -15,20 +15,52 @@ final class RPCHandler: ChannelInboundHandler {
     private let logger: Logger
     private let activity: ServerActivity
     private let codec = RPCCodec()
+    private let maxConnections: Int
+    /// The peer, read once when the connection opens (SO_PEERCRED, /proc).
+    private var caller: Caller?
+    private var refused = false
     /// Async answers not yet written; a half-closed connection closes when this reaches 0.
     private var pending = 0
     private var inputClosed = false
 
-    init(table: MethodTable, counters: BrokerCounters, logger: Logger, activity: ServerActivity) {
+    init(table: MethodTable, counters: BrokerCounters, logger: Logger, activity: ServerActivity, maxConnections: Int) {
         self.table = table
         self.counters = counters
         self.logger = logger
         self.activity = activity
+        self.maxConnections = maxConnections
     }
 
     func channelActive(context: ChannelHandlerContext) {
         activity.opened()
+        caller = PeerCredentials.caller(of: context.channel)
+        let me = getuid()
+        if caller?.uid != me {
+            // Even with the socket's mode loosened, only the daemon's own user is served.
+            refuse(context, RPCError(.forbidden, "connections from uid \(caller.map { String($0.uid) } ?? "unknown") are refused: authbrokerd serves only its own user (uid \(me))"))
+            logger.warning("refused a connection from another user", metadata: ["uid": "\(caller.map { String($0.uid) } ?? "unknown")", "pid": "\(caller.map { String($0.pid) } ?? "unknown")"])
+        } else if activity.openConnections > maxConnections {
+            refuse(context, RPCError(.overloaded, "authbrokerd has \(maxConnections) connections open already; close some and try again", data: ErrorData(limit: maxConnections)))
+            logger.warning("connection limit reached", metadata: ["limit": "\(maxConnections)"])
+        }
         context.fireChannelActive()
+    }
+
+    /// Answers the refusal, then closes the writing side only: closing outright with the
+    /// peer's request unread would reset the connection and lose the answer. What the peer
+    /// still sends is discarded; the connection closes when it hangs up (or after 5 s).
+    private func refuse(_ context: ChannelHandlerContext, _ error: RPCError) {
+        refused = true
+        counters.errors.increment()
+        let data = codec.failure(.null, error)
+        var out = context.channel.allocator.buffer(capacity: data.count + 1)
+        out.writeBytes(data)
+        out.writeInteger(UInt8(ascii: "\n"))
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(out)).whenComplete { _ in
+            channel.close(mode: .output, promise: nil)
+            channel.eventLoop.scheduleTask(in: .seconds(5)) { channel.close(promise: nil) }
+        }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -39,7 +71,7 @@ final class RPCHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = unwrapInboundIn(data)
         // Blank lines between requests are tolerated, as many line protocols do.
-        if buffer.readableBytesView.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }
+        if refused || buffer.readableBytesView.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }
         counters.requests.increment()
         activity.touch()
         // One pass over the bytes for the requests clients send; JSONDecoder for the rest.
@@ -66,7 +98,7 @@ final class RPCHandler: ChannelInboundHandler {
         guard let handler = table[method] else {
             return fail(context, id, RPCError(.methodNotFound, "there is no method \"\(method.prefix(64))\": see docs/protocol.md for the methods"))
         }
-        let reply = handler(line, id, codec)
+        let reply = handler(line, id, codec, caller)
         // A notification (no id) is carried out but never answered (JSON-RPC 2.0 §4.1).
         let answer = header.hasID
         switch reply {
@@ -94,7 +126,11 @@ final class RPCHandler: ChannelInboundHandler {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if case ChannelEvent.inputClosed = event {
             inputClosed = true
+            if refused { return context.close(promise: nil) }
             closeIfDone(context)
+        } else if event is ConnectionIdle {
+            // Idle, unless an answer is still being worked on (a sign-in waits for the user).
+            if pending == 0 { context.close(promise: nil) }
         } else {
             context.fireUserInboundEventTriggered(event)
         }

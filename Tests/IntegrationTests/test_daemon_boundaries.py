@@ -192,3 +192,52 @@ def test_missing_secret_service_stops_the_daemon_with_a_sentence(bus):
     written = [os.path.join(dp, f) for dp, _, fs in os.walk(home) for f in fs if not os.path.basename(dp) == "run"]
     assert written == [], f"files written: {written}"
     d.cleanup()
+
+
+LIMITS = CONFIG.replace('store = "memory"', 'store = "memory"\nrequest_line_timeout = 1\nconnection_idle_timeout = 2\nmax_connections = 4')
+
+
+@pytest.fixture
+def limited():
+    d = Daemon(None, name="corp")
+    d.write_config(text=LIMITS)
+    d.start()
+    yield d
+    d.cleanup()
+
+
+def test_half_a_line_then_a_stall_is_timed_out(limited):
+    c = RPC(limited.socket)
+    c.send_line(b'{"jsonrpc":"2.0","id":1,"meth')
+    answer = c.read()
+    assert answer["error"]["code"] == -32600 and "not finished" in answer["error"]["message"]
+    with pytest.raises((ConnectionError, OSError)):
+        c.read()
+    c.close()
+
+
+def test_idle_connections_are_closed(limited):
+    c = RPC(limited.socket)
+    assert "result" in c.call("daemon.status")
+    with pytest.raises((ConnectionError, OSError)):
+        c.read()  # nothing more to say: closed after the idle timeout
+    c.close()
+    assert "result" in limited.rpc("daemon.status")
+
+
+def test_connections_over_the_cap_are_refused_cleanly(limited):
+    held = [RPC(limited.socket) for _ in range(4)]
+    for c in held:
+        assert "result" in c.call("daemon.status")
+    extra = RPC(limited.socket)
+    answer = extra.read()
+    assert answer["error"]["code"] == -32009 and answer["error"]["data"]["limit"] == 4
+    extra.close()
+    held.pop().close()
+    import time
+    time.sleep(0.2)
+    again = RPC(limited.socket)
+    assert "result" in again.call("daemon.status")
+    again.close()
+    for c in held:
+        c.close()

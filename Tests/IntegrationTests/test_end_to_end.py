@@ -4,7 +4,7 @@ import concurrent.futures
 import json
 import time
 
-from conftest import API, GIT, RPC, decode_jwt, fingerprint, stored_item
+from conftest import API, GIT, RPC, Daemon, decode_jwt, fingerprint, stored_item
 
 
 def token_via_ctl(d, resource, *extra):
@@ -191,3 +191,27 @@ def test_memory_store_keeps_nothing_across_restarts(daemon_factory):
     d.restart()
     assert d.rpc("account.list")["result"]["accounts"] == []
     assert d.ctl("token", "--resource", API, "--provider", d.name).returncode == 4
+
+
+def test_a_sign_in_outlasts_the_connection_idle_timeout(glewlwyd):
+    """login.wait may wait for the user for minutes: an idle timeout must not cut it."""
+    d = Daemon(glewlwyd)
+    d.write_config()
+    with open(d.config) as f:
+        text = f.read()
+    d.write_config(text=text.replace("[daemon]\n", "[daemon]\nconnection_idle_timeout = 1\n"))
+    try:
+        d.start()
+        c = RPC(d.socket)
+        start = c.call("login.start", {"provider": d.name, "flow": "device"})["result"]
+        c.send_line(json.dumps({"jsonrpc": "2.0", "id": 99, "method": "login.wait",
+                                "params": {"login_id": start["login_id"]}}) + "\n")
+        time.sleep(2.5)  # longer than the idle timeout, with the wait pending
+        session = glewlwyd.login_session("alice")
+        glewlwyd.approve_device(session, start["user_code"], glewlwyd.client_id("authbroker"),
+                                ["openid", "profile", "email", "offline_access"])
+        done = c.read()
+        assert done["id"] == 99 and done["result"]["account"]["state"] == "ready"
+        c.close()
+    finally:
+        d.cleanup()

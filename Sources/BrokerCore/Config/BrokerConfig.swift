@@ -41,6 +41,12 @@ public struct DaemonSettings: Sendable, Equatable {
     /// Seconds without a connection, request or sign-in after which a socket-activated
     /// daemon exits (systemd starts it again on the next connection); 0 = never.
     public var idleExit: Int = 0
+    /// Seconds a started request line may take to finish before the connection is closed.
+    public var requestLineTimeout: Int = 10
+    /// Seconds a connection may sit with nothing to do before it is closed.
+    public var connectionIdleTimeout: Int = 300
+    /// Connections served at once; more are refused with -32009.
+    public var maxConnections: Int = 512
 
     public init(store: StoreKind = .secretService, refreshMargin: Int = 60, storeTimeout: Int = 10, httpTimeout: Int = 10) {
         self.store = store

@@ -36,7 +36,8 @@ public enum ConfigLoader {
 
         var daemon = DaemonSettings()
         if let table = try reader.table(root, "daemon", at: nil) {
-            try reader.checkKeys(table, allowed: ["store", "refresh_margin", "store_timeout", "http_timeout", "default_provider", "login_timeout", "idle_exit"], at: "daemon")
+            try reader.checkKeys(table, allowed: ["store", "refresh_margin", "store_timeout", "http_timeout", "default_provider", "login_timeout", "idle_exit",
+                                          "request_line_timeout", "connection_idle_timeout", "max_connections"], at: "daemon")
             if let store = try reader.string(table, "store", at: "daemon") {
                 guard let kind = StoreKind(rawValue: store) else {
                     throw ConfigError(file: file, key: "daemon.store", problem: "must be \"secret-service\" or \"memory\", not \"\(store)\"")
@@ -48,6 +49,9 @@ public enum ConfigLoader {
             if let v = try reader.int(table, "http_timeout", at: "daemon", range: 1...600) { daemon.httpTimeout = v }
             if let v = try reader.int(table, "login_timeout", at: "daemon", range: 10...3600) { daemon.loginTimeout = v }
             if let v = try reader.int(table, "idle_exit", at: "daemon", range: 0...604_800) { daemon.idleExit = v }
+            if let v = try reader.int(table, "request_line_timeout", at: "daemon", range: 1...600) { daemon.requestLineTimeout = v }
+            if let v = try reader.int(table, "connection_idle_timeout", at: "daemon", range: 1...86_400) { daemon.connectionIdleTimeout = v }
+            if let v = try reader.int(table, "max_connections", at: "daemon", range: 1...65_536) { daemon.maxConnections = v }
             daemon.defaultProvider = try reader.string(table, "default_provider", at: "daemon")
         }
 
