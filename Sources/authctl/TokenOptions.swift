@@ -2,8 +2,8 @@ import ArgumentParser
 import BrokerClient
 import BrokerProtocol
 
-/// The options that choose a token, shared by the commands that hand one to another
-/// program (`exec`, `kube-credential`, `git-credential`).
+/// The options that choose a token, shared by `token` and the commands that hand one to
+/// another program (`exec`, `kube-credential`, `git-credential`).
 struct TokenOptions: ParsableArguments {
     @Option(help: ArgumentHelp("The API the token is for: an RFC 8707 resource indicator, e.g. https://api.example.com.", valueName: "url"))
     var resource: String?
@@ -44,12 +44,16 @@ extension Broker {
     static func printableToken(_ params: TokenGetParams) throws(ExitCode) -> TokenGetResult {
         try session { broker throws(ClientError) -> TokenGetResult in
             let result = try broker.token(params)
-            guard !result.accessToken.isEmpty,
-                  result.accessToken.utf8.allSatisfy({ (0x20...0x7E).contains($0) })
-            else {
-                throw .badResponse("the access token is empty or holds characters outside printable ASCII")
-            }
+            try checkPrintable(result)
             return result
+        }
+    }
+
+    /// Anything but printable ASCII (a newline above all) would break the header line, the
+    /// environment value or the shell word the token is put in.
+    static func checkPrintable(_ result: TokenGetResult) throws(ClientError) {
+        guard !result.accessToken.isEmpty, result.accessToken.utf8.allSatisfy({ (0x20...0x7E).contains($0) }) else {
+            throw .badResponse("the access token is empty or holds characters outside printable ASCII")
         }
     }
 }

@@ -7,23 +7,10 @@ struct Whoami: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show the signed-in account's ID-token claims (verified when the daemon received them).")
 
-    @Option(help: "The provider's name in config.toml; may be left out when only one is configured.")
-    var provider: String?
-
-    @Option(help: "The account's username or subject; may be left out when the provider has one account.")
-    var account: String?
-
-    @Flag(help: "Print the whole answer as JSON.")
-    var json = false
+    @OptionGroup var options: ClaimsOptions
 
     func run() throws {
-        let params = AccountParams(provider: provider, account: account)
-        let json = self.json
-        let text = try Broker.session { broker throws(ClientError) -> String in
-            let result = try broker.call(.accountWhoami, params, as: ClaimsResult.self)
-            return json ? try Output.json(result) : Claims.lines(result)
-        }
-        Output.line(text)
+        try Claims.show(.accountWhoami, options)
     }
 }
 
@@ -33,6 +20,15 @@ struct UserInfo: ParsableCommand {
         commandName: "userinfo",
         abstract: "Ask the provider's UserInfo endpoint about the signed-in account, with a fresh access token.")
 
+    @OptionGroup var options: ClaimsOptions
+
+    func run() throws {
+        try Claims.show(.accountUserinfo, options)
+    }
+}
+
+/// Which account, and how to print its claims.
+struct ClaimsOptions: ParsableArguments {
     @Option(help: "The provider's name in config.toml; may be left out when only one is configured.")
     var provider: String?
 
@@ -41,20 +37,21 @@ struct UserInfo: ParsableCommand {
 
     @Flag(help: "Print the whole answer as JSON.")
     var json = false
-
-    func run() throws {
-        let params = AccountParams(provider: provider, account: account)
-        let json = self.json
-        let text = try Broker.session { broker throws(ClientError) -> String in
-            let result = try broker.call(.accountUserinfo, params, as: ClaimsResult.self)
-            return json ? try Output.json(result) : Claims.lines(result)
-        }
-        Output.line(text)
-    }
 }
 
 /// Claims as `name: value` lines, sorted.
 enum Claims {
+    /// Asks `method` about the account and prints the claims.
+    static func show(_ method: RPCMethod, _ options: ClaimsOptions) throws {
+        let params = AccountParams(provider: options.provider, account: options.account)
+        let json = options.json
+        let text = try Broker.session { broker throws(ClientError) -> String in
+            let result = try broker.call(method, params, as: ClaimsResult.self)
+            return json ? try Output.json(result) : lines(result)
+        }
+        Output.line(text)
+    }
+
     static func lines(_ result: ClaimsResult) -> String {
         let rows = result.claims.keys.sorted().map { [$0 + ":", text(result.claims[$0] ?? .null)] }
         return Output.table(rows).map(Output.safe).joined(separator: "\n")
