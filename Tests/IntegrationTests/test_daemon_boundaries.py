@@ -241,3 +241,9 @@ def test_connections_over_the_cap_are_refused_cleanly(limited):
     again.close()
     for c in held:
         c.close()
+
+
+def test_the_daemon_disables_core_files(daemon):
+    with open(f"/proc/{daemon.proc.pid}/limits") as f:
+        core = next(line for line in f if line.startswith("Max core file size"))
+    assert core.split()[4:6] == ["0", "0"], core
