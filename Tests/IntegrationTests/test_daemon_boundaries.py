@@ -226,6 +226,8 @@ def test_idle_connections_are_closed(limited):
 
 
 def test_connections_over_the_cap_are_refused_cleanly(limited):
+    import time
+    time.sleep(0.3)  # let the readiness probe's connection close first
     held = [RPC(limited.socket) for _ in range(4)]
     for c in held:
         assert "result" in c.call("daemon.status")
@@ -234,8 +236,7 @@ def test_connections_over_the_cap_are_refused_cleanly(limited):
     assert answer["error"]["code"] == -32009 and answer["error"]["data"]["limit"] == 4
     extra.close()
     held.pop().close()
-    import time
-    time.sleep(0.2)
+    time.sleep(0.3)
     again = RPC(limited.socket)
     assert "result" in again.call("daemon.status")
     again.close()
