@@ -1,9 +1,10 @@
 import BrokerProtocol
 import Foundation
 
-// libFuzzer target for the daemon's request decoding (built by scripts/fuzz, not by
-// SwiftPM). It is compiled together with BrokerServer's own RequestScanner.swift and
-// ResponseWriter.swift, by path, so it tests the code the daemon runs, not a copy.
+// libFuzzer target for the daemon's request framing and decoding (built by scripts/fuzz,
+// not by SwiftPM). It is compiled together with BrokerServer's own LineFraming.swift,
+// RequestScanner.swift and ResponseWriter.swift, by path, so it tests the code the daemon
+// runs, not a copy.
 //
 // Each input is a byte stream as a client would write it to the socket. For every line:
 // - the one-pass scanner (the daemon's fast path) and JSONDecoder (its fallback) must not
@@ -21,16 +22,22 @@ let lineCap = 64 * 1024
 @_cdecl("LLVMFuzzerTestOneInput")
 public func rpcFuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     guard let data, size > 0 else { return 0 }
-    let input = UnsafeRawBufferPointer(start: data, count: size)
-    var start = 0
-    for i in 0...size where i == size || input[i] == UInt8(ascii: "\n") {
-        var end = i
-        if end > start, input[end - 1] == UInt8(ascii: "\r") { end -= 1 }
-        // Longer lines are refused by the framing before any decoding.
-        if end - start <= lineCap, start < end {
-            checkLine(UnsafeRawBufferPointer(rebasing: input[start..<end]))
+    var input = UnsafeRawBufferPointer(start: data, count: size)
+    // The daemon's own framing (LineFraming.swift), then the decoding of each line.
+    while !input.isEmpty {
+        switch LineFraming.next(input, maxLength: lineCap) {
+        case .line(let length, let consumed):
+            guard length >= 0, length < consumed, consumed <= input.count else { fatalError("the framing returned an impossible line") }
+            if length > 0 { checkLine(UnsafeRawBufferPointer(rebasing: input[0..<length])) }
+            input = UnsafeRawBufferPointer(rebasing: input[consumed...])
+        case .tooLong:
+            return 0  // refused before any decoding; the connection is closed
+        case .needMoreData:
+            // A last line without its `\n` counts when the client half-closes.
+            guard input.count <= lineCap else { fatalError("the framing waits for more past the cap") }
+            checkLine(input)
+            return 0
         }
-        start = i + 1
     }
     return 0
 }

@@ -13,17 +13,17 @@ struct LineFrameDecoder: ByteToMessageDecoder {
     let maxLength: Int
 
     mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
-        guard let newline = buffer.readableBytesView.firstIndex(of: UInt8(ascii: "\n")) else {
-            if buffer.readableBytes > maxLength { throw LineTooLong(limit: maxLength) }
+        switch buffer.withUnsafeReadableBytes({ LineFraming.next($0, maxLength: maxLength) }) {
+        case .needMoreData:
             return .needMoreData
+        case .tooLong:
+            throw LineTooLong(limit: maxLength)
+        case .line(let length, let consumed):
+            guard let line = buffer.getSlice(at: buffer.readerIndex, length: length) else { return .needMoreData }
+            buffer.moveReaderIndex(forwardBy: consumed)
+            context.fireChannelRead(Self.wrapInboundOut(line))
+            return .continue
         }
-        let length = newline - buffer.readerIndex
-        if length > maxLength { throw LineTooLong(limit: maxLength) }
-        guard var line = buffer.readSlice(length: length) else { return .needMoreData }
-        buffer.moveReaderIndex(forwardBy: 1)
-        if line.readableBytesView.last == UInt8(ascii: "\r") { line = line.getSlice(at: line.readerIndex, length: line.readableBytes - 1) ?? line }
-        context.fireChannelRead(Self.wrapInboundOut(line))
-        return .continue
     }
 
     /// A last line without its `\n` (a client that half-closes after writing) still counts.

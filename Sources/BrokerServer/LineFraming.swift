@@ -1,0 +1,22 @@
+/// The framing rule of the protocol, free of NIO so the fuzzer can drive the very code the
+/// daemon runs: a line ends at `\n`, a `\r` before it is dropped, and a line longer than
+/// the cap is refused before anything is decoded.
+enum LineFraming {
+    enum Next: Equatable {
+        /// A whole line: its bytes are `[0, length)`; `consumed` bytes (with the `\n`) are used up.
+        case line(length: Int, consumed: Int)
+        /// No `\n` yet, and the bytes so far are within the cap.
+        case needMoreData
+        /// The line is longer than the cap.
+        case tooLong
+    }
+
+    static func next(_ bytes: UnsafeRawBufferPointer, maxLength: Int) -> Next {
+        guard let newline = bytes.firstIndex(of: UInt8(ascii: "\n")) else {
+            return bytes.count > maxLength ? .tooLong : .needMoreData
+        }
+        if newline > maxLength { return .tooLong }
+        let length = newline > 0 && bytes[newline - 1] == UInt8(ascii: "\r") ? newline - 1 : newline
+        return .line(length: length, consumed: newline + 1)
+    }
+}
