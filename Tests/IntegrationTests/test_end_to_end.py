@@ -160,9 +160,11 @@ def test_revoked_refresh_token_means_login_required_at_once(daemon_factory, glew
     assert elapsed < 10  # answered, not retried or hung
     accounts = d.rpc("account.list")["result"]["accounts"]
     assert [a["state"] for a in accounts] == ["login_required"]
-    # and it stays that way without asking the provider again
+    # and it stays that way without asking the provider again, across a restart too
     again = d.rpc("token.get", {"resource": GIT})
     assert again["error"]["code"] == -32001
+    d.restart()
+    assert [a["state"] for a in d.rpc("account.list")["result"]["accounts"]] == ["login_required"]
 
 
 def test_logout_revokes_and_removes_the_item(daemon_factory, glewlwyd):

@@ -11,16 +11,21 @@ struct AccountSecret: Codable, Sendable {
     var refreshToken: String
     var idToken: String?
     var username: String?
+    /// Set once the provider refused the refresh token, so a restart does not show the
+    /// account as ready.
+    var loginRequired: Bool?
 
     enum CodingKeys: String, CodingKey {
         case version
         case refreshToken = "refresh_token"
         case idToken = "id_token"
         case username
+        case loginRequired = "login_required"
     }
 
     static func credential(for account: Account) -> StoredCredential {
-        let payload = AccountSecret(refreshToken: account.refreshToken, idToken: account.idToken, username: account.username)
+        let payload = AccountSecret(refreshToken: account.refreshToken, idToken: account.idToken, username: account.username,
+                                    loginRequired: account.state == .loginRequired ? true : nil)
         let json = (try? JSONEncoder().encode(payload)).map { String(decoding: $0, as: UTF8.self) } ?? ""
         let who = account.username ?? account.key.subject
         return StoredCredential(
@@ -36,6 +41,7 @@ struct AccountSecret: Codable, Sendable {
         return Account(
             key: AccountKey(provider: item.provider, subject: item.subject),
             issuer: item.issuer, clientID: item.clientID, username: payload.username,
-            refreshToken: payload.refreshToken, idToken: payload.idToken, state: .ready)
+            refreshToken: payload.refreshToken, idToken: payload.idToken,
+            state: payload.loginRequired == true ? .loginRequired : .ready)
     }
 }

@@ -98,6 +98,8 @@ extension Broker {
             if error.isInvalidGrant {
                 accounts.update(account.key) { $0.state = .loginRequired }
                 cache.removeAll(for: account.key)
+                // Remembered in the item, so `account.list` says so after a restart too.
+                if let marked = accounts[account.key] { try? await store.save(AccountSecret.credential(for: marked)) }
                 logger.warning("refresh token refused: sign-in required", metadata: ["account": "\(account.key)"])
                 throw BrokerError.signInAgain(provider.name, account.username ?? account.key.subject)
             }
