@@ -31,32 +31,25 @@ public enum SecureRandom {
 
     private static func kernelRandom(_ raw: UnsafeMutableRawBufferPointer) -> Bool {
         #if os(Linux)
-        guard let base = raw.baseAddress else { return false }
-        var offset = 0
-        while offset < raw.count {
-            let got = getrandom(base + offset, raw.count - offset, 0)
-            if got > 0 {
-                offset += got
-            } else if got < 0, errno == EINTR {
-                continue
-            } else {
-                return false
-            }
-        }
-        return true
+        return fill(raw) { getrandom($0, $1, 0) }
         #else
         return false
         #endif
     }
 
     private static func urandom(_ raw: UnsafeMutableRawBufferPointer) -> Bool {
-        guard let base = raw.baseAddress else { return false }
         let fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return false }
         defer { close(fd) }
+        return fill(raw) { read(fd, $0, $1) }
+    }
+
+    /// Calls `source` until `raw` is full, again after EINTR; false on any other failure.
+    private static func fill(_ raw: UnsafeMutableRawBufferPointer, _ source: (UnsafeMutableRawPointer, Int) -> Int) -> Bool {
+        guard let base = raw.baseAddress else { return false }
         var offset = 0
         while offset < raw.count {
-            let got = read(fd, base + offset, raw.count - offset)
+            let got = source(base + offset, raw.count - offset)
             if got > 0 {
                 offset += got
             } else if got < 0, errno == EINTR {

@@ -4,7 +4,7 @@ import Foundation
 /// (RFC 6749 §5.1/§5.2, RFC 8628 §3.2, RFC 7009 §2.2). Sentences never quote the body,
 /// which might echo a credential; only `error` and `error_description` are passed on,
 /// reduced to printable ASCII and cut short.
-enum ProviderAnswer {
+public enum ProviderAnswer {
     /// The answer's JSON object on HTTP 200; otherwise the error it stands for.
     /// `place` names the endpoint, e.g. "token endpoint".
     static func object(_ response: HTTPResponse, place: String) throws(OAuthError) -> [String: JSONValue] {
@@ -92,7 +92,8 @@ enum ProviderAnswer {
     }
 
     /// `text` reduced to printable ASCII (RFC 6749 §5.2's character set) and `limit` characters.
-    static func printable(_ text: String, limit: Int) -> String {
+    /// Also used for provider text that arrives elsewhere (a redirect's `error`).
+    public static func printable(_ text: String, limit: Int) -> String {
         let kept = text.unicodeScalars.filter { $0.value >= 0x20 && $0.value < 0x7F }.prefix(limit)
         return String(String.UnicodeScalarView(kept))
     }

@@ -27,7 +27,7 @@ extension Broker {
             extra: extra.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
         let started = clock.now()
         let deadline = started + Double(timeout)
-        let id = LoginID.make()
+        let id = SecureRandom.token(bytes: 16)
         let task = Task<AccountInfo, any Error> {
             defer { listener.close() }
             return try await self.awaitRedirect(listener, request, metadata: metadata, provider: provider, deadline: deadline)
@@ -73,8 +73,8 @@ extension Broker {
             throw refuse("the redirect's state does not match this sign-in (a forged or stale redirect)")
         }
         if let error = query["error"] {
-            let description = query["error_description"].map { ": \(Self.printable($0))" } ?? ""
-            throw refuse("the provider answered \(Self.printable(error))\(description)")
+            let description = query["error_description"].map { ": \(ProviderAnswer.printable($0, limit: 200))" } ?? ""
+            throw refuse("the provider answered \(ProviderAnswer.printable(error, limit: 64))\(description)")
         }
         // RFC 9207: a provider that advertises `iss` must send it; any `iss` sent must match.
         if let iss = query["iss"] {
@@ -97,11 +97,6 @@ extension Broker {
             }
         }
         return try await completeLogin(tokens, provider: provider, metadata: metadata, nonce: request.nonce)
-    }
-
-    /// Provider-supplied text, cut to printable ASCII so it cannot steer a terminal or page.
-    static func printable(_ s: String) -> String {
-        String(String.UnicodeScalarView(s.unicodeScalars.filter { $0.value >= 0x20 && $0.value < 0x7F }.prefix(200)))
     }
 }
 

@@ -1,3 +1,4 @@
+import BrokerCrypto
 import BrokerProtocol
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -34,7 +35,7 @@ extension Broker {
             counters.providerErrors.increment()
             throw await provider.failed(error, doing: "device sign-in")
         }
-        let id = LoginID.make()
+        let id = SecureRandom.token(bytes: 16)
         let expiresAt = started + Double(authorization.expiresIn)
         let task = Task<AccountInfo, any Error> {
             try await self.pollDevice(authorization, metadata: metadata, provider: provider, deadline: expiresAt)
@@ -138,13 +139,5 @@ extension Broker {
             logger.warning("ID token refused", metadata: ["provider": "\(provider.name)", "reason": "\(error.reason.rawValue)"])
             throw BrokerError.loginFailed(provider: provider.name, message: "\(provider.name) returned an ID token that was refused: \(error.message)")
         }
-    }
-}
-
-/// Ids of sign-ins: random, unguessable, safe to show.
-enum LoginID {
-    static func make() -> String {
-        var g = SystemRandomNumberGenerator()
-        return (0..<4).map { _ in String(g.next() as UInt32, radix: 16) }.joined()
     }
 }

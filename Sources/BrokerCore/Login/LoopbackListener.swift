@@ -33,7 +33,7 @@ final class LoopbackListener: Sendable {
         }
 
         private func html(_ s: String) -> String {
-            s.replacingAll("&", "&amp;").replacingAll("<", "&lt;").replacingAll(">", "&gt;")
+            s.replacing("&", with: "&amp;").replacing("<", with: "&lt;").replacing(">", with: "&gt;")
         }
     }
 
@@ -114,7 +114,7 @@ final class LoopbackListener: Sendable {
             let n = recv(conn, &buffer, buffer.count, 0)
             if n <= 0 { break }
             bytes += buffer[0..<n]
-            if bytes[...].containsCRLFCRLF { break }
+            if bytes.firstRange(of: [13, 10, 13, 10]) != nil { break }
         }
         guard let line = String(decoding: bytes, as: UTF8.self).split(separator: "\r\n", maxSplits: 1).first else { return nil }
         let parts = line.split(separator: " ")
@@ -164,20 +164,5 @@ final class LoopbackListener: Sendable {
                 off += n
             }
         }
-    }
-}
-
-private extension ArraySlice<UInt8> {
-    var containsCRLFCRLF: Bool {
-        let a = Array(self)
-        guard a.count >= 4 else { return false }
-        for i in 0...(a.count - 4) where a[i] == 13 && a[i + 1] == 10 && a[i + 2] == 13 && a[i + 3] == 10 { return true }
-        return false
-    }
-}
-
-private extension String {
-    func replacingAll(_ target: String, _ replacement: String) -> String {
-        split(separator: target, omittingEmptySubsequences: false).joined(separator: replacement)
     }
 }

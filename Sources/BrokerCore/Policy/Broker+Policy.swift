@@ -4,7 +4,7 @@ extension Broker {
     /// Refuses a token request the caller policy does not grant, naming the executable and
     /// the resource. Cheap enough for every request: no policy, no work.
     public func authorizeToken(_ caller: Caller?, _ request: TokenGetParams) throws(BrokerError) {
-        let policy = config.policy
+        let policy = table.withLock { $0.config.policy }  // not `config`: no copy of the whole configuration per request
         guard !policy.isOpen else { return }
         let provider = request.provider ?? soleProvider()?.name ?? ""
         guard policy.allowsToken(caller, provider: provider, resource: request.resource) else {
@@ -16,7 +16,7 @@ extension Broker {
 
     /// Refuses `account.whoami` / `account.userinfo` to callers without `claims = true`.
     public func authorizeClaims(_ caller: Caller?, _ params: AccountParams) throws(BrokerError) {
-        let policy = config.policy
+        let policy = table.withLock { $0.config.policy }
         guard !policy.isOpen else { return }
         let provider = params.provider ?? soleProvider()?.name ?? ""
         guard policy.allowsClaims(caller, provider: provider) else {
