@@ -262,6 +262,22 @@ def daemon_factory(request):
         d.cleanup()
 
 
+def files_outside_the_keyring(*roots):
+    """(path, bytes) of every readable file under the roots, except gnome-keyring's own
+    encrypted store: the one place secrets belong."""
+    for root in roots:
+        for dirpath, _, files in os.walk(root):
+            if os.path.join(".local", "share", "keyrings") in dirpath:
+                continue
+            for f in files:
+                path = os.path.join(dirpath, f)
+                try:
+                    with open(path, "rb") as fh:
+                        yield path, fh.read()
+                except OSError:
+                    pass
+
+
 def secret_tool(*args):
     return subprocess.run(["timeout", "20", "secret-tool", *args], capture_output=True, text=True)
 

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import API, AUTHBROKERD, RPC, Daemon, fingerprint, stored_item
+from conftest import API, AUTHBROKERD, RPC, Daemon, files_outside_the_keyring, fingerprint, stored_item
 from stub_provider import StubProvider
 
 LOGIN_COLLECTION = "/org/freedesktop/secrets/collection/login"
@@ -210,20 +210,7 @@ def keyring_pid():
 def files_holding(secret, *roots):
     """Files under the roots whose bytes contain the secret (gnome-keyring's own encrypted
     store excepted)."""
-    hits = []
-    for root in roots:
-        for dirpath, _, files in os.walk(root):
-            if os.path.join(".local", "share", "keyrings") in dirpath:
-                continue
-            for f in files:
-                path = os.path.join(dirpath, f)
-                try:
-                    with open(path, "rb") as fh:
-                        if secret.encode() in fh.read():
-                            hits.append(path)
-                except OSError:
-                    pass
-    return hits
+    return [path for path, data in files_outside_the_keyring(*roots) if secret.encode() in data]
 
 
 def test_locked_keyring_after_start(stub, daemon):

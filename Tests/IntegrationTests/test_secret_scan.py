@@ -9,7 +9,7 @@ import json
 import os
 import subprocess
 
-from conftest import API, AUTHCTL, GIT, Daemon, stored_item
+from conftest import API, AUTHCTL, GIT, Daemon, files_outside_the_keyring, stored_item
 from stub_provider import StubProvider
 
 
@@ -17,18 +17,7 @@ def scan(secrets, texts, roots):
     """(where, which secret) for every secret found; never the secret itself."""
     found = []
     blobs = list(texts)
-    for root in roots:
-        for dirpath, _, files in os.walk(root):
-            # gnome-keyring's own store: encrypted, and the one place secrets belong
-            if os.path.join(".local", "share", "keyrings") in dirpath:
-                continue
-            for f in files:
-                path = os.path.join(dirpath, f)
-                try:
-                    with open(path, "rb") as fh:
-                        blobs.append((path, fh.read().decode("latin-1")))
-                except OSError:
-                    pass
+    blobs += [(path, data.decode("latin-1")) for path, data in files_outside_the_keyring(*roots)]
     for where, text in blobs:
         for kind, value in secrets:
             if value in text:

@@ -420,31 +420,29 @@ class Glewlwyd:
                token_type_hint="refresh_token"):
         """RFC 7009 revocation. Returns HttpResult. Only clients with the
         client_credentials grant and a secret may call it (see docs)."""
-        headers = {}
         form = {"token": token, "token_type_hint": token_type_hint}
-        if client_secret is None:
-            client_secret = self._secret_for(client_id)
-        if client_secret is not None:
-            headers.update(_basic(client_id, client_secret))
-        else:
-            form["client_id"] = client_id
-        return _request("POST", self.revocation_endpoint, form=form,
-                        headers=headers)
+        return self._client_post(self.revocation_endpoint, form, client_id,
+                                 client_secret)
 
     def introspect(self, token, client_id, client_secret=None,
                    token_type_hint=None):
-        headers = {}
         form = {"token": token}
         if token_type_hint:
             form["token_type_hint"] = token_type_hint
+        return self._client_post(self.introspection_endpoint, form, client_id,
+                                 client_secret)
+
+    def _client_post(self, endpoint, form, client_id, client_secret):
+        """POST as the client: HTTP Basic with its secret (looked up when not
+        given), or client_id in the form for a public client."""
+        headers = {}
         if client_secret is None:
             client_secret = self._secret_for(client_id)
         if client_secret is not None:
             headers.update(_basic(client_id, client_secret))
         else:
-            form["client_id"] = client_id
-        return _request("POST", self.introspection_endpoint, form=form,
-                        headers=headers)
+            form = dict(form, client_id=client_id)
+        return _request("POST", endpoint, form=form, headers=headers)
 
     # ------------------------------------------------------------ database
     def _db(self):
