@@ -56,7 +56,11 @@ let package = Package(
             dependencies: [
                 "BrokerClient", "BrokerProtocol",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
+            ],
+            // A release authctl is one static executable: no dynamic loader, no libstdc++
+            // symbol lookups, so `authctl token` starts as fast as a C program does
+            // (docs/performance.md). It needs nothing from glibc's NSS or dlopen.
+            linkerSettings: [.unsafeFlags(["-static-executable"], .when(platforms: [.linux], configuration: .release))]
         ),
 
         // The load generator behind scripts/bench (docs/performance.md): Glibc only.

@@ -18,6 +18,7 @@ struct Burst {
         var readers = [LineReader](repeating: LineReader(), count: count)
         var done = [Bool](repeating: false, count: count)
         var errors = 0
+        var firstErrorCode = 0
         var firstAnswer: UInt64 = 0
         let t0 = Clock.nanos()
         for fd in fds { try UnixClient.send(fd, line) }
@@ -44,7 +45,10 @@ struct Burst {
                 let i = index[j]
                 guard let answer = try readers[i].readLine(fds[i]) else { continue }
                 if firstAnswer == 0 { firstAnswer = Clock.nanos() }
-                if Answer.isError(answer) { errors += 1 }
+                if Answer.isError(answer) {
+                    if errors == 0 { firstErrorCode = Answer.errorCode(answer) }
+                    errors += 1
+                }
                 done[i] = true
                 left -= 1
             }
@@ -53,6 +57,7 @@ struct Burst {
         var out = JSONLine()
         out.add("count", count)
         out.add("errors", errors)
+        out.add("first_error_code", firstErrorCode)
         out.add("send_ms", Double(sent - t0) / 1e6)
         out.add("first_ms", Double(firstAnswer - t0) / 1e6)
         out.add("all_ms", Double(all - t0) / 1e6)

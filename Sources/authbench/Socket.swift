@@ -104,19 +104,33 @@ struct LineReader {
 /// Whether an answer line is a JSON-RPC success (or, for the echo floor, the line itself).
 enum Answer {
     static let errorMarker = Array(#""error":"#.utf8)
+    static let codeMarker = Array(#""code":"#.utf8)
 
-    static func isError(_ line: [UInt8]) -> Bool {
-        guard line.count >= errorMarker.count else { return false }
-        let limit = line.count - errorMarker.count
-        var i = 0
-        while i <= limit {
-            if line[i] == errorMarker[0] {
-                var j = 1
-                while j < errorMarker.count && line[i + j] == errorMarker[j] { j += 1 }
-                if j == errorMarker.count { return true }
-            }
+    static func isError(_ line: [UInt8]) -> Bool { end(of: errorMarker, in: line, from: 0) != nil }
+
+    /// The error's code (such as -32003), or 0 when the line holds none.
+    static func errorCode(_ line: [UInt8]) -> Int {
+        guard let e = end(of: errorMarker, in: line, from: 0), var i = end(of: codeMarker, in: line, from: e) else { return 0 }
+        var sign = 1
+        if i < line.count && line[i] == UInt8(ascii: "-") { sign = -1; i += 1 }
+        var value = 0
+        while i < line.count, line[i] >= UInt8(ascii: "0"), line[i] <= UInt8(ascii: "9") {
+            value = value * 10 + Int(line[i] - UInt8(ascii: "0"))
             i += 1
         }
-        return false
+        return sign * value
+    }
+
+    /// The index just past the first `marker` in `line` at or after `start`.
+    private static func end(of marker: [UInt8], in line: [UInt8], from start: Int) -> Int? {
+        guard line.count >= marker.count else { return nil }
+        var i = start
+        while i <= line.count - marker.count {
+            var j = 0
+            while j < marker.count && line[i + j] == marker[j] { j += 1 }
+            if j == marker.count { return i + marker.count }
+            i += 1
+        }
+        return nil
     }
 }

@@ -361,7 +361,7 @@ def table(r):
     row(f"cold: {c['count']} concurrent, refreshes at provider", str(c["provider_refreshes"]),
         f"daemon {c['daemon_refreshes']}", "", "1", c["provider_refreshes"] == 1 and c["errors"] == 0)
     row(f"cold: {c['count']} concurrent, all answered", ms(c["all_ms"]), f"first {ms(c['first_ms'])}",
-        f"{c['errors']} errors")
+        f"{c['errors']} errors" + (f" (first {c['first_error_code']})" if c["errors"] else ""))
     row("RSS idle (accounts loaded)", f"{r['rss_idle_kb'] / 1024:.1f} MB", "", "", "< 20 MB", r["rss_idle_kb"] < 20 * 1024)
     f = r["fill"]
     row(f"RSS with {f['entries']:,} cache entries", f"{r['rss_full_kb'] / 1024:.1f} MB", f"filled in {f['seconds']} s",
