@@ -50,7 +50,9 @@ public final class BrokerServer: Sendable {
         let counters = broker.counters
         let logger = self.logger
         let bootstrap = ServerBootstrap(group: group)
-            .serverChannelOption(.backlog, value: 256)
+            // A burst of clients (a build farm's jobs all starting at once) waits in the
+            // queue rather than failing to connect; the kernel caps it at somaxconn.
+            .serverChannelOption(.backlog, value: 4096)
             .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {

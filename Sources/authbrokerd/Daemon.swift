@@ -47,11 +47,19 @@ struct Daemon: AsyncParsableCommand {
         let notifier = SystemdNotifier(environment: env)
 
         let path = config ?? ConfigLoader.defaultPath(environment: env)
-        let settings: BrokerConfig
+        var settings: BrokerConfig
         do {
             settings = try ConfigLoader.load(path: path)
         } catch {
             fail("configuration error: \(error)", status: 78, notifier)
+        }
+
+        if let allowed = FileLimit.raise(for: settings.daemon.maxConnections) {
+            logger.warning("the open-file limit allows fewer connections than max_connections; raise LimitNOFILE or ulimit -n", metadata: [
+                "max_connections": "\(settings.daemon.maxConnections)", "allowed": "\(allowed)",
+            ])
+            // Past the limit accept(2) would fail unanswered; at the cap a client hears -32009.
+            settings.daemon.maxConnections = allowed
         }
 
         let inherited: SocketActivation.Listener?

@@ -244,6 +244,38 @@ def test_connections_over_the_cap_are_refused_cleanly(limited):
         c.close()
 
 
+def test_fifteen_hundred_connections_at_once_are_all_served():
+    """Started with the common soft limit of 1024 open files, the daemon raises it to fit
+    max_connections (4096 by default), so a burst of 1500 clients all get answers."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard < 4096 + 128 + 1600:
+        pytest.skip(f"the hard open-file limit here is {hard}")
+    d = Daemon(None, name="corp")
+    d.write_config(text=CONFIG)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))
+    try:
+        d.start()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1600 + 64), hard))
+    clients = []
+    try:
+        clients = [RPC(d.socket) for _ in range(1500)]
+        for c in clients:
+            c.send_line('{"jsonrpc":"2.0","id":1,"method":"daemon.status"}\n')
+        answers = [c.read() for c in clients]
+        refused = [a["error"]["code"] for a in answers if "error" in a]
+        assert refused == [], f"{len(refused)} of 1500 refused, first code {refused[0]}"
+        with open(f"/proc/{d.proc.pid}/limits") as f:
+            files = next(line for line in f if line.startswith("Max open files"))
+        assert int(files.split()[3]) >= 4096 + 128, files
+    finally:
+        for c in clients:
+            c.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        d.cleanup()
+
+
 def test_the_daemon_disables_core_files(daemon):
     with open(f"/proc/{daemon.proc.pid}/limits") as f:
         core = next(line for line in f if line.startswith("Max core file size"))

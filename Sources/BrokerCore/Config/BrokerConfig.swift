@@ -46,7 +46,7 @@ public struct DaemonSettings: Sendable, Equatable {
     /// Seconds a connection may sit with nothing to do before it is closed.
     public var connectionIdleTimeout: Int = 300
     /// Connections served at once; more are refused with -32009.
-    public var maxConnections: Int = 512
+    public var maxConnections: Int = 4096
 
     public init(store: StoreKind = .secretService, refreshMargin: Int = 60, storeTimeout: Int = 10, httpTimeout: Int = 10) {
         self.store = store
