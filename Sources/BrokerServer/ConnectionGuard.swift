@@ -1,5 +1,9 @@
 import BrokerProtocol
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import NIOCore
 
 /// Sent up the pipeline when a connection had no traffic for the idle timeout.

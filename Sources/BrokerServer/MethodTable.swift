@@ -1,6 +1,10 @@
 import BrokerCore
 import BrokerProtocol
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import NIOCore
 
 /// The answer of a method: ready now (served on the event loop), or later.

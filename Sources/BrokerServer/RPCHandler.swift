@@ -1,6 +1,13 @@
 import BrokerCore
 import BrokerProtocol
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import NIOCore
 

@@ -1,5 +1,9 @@
 import BrokerProtocol
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A result the server writes as JSON itself instead of through JSONEncoder: the answers
 /// of the hot path. A profile (docs/performance.md) showed JSONEncoder, escaping the
