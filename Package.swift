@@ -14,7 +14,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
-        .package(url: "https://github.com/LebJe/TOMLKit.git", from: "0.6.0"),
     ],
     targets: [
         .systemLibrary(name: "CSecret", pkgConfig: "libsecret-1", providers: [.apt(["libsecret-1-dev"])]),
@@ -23,15 +22,18 @@ let package = Package(
         .target(name: "CLinux"),
         .target(name: "BrokerCrypto", dependencies: ["COpenSSL"]),
         .target(name: "SecretStore", dependencies: ["CSecret"]),
-        .target(name: "OAuth", dependencies: ["BrokerCrypto"]),
+        // HTTP/1.1 over TCP or TLS (OpenSSL) to the providers: no Foundation, no libcurl.
+        .target(name: "HTTPClient", dependencies: ["COpenSSL"]),
+        .target(name: "OAuth", dependencies: ["BrokerCrypto", "HTTPClient"]),
+        // The configuration file's format, TOML 1.0, read without Foundation.
+        .target(name: "TOML"),
         .target(name: "BrokerProtocol"),
         .target(name: "BrokerClient", dependencies: ["BrokerProtocol"]),
         .target(
             name: "BrokerCore",
             dependencies: [
-                "OAuth", "SecretStore", "BrokerProtocol",
+                "OAuth", "SecretStore", "BrokerProtocol", "TOML",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "TOMLKit", package: "TOMLKit"),
             ]
         ),
         .target(
@@ -49,7 +51,13 @@ let package = Package(
                 "BrokerServer", "BrokerCore", "SecretStore", "OAuth", "CLinux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            // Release: lld packs the position-independent executable's relative relocations
+            // (DT_RELR: kilobytes instead of megabytes read at start), and only the symbols
+            // the shared libraries need are exported (docs/performance.md, resident memory).
+            linkerSettings: [.unsafeFlags(
+                ["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic"],
+                .when(platforms: [.linux], configuration: .release))]
         ),
         .executableTarget(
             name: "authctl",
@@ -67,6 +75,9 @@ let package = Package(
         .executableTarget(name: "authbench"),
 
         .testTarget(name: "BrokerProtocolTests", dependencies: ["BrokerProtocol"]),
+        .testTarget(name: "BrokerClientTests", dependencies: ["BrokerClient", "BrokerProtocol"]),
+        .testTarget(name: "TOMLTests", dependencies: ["TOML"]),
+        .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient"], exclude: ["support"]),
         .testTarget(name: "SecretStoreTests", dependencies: ["SecretStore"]),
         .target(name: "JWSTestSupport", dependencies: ["BrokerCrypto"], path: "Tests/JWSTestSupport"),
         .testTarget(name: "BrokerCryptoTests", dependencies: ["BrokerCrypto", "JWSTestSupport"]),

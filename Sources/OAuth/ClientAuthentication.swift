@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// How a request proves which client sends it (RFC 6749 §2.3.1).
 enum ClientAuthentication: Equatable {

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Which provider URLs authbroker talks to: `https://` anywhere, `http://` only on a
 /// loopback host (127.0.0.0/8, ::1, localhost), for local test providers.
@@ -41,7 +45,7 @@ enum EndpointPolicy {
     static func describe(_ url: String) -> String {
         var bare = Substring(url)
         if let end = bare.firstIndex(where: { $0 == "?" || $0 == "#" }) { bare = bare[..<end] }
-        if let schemeEnd = bare.range(of: "://") {
+        if let schemeEnd = bare.firstRange(of: "://") {
             let authorityEnd = bare[schemeEnd.upperBound...].firstIndex(of: "/") ?? bare.endIndex
             if let at = bare[schemeEnd.upperBound..<authorityEnd].lastIndex(of: "@") {
                 bare = bare[..<schemeEnd.upperBound] + bare[bare.index(after: at)...]

@@ -24,7 +24,7 @@ public struct HTTPResponse: Sendable, Equatable {
     public var status: Int
     /// Header fields, names lowercased.
     public var headers: [String: String]
-    /// The body, at most `URLSessionTransport.maximumBodySize` bytes from that transport.
+    /// The body, at most `NetworkTransport.maximumBodySize` bytes from that transport.
     public var body: [UInt8]
 
     /// Makes a response; header names are lowercased.

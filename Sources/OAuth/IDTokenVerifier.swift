@@ -1,5 +1,9 @@
 import BrokerCrypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Verifies ID tokens (OpenID Connect Core §3.1.3.7, RFC 7515, RFC 7519) with the
 /// provider's published keys.

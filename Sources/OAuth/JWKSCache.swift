@@ -1,5 +1,9 @@
 import BrokerCrypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The providers' signing keys (JWKS, RFC 7517 §5), fetched from each `jwks_uri` through
 /// an `HTTPTransport` and kept in memory.

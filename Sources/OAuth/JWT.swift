@@ -1,5 +1,9 @@
 import BrokerCrypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Reading JSON Web Tokens (RFC 7519) without verifying them.
 public enum JWT {

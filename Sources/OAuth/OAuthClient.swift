@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Talks OAuth 2.0 / OpenID Connect to one provider: discovery, device authorization,
 /// token grants and revocation. Holds no state; every call is one exchange.
@@ -8,7 +12,7 @@ import Foundation
 public struct OAuthClient: Sendable {
     /// Who this client is at the provider.
     public let configuration: ClientConfiguration
-    /// How requests travel; `URLSessionTransport` in the daemon, a stub in tests.
+    /// How requests travel; `NetworkTransport` in the daemon, a stub in tests.
     public let transport: any HTTPTransport
 
     /// Makes a client for `configuration` that sends through `transport`.

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Reads the JSON answers of the token, device authorization and revocation endpoints
 /// (RFC 6749 §5.1/§5.2, RFC 8628 §3.2, RFC 7009 §2.2). Sentences never quote the body,

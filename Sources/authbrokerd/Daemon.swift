@@ -77,7 +77,7 @@ struct Daemon: AsyncParsableCommand {
         case .secretService: store = SecretServiceStore(timeout: .seconds(settings.daemon.storeTimeout))
         case .memory: store = MemoryStore()
         }
-        let transport = URLSessionTransport(timeout: Double(settings.daemon.httpTimeout))
+        let transport = NetworkTransport(timeout: Double(settings.daemon.httpTimeout))
         let broker = Broker(config: settings, store: store, transport: transport, socketPath: socketPath, logger: logger)
         do {
             try await broker.start()

@@ -55,4 +55,20 @@ final class ConfigLoaderTests: XCTestCase {
         assertError("[daemon]\n", key: "providers", contains: "no provider")
         assertError("[daemon\n", key: nil, contains: "line 1")
     }
+
+    func testSyntaxErrorsNameFileLineAndColumnButNeverTheValue() throws {
+        let unclosed = "[providers.a]\nissuer=\"https://a\"\nclient_id=\"x\"\nclient_secret = \"hunter2"
+        assertError(unclosed, key: nil, contains: "/x/config.toml: line 4, column 17: a string is not closed")
+        XCTAssertThrowsError(try ConfigLoader.parse(unclosed, file: "/x/config.toml")) { error in
+            XCTAssertFalse("\(error)".contains("hunter2"), "\(error)")
+        }
+        // Bytes that are not UTF-8 are refused where they are, not replaced.
+        let path = NSTemporaryDirectory() + "config-\(getpid()).toml"
+        let bytes = Array("[providers.a]\nissuer=\"https://a\"\nclient_id=\"".utf8) + [0xFF] + Array("\"".utf8)
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data(bytes)))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        XCTAssertThrowsError(try ConfigLoader.load(path: path)) { error in
+            XCTAssertEqual("\(error)", "\(path): line 3, column 12: the text is not valid UTF-8 here: save the file as UTF-8")
+        }
+    }
 }

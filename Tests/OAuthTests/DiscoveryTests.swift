@@ -18,7 +18,7 @@ final class DiscoveryTests: XCTestCase {
     func testDiscoveryReadsTheDocument() async throws {
         stub.route("/realms/test/.well-known/openid-configuration", document(issuer: stub.baseURL + "/realms/test/"))
         let client = OAuthClient(configuration: ClientConfiguration(issuer: stub.baseURL + "/realms/test/", clientID: "c"),
-                                 transport: URLSessionTransport(timeout: 5))
+                                 transport: NetworkTransport(timeout: 5))
         let metadata = try await client.discover()
         XCTAssertEqual(metadata.tokenEndpoint, stub.baseURL + "/token")
         XCTAssertEqual(metadata.deviceAuthorizationEndpoint, stub.baseURL + "/device")

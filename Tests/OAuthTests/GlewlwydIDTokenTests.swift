@@ -38,7 +38,7 @@ final class GlewlwydIDTokenTests: XCTestCase {
         struct SignIns: Decodable { var issuer: String; var tokens: [String: String] }
         let signIns = try JSONDecoder().decode(SignIns.self, from: Data(answer))
 
-        let transport = URLSessionTransport(timeout: 10)
+        let transport = NetworkTransport(timeout: 10)
         let metadata = try await OAuthClient(configuration: ClientConfiguration(issuer: signIns.issuer, clientID: "authbroker"),
                                              transport: transport).discover()
         let verifier = IDTokenVerifier(keys: JWKSCache(transport: transport))

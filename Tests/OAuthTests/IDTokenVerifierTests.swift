@@ -93,7 +93,7 @@ final class IDTokenVerifierTests: XCTestCase {
     }
 
     private func verifier(interval: TimeInterval = 60, clock: TestClock = TestClock()) -> IDTokenVerifier {
-        IDTokenVerifier(keys: JWKSCache(transport: URLSessionTransport(timeout: 5), minimumRefetchInterval: interval,
+        IDTokenVerifier(keys: JWKSCache(transport: NetworkTransport(timeout: 5), minimumRefetchInterval: interval,
                                         clock: { clock.now }))
     }
 

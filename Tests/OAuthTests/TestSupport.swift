@@ -28,7 +28,7 @@ func stubClient(_ stub: StubProvider, secret: String? = nil, audienceParameter: 
                 timeout: TimeInterval = 5) -> OAuthClient {
     OAuthClient(configuration: ClientConfiguration(issuer: stub.baseURL, clientID: "broker-test", clientSecret: secret,
                                                    audienceParameter: audienceParameter),
-                transport: URLSessionTransport(timeout: timeout))
+                transport: NetworkTransport(timeout: timeout))
 }
 
 let bearerAnswer = StubAnswer.json(#"{"access_token":"fake-access","token_type":"bearer","expires_in":3600,"refresh_token":"fake-refresh-2","scope":"openid"}"#)

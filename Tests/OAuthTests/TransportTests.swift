@@ -20,14 +20,14 @@ final class TransportTests: XCTestCase {
 
     func testConnectionRefused() async throws {
         let port = try StubProvider.closedPort()
-        let transport = URLSessionTransport(timeout: 5)
+        let transport = NetworkTransport(timeout: 5)
         let error = await expectError { try await transport.send(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(port)/x?code=secret")) }
         XCTAssertEqual(error, .unreachable("cannot reach 127.0.0.1:\(port): connection refused"))
     }
 
     func testHeadersAreLowercasedAndRedirectsNotFollowed() async throws {
         stub.route("/moved", StubAnswer(status: 302, headers: ["Location": "/elsewhere", "X-Thing": "1"]))
-        let response = try await URLSessionTransport().send(HTTPRequest(method: "GET", url: stub.baseURL + "/moved"))
+        let response = try await NetworkTransport().send(HTTPRequest(method: "GET", url: stub.baseURL + "/moved"))
         XCTAssertEqual(response.status, 302)
         XCTAssertEqual(response.headers["x-thing"], "1")
         XCTAssertEqual(stub.requests.map(\.path), ["/moved"])
@@ -35,7 +35,7 @@ final class TransportTests: XCTestCase {
 
     func testOversizedBodyIsRefused() async {
         stub.route("/big", StubAnswer(status: 200, body: [UInt8](repeating: 0x61, count: (1 << 20) + 1)))
-        let error = await expectError { try await URLSessionTransport().send(HTTPRequest(method: "GET", url: self.stub.baseURL + "/big")) }
+        let error = await expectError { try await NetworkTransport().send(HTTPRequest(method: "GET", url: self.stub.baseURL + "/big")) }
         guard case .invalidResponse? = error else { return XCTFail("got \(String(describing: error))") }
     }
 
@@ -43,7 +43,7 @@ final class TransportTests: XCTestCase {
         stub.route("/token", .hanging)
         let url = stub.baseURL + "/token"
         let task = Task { () async -> OAuthError? in
-            await expectError { try await URLSessionTransport(timeout: 30).send(HTTPRequest(method: "GET", url: url)) }
+            await expectError { try await NetworkTransport(timeout: 30).send(HTTPRequest(method: "GET", url: url)) }
         }
         try? await Task.sleep(for: .milliseconds(200))
         task.cancel()

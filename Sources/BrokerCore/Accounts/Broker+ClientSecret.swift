@@ -38,7 +38,9 @@ extension Broker {
         guard provider.config.clientSecret == nil || table.withLock({ $0.storedSecrets[provider.name] }) != nil else {
             throw BrokerError.invalidRequest(message: "\(provider.name) has client_secret in config.toml: remove it there first, so the file holds no secret")
         }
-        let secret = params.clientSecret.trimmingCharacters(in: .whitespacesAndNewlines)
+        // Trimmed with the standard library alone: BrokerCore does not import Foundation.
+        let leading = params.clientSecret.drop(while: \.isWhitespace)
+        let secret = String(leading.dropLast(leading.reversed().prefix(while: \.isWhitespace).count))
         guard !secret.isEmpty, secret.count <= 4096 else {
             throw BrokerError.invalidRequest(message: "the client secret must be between 1 and 4096 characters")
         }

@@ -2,7 +2,7 @@
 import Glibc
 #endif
 import OAuth
-import TOMLKit
+import TOML
 
 /// Reads and checks config.toml. Unknown keys are errors, so a typo never silently
 /// drops a setting.
@@ -16,22 +16,32 @@ public enum ConfigLoader {
     }
 
     public static func load(path: String) throws(ConfigError) -> BrokerConfig {
-        guard let text = readFile(path) else {
+        guard let bytes = readFile(path) else {
             throw ConfigError(file: path, key: nil, problem: "cannot be read (\(String(cString: strerror(errno)))): create it, see docs/configuration.md")
         }
-        return try parse(text, file: path)
+        let root: TOMLTable
+        do throws(TOMLError) {
+            root = try TOMLTable(parsingUTF8: bytes)
+        } catch {
+            throw ConfigError(file: path, key: nil, problem: error.description)
+        }
+        return try build(root, file: path)
     }
 
     public static func parse(_ text: String, file: String) throws(ConfigError) -> BrokerConfig {
         let root: TOMLTable
-        do {
-            root = try TOMLTable(string: text)
-        } catch let error as TOMLParseError {
-            throw ConfigError(file: file, key: nil, problem: "line \(error.source.begin.line): \(error.description)")
+        do throws(TOMLError) {
+            root = try TOMLTable(parsing: text)
         } catch {
-            throw ConfigError(file: file, key: nil, problem: "is not valid TOML")
+            // "line 4, column 12: a string is not closed: …"; never the value's text.
+            throw ConfigError(file: file, key: nil, problem: error.description)
         }
-        var reader = TableReader(file: file)
+        return try build(root, file: file)
+    }
+
+    /// The configuration a parsed file holds, checked key by key.
+    private static func build(_ root: TOMLTable, file: String) throws(ConfigError) -> BrokerConfig {
+        let reader = TableReader(file: file)
         try reader.checkKeys(root, allowed: ["daemon", "providers", "allow"], at: nil)
 
         var daemon = DaemonSettings()
@@ -86,7 +96,7 @@ public enum ConfigLoader {
         return BrokerConfig(daemon: daemon, providers: providers, policy: CallerPolicy(rules: rules))
     }
 
-    private static func readFile(_ path: String) -> String? {
+    private static func readFile(_ path: String) -> [UInt8]? {
         guard let f = fopen(path, "r") else { return nil }
         defer { fclose(f) }
         var bytes: [UInt8] = []
@@ -97,7 +107,7 @@ public enum ConfigLoader {
             if n < buffer.count { break }
             if bytes.count > 1 << 20 { return nil }
         }
-        return String(decoding: bytes, as: UTF8.self)
+        return bytes
     }
 }
 

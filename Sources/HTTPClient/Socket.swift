@@ -1,0 +1,125 @@
+import Glibc
+
+/// A connected, non-blocking TCP socket, closed when released.
+final class Socket {
+    let fd: Int32
+
+    private init(fd: Int32) {
+        self.fd = fd
+    }
+
+    deinit { _ = close(fd) }
+
+    /// Resolves `host` and tries each of its addresses in order, each with a non-blocking
+    /// connect bounded by the request's deadline. Errors name `wire.host`.
+    ///
+    /// getaddrinfo itself cannot be interrupted: a stalled resolver can overrun the
+    /// deadline, after which the request fails as timed out.
+    static func connect(host: String, port: Int, wire: Wire) throws(HTTPClientError) -> Socket {
+        try wire.check()
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_flags = AI_NUMERICSERV | (Endpoint.isIPv4(host) || Endpoint.isIPv6(host) ? AI_NUMERICHOST : 0)
+        var list: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(host, String(port), &hints, &list)
+        guard status == 0, let first = list else {
+            if status == EAI_SYSTEM || status == EAI_MEMORY {
+                throw .system(host: wire.host, reason: "the host name could not be looked up (\(String(cString: gai_strerror(status))))")
+            }
+            throw .hostNotResolved(host: wire.host)
+        }
+        defer { freeaddrinfo(list) }
+        try wire.check()
+
+        var lastError: HTTPClientError = .hostNotResolved(host: wire.host)
+        var entry: UnsafeMutablePointer<addrinfo>? = first
+        while let address = entry {
+            entry = address.pointee.ai_next
+            let fd = socket(address.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard fd >= 0 else {
+                lastError = .system(host: wire.host, reason: "no socket could be made (errno \(errno))")
+                continue
+            }
+            let candidate = Socket(fd: fd)
+            if Glibc.connect(fd, address.pointee.ai_addr, address.pointee.ai_addrlen) == 0 { return candidate }
+            var failure = errno
+            if failure == EINPROGRESS || failure == EINTR {
+                try wire.wait(fd, for: Int16(POLLOUT))
+                var value: Int32 = 0
+                var length = socklen_t(MemoryLayout<Int32>.size)
+                if getsockopt(fd, SOL_SOCKET, SO_ERROR, &value, &length) != 0 { value = errno }
+                if value == 0 {
+                    candidate.disableNagle()
+                    return candidate
+                }
+                failure = value
+            }
+            lastError = Self.error(failure, host: wire.host)
+        }
+        throw lastError
+    }
+
+    private func disableNagle() {
+        var on: Int32 = 1
+        _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &on, socklen_t(MemoryLayout<Int32>.size))
+    }
+
+    static func error(_ code: Int32, host: String) -> HTTPClientError {
+        switch code {
+        case ECONNREFUSED: return .connectionRefused(host: host)
+        case ENETUNREACH, EHOSTUNREACH, ENETDOWN, EHOSTDOWN, EADDRNOTAVAIL, EAFNOSUPPORT: return .networkUnreachable(host: host)
+        case ETIMEDOUT: return .timedOut(host: host)
+        default: return .connectionLost(host: host)
+        }
+    }
+}
+
+/// Bytes in and out of one connection, plain or TLS; both block (by polling) under the
+/// request's deadline.
+protocol ByteStream: AnyObject {
+    /// Writes all of `bytes`.
+    func write(_ bytes: [UInt8]) throws(HTTPClientError)
+    /// Reads up to `buffer.count` bytes; 0 means the peer closed the connection.
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws(HTTPClientError) -> Int
+}
+
+/// A plain TCP connection.
+final class PlainStream: ByteStream {
+    let socket: Socket
+    private let wire: Wire
+
+    init(socket: Socket, wire: Wire) {
+        self.socket = socket
+        self.wire = wire
+    }
+
+    func write(_ bytes: [UInt8]) throws(HTTPClientError) {
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes.withUnsafeBytes { raw in
+                raw.baseAddress.map { send(socket.fd, $0 + offset, raw.count - offset, Int32(MSG_NOSIGNAL)) } ?? 0
+            }
+            if sent > 0 {
+                offset += sent
+            } else if sent < 0, errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR {
+                try wire.wait(socket.fd, for: Int16(POLLOUT))
+            } else {
+                throw .connectionLost(host: wire.host)
+            }
+        }
+    }
+
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws(HTTPClientError) -> Int {
+        while true {
+            try wire.check()
+            let count = recv(socket.fd, buffer.baseAddress, buffer.count, 0)
+            if count >= 0 { return count }
+            if errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR {
+                try wire.wait(socket.fd, for: Int16(POLLIN))
+                continue
+            }
+            throw .connectionLost(host: wire.host)
+        }
+    }
+}

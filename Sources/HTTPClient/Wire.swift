@@ -1,0 +1,35 @@
+import Glibc
+
+/// What every blocking step of one request shares: the server's name for error sentences,
+/// the deadline for the whole request and the cancellation signal.
+struct Wire: Sendable {
+    /// "host" or "host:port" of the origin server, for errors.
+    let host: String
+    let deadline: Deadline
+    let cancel: CancelSignal
+
+    /// Waits until `fd` is ready for `events` (POLLIN or POLLOUT). Throws `.cancelled`
+    /// when the task is cancelled and `.timedOut` when the deadline passes first.
+    func wait(_ fd: Int32, for events: Int16) throws(HTTPClientError) {
+        while true {
+            if cancel.isFired { throw .cancelled(host: host) }
+            let milliseconds = deadline.remainingMilliseconds
+            if milliseconds == 0 { throw .timedOut(host: host) }
+            var fds = [pollfd(fd: fd, events: events, revents: 0), pollfd(fd: cancel.fileDescriptor, events: Int16(POLLIN), revents: 0)]
+            let count = poll(&fds, 2, milliseconds)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .system(host: host, reason: "poll failed (errno \(errno))")
+            }
+            if fds[1].revents != 0 || cancel.isFired { throw .cancelled(host: host) }
+            // Errors and hang-ups count as ready: the next read or write reports them.
+            if fds[0].revents != 0 { return }
+        }
+    }
+
+    /// Throws `.cancelled` or `.timedOut` when either has happened already.
+    func check() throws(HTTPClientError) {
+        if cancel.isFired { throw .cancelled(host: host) }
+        if deadline.hasPassed { throw .timedOut(host: host) }
+    }
+}
