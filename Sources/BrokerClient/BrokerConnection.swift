@@ -95,18 +95,31 @@ public final class BrokerConnection {
         as: R.Type = R.self,
         timeout: Duration? = nil
     ) throws(ClientError) -> R {
+        try exchange(method, timeout: timeout) { id throws(ClientError) in
+            do {
+                return Array(try encoder.encode(Request(id: .number(id), method: method, params: params)))
+            } catch {
+                throw .io("cannot encode the \(method.rawValue) request: \(error)")
+            }
+        } answer: { line, id throws(ClientError) in
+            try decodeResponse(line, id: id, method: method)
+        }
+    }
+
+    /// Sends the request `encode` writes for a fresh id and reads lines until `decode`
+    /// returns the answer (nil: a late or blank line; read on).
+    private func exchange<R>(
+        _ method: RPCMethod,
+        timeout: Duration?,
+        encode: (Int64) throws(ClientError) -> [UInt8],
+        answer decode: (ArraySlice<UInt8>, Int64) throws(ClientError) -> R?
+    ) throws(ClientError) -> R {
         guard let socket else {
             throw .io("the connection to authbrokerd on \(path) is closed; open a new one")
         }
         let id = nextID
         nextID += 1
-
-        var line: [UInt8]
-        do {
-            line = Array(try encoder.encode(Request(id: .number(id), method: method, params: params)))
-        } catch {
-            throw .io("cannot encode the \(method.rawValue) request: \(error)")
-        }
+        var line = try encode(id)
         line.append(UInt8(ascii: "\n"))
 
         let deadline = timeout.map { ContinuousClock.now.advanced(by: $0) }
@@ -114,7 +127,7 @@ public final class BrokerConnection {
             try socket.sendAll(line)
             while true {
                 let answer = try readLine(from: socket, method: method.rawValue, deadline: deadline, timeout: timeout)
-                if let result: R = try decodeResponse(answer, id: id, method: method) {
+                if let result = try decode(answer, id) {
                     return result
                 }
             }
@@ -135,7 +148,13 @@ public final class BrokerConnection {
     /// without `resource` the provider's default audience. `minTTL` asks for a token that
     /// stays valid at least that many seconds.
     public func token(_ params: TokenGetParams = TokenGetParams(), timeout: Duration? = nil) throws(ClientError) -> TokenGetResult {
-        try call(.tokenGet, params, as: TokenGetResult.self, timeout: timeout)
+        // The hot path of every script: no Codable unless the answer is unusual (an error).
+        try exchange(.tokenGet, timeout: timeout) { id throws(ClientError) in
+            TokenWire.request(id: id, params)
+        } answer: { line, id throws(ClientError) in
+            if let result = TokenWire.result(line, id: id) { return result }
+            return try decodeResponse(line, id: id, method: .tokenGet)
+        }
     }
 
     /// `account.list`: the accounts the daemon knows, with their provider and state

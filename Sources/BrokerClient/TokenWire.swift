@@ -1,0 +1,82 @@
+import BrokerProtocol
+
+/// `token.get` on the wire without Codable: the request written by hand and the answer
+/// read with ``LightJSON``. Everything else (error answers, a result of another shape, late
+/// answers) goes on to the Codable path, which explains what it finds.
+enum TokenWire {
+    /// The request line, without its newline; members as `JSONEncoder` would write them.
+    static func request(id: Int64, _ params: TokenGetParams) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        out.append(contentsOf: #"{"jsonrpc":"2.0","id":"#.utf8)
+        out.append(contentsOf: String(id).utf8)
+        out.append(contentsOf: #","method":"token.get","params":{"#.utf8)
+        var first = true
+        func member(_ key: String) {
+            if !first { out.append(UInt8(ascii: ",")) }
+            first = false
+            quoted(key, into: &out)
+            out.append(UInt8(ascii: ":"))
+        }
+        if let resource = params.resource { member("resource"); quoted(resource, into: &out) }
+        if let scopes = params.scopes {
+            member("scopes")
+            out.append(UInt8(ascii: "["))
+            for (i, scope) in scopes.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                quoted(scope, into: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        }
+        if let provider = params.provider { member("provider"); quoted(provider, into: &out) }
+        if let account = params.account { member("account"); quoted(account, into: &out) }
+        if let minTTL = params.minTTL { member("min_ttl"); out.append(contentsOf: String(minTTL).utf8) }
+        out.append(contentsOf: "}}".utf8)
+        return out
+    }
+
+    /// The result, when `line` is the successful answer to request `id`; nil otherwise.
+    static func result(_ line: ArraySlice<UInt8>, id: Int64) -> TokenGetResult? {
+        guard let answer = LightJSON.parse(line), answer["jsonrpc"]?.string == "2.0",
+              answer["id"]?.integer == id, answer["error"] == nil,
+              let result = answer["result"],
+              let accessToken = result["access_token"]?.string,
+              let tokenType = result["token_type"]?.string,
+              let expiresAt = result["expires_at"]?.integer,
+              let provider = result["provider"]?.string,
+              let account = result["account"]?.string
+        else { return nil }
+        guard let scope = optionalString(result["scope"]), let resource = optionalString(result["resource"]) else { return nil }
+        return TokenGetResult(accessToken: accessToken, tokenType: tokenType, expiresAt: expiresAt,
+                              scope: scope, resource: resource, provider: provider, account: account)
+    }
+
+    /// `.some(nil)` for an absent or null member, `.some(text)` for a string, nil otherwise.
+    private static func optionalString(_ value: LightJSON?) -> String?? {
+        switch value {
+        case nil, .null?: return .some(nil)
+        case .string(let s)?: return .some(s)
+        default: return nil
+        }
+    }
+
+    /// A JSON string: quote, backslash and control characters escaped.
+    static func quoted(_ text: String, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for b in text.utf8 {
+            switch b {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
+                out.append(UInt8(ascii: "\\"))
+                out.append(b)
+            case 0x0A: out.append(contentsOf: #"\n"#.utf8)
+            case 0x0D: out.append(contentsOf: #"\r"#.utf8)
+            case 0x09: out.append(contentsOf: #"\t"#.utf8)
+            case ..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(b >> 4)], hex[Int(b & 0xF)]])
+            default: out.append(b)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+}
