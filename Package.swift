@@ -49,7 +49,6 @@ let package = Package(
             name: "authbrokerd",
             dependencies: [
                 "BrokerServer", "BrokerCore", "SecretStore", "OAuth", "CLinux",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             // Release: lld packs the position-independent executable's relative relocations

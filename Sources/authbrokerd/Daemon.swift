@@ -1,7 +1,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import ArgumentParser
 import BrokerCore
 import BrokerProtocol
 import BrokerServer
@@ -10,34 +9,19 @@ import NIOCore
 import OAuth
 import SecretStore
 
-/// `authbrokerd`: the per-user token broker daemon.
+/// `authbrokerd`: the per-user token broker daemon. Its command line is
+/// ``CommandLineOptions``; its manual page docs/man/authbrokerd.8.
 @main
-struct Daemon: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "authbrokerd",
-        abstract: "The authbroker daemon: signs in to OAuth/OIDC providers and serves access tokens over a Unix socket.",
-        discussion: """
-            Reads $AUTHBROKER_CONFIG, else $XDG_CONFIG_HOME/authbroker/config.toml, and listens on \
-            $AUTHBROKER_SOCKET, else $XDG_RUNTIME_DIR/authbroker/socket. Usually started by systemd \
-            through authbroker.socket, which hands it the listening socket (LISTEN_FDS); see \
-            docs/systemd.md.
+struct Daemon {
+    let config: String?
+    let logLevel: String?
 
-            SIGHUP re-reads the configuration (an invalid file leaves the running one in force); \
-            SIGTERM and SIGINT stop it. Under systemd it reports READY=1, RELOADING=1 and STOPPING=1 \
-            on $NOTIFY_SOCKET and logs with journal priorities.
+    static func main() async {
+        let options = CommandLineOptions.fromProcess()
+        await Daemon(config: options.config, logLevel: options.logLevel).run()
+    }
 
-            Exit status: 0 stopped by a signal, or idle ([daemon] idle_exit, socket-activated only); \
-            1 cannot listen; 69 the Secret Service is unavailable; 78 configuration error.
-            """,
-        version: BrokerVersion.current)
-
-    @Option(name: .long, help: "The configuration file.")
-    var config: String?
-
-    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error (default info, or $AUTHBROKER_LOG_LEVEL).")
-    var logLevel: String?
-
-    func run() async throws {
+    func run() async {
         Hardening.apply()
         let env: (String) -> String? = { getenv($0).map { String(cString: $0) } }
         let level = Logger.Level(rawValue: logLevel ?? env("AUTHBROKER_LOG_LEVEL") ?? "info") ?? .info

@@ -2,6 +2,7 @@
 need a provider: the config names one on a closed loopback port."""
 import json
 import os
+import re
 import socket
 import stat
 import subprocess
@@ -280,3 +281,24 @@ def test_the_daemon_disables_core_files(daemon):
     with open(f"/proc/{daemon.proc.pid}/limits") as f:
         core = next(line for line in f if line.startswith("Max core file size"))
     assert core.split()[4:6] == ["0", "0"], core
+
+
+def test_the_command_line_is_read_strictly():
+    """authbrokerd's own two options: a bad command line is exit 64 with a sentence, and
+    --config=FILE means the same as --config FILE."""
+    for args, problem in ((["--bogus"], "unknown argument '--bogus'"), (["--config"], "--config needs a value"),
+                          (["--config", "a", "--config", "b"], "--config is given twice")):
+        r = subprocess.run([AUTHBROKERD, *args], capture_output=True, text=True, timeout=10)
+        assert r.returncode == 64, (args, r.returncode)
+        assert r.stderr.startswith(f"authbrokerd: {problem}\n"), r.stderr
+    r = subprocess.run([AUTHBROKERD, "--version"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 0 and re.fullmatch(r"\d+\.\d+\.\d+\n", r.stdout), r.stdout
+    r = subprocess.run([AUTHBROKERD, "--help"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 0 and "--log-level" in r.stdout and "Exit status" in r.stdout
+    with tempfile.TemporaryDirectory() as home:
+        bad = os.path.join(home, "config.toml")
+        with open(bad, "w") as f:
+            f.write("[daemon]\nstore = 1\n")
+        env = dict(os.environ, AUTHBROKER_SOCKET=os.path.join(home, "s.sock"))
+        r = subprocess.run([AUTHBROKERD, f"--config={bad}"], capture_output=True, text=True, timeout=10, env=env)
+        assert r.returncode == 78 and bad in r.stderr, r.stderr

@@ -253,6 +253,8 @@ def main():
         results["ready_ms"] = daemon.start()
         time.sleep(0.5)
         results["rss_idle_kb"] = rss_kb(daemon.pid)
+        if os.environ.get("AUTHBENCH_SMAPS"):  # where the idle memory is, for docs/performance.md
+            shutil.copy(f"/proc/{daemon.pid}/smaps", os.environ["AUTHBENCH_SMAPS"])
 
         log(f"cold cache: {a.cold} concurrent token.get for one resource")
         before = daemon.counters()

@@ -1,0 +1,99 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import BrokerProtocol
+
+/// authbrokerd's command line: two options, `--help` and `--version`.
+///
+/// Read by hand rather than with ArgumentParser: the daemon stays resident all session,
+/// and the parser's code and metadata cost half a megabyte of its idle memory
+/// (docs/performance.md). The manual page is docs/man/authbrokerd.8.
+struct CommandLineOptions: Equatable {
+    var config: String?
+    var logLevel: String?
+
+    static let usage = """
+        USAGE: authbrokerd [--config <config>] [--log-level <log-level>]
+
+        The authbroker daemon: signs in to OAuth/OIDC providers and serves access tokens over a Unix socket.
+
+        Reads $AUTHBROKER_CONFIG, else $XDG_CONFIG_HOME/authbroker/config.toml, and listens on \
+        $AUTHBROKER_SOCKET, else $XDG_RUNTIME_DIR/authbroker/socket. Usually started by systemd \
+        through authbroker.socket, which hands it the listening socket (LISTEN_FDS); see docs/systemd.md.
+
+        SIGHUP re-reads the configuration (an invalid file leaves the running one in force); \
+        SIGTERM and SIGINT stop it. Under systemd it reports READY=1, RELOADING=1 and STOPPING=1 \
+        on $NOTIFY_SOCKET and logs with journal priorities.
+
+        Exit status: 0 stopped by a signal, or idle ([daemon] idle_exit, socket-activated only); \
+        1 cannot listen; 64 bad command line; 69 the Secret Service is unavailable; 78 configuration error.
+
+        OPTIONS:
+          --config <config>       The configuration file.
+          --log-level <log-level> Log level: trace, debug, info, notice, warning, error
+                                  (default info, or $AUTHBROKER_LOG_LEVEL).
+          --version               Show the version.
+          -h, --help              Show help information.
+
+        """
+
+    /// What the command line asks for.
+    enum Parsed: Equatable {
+        case run(CommandLineOptions)
+        case help
+        case version
+        /// A sentence saying what is wrong.
+        case invalid(String)
+    }
+
+    /// Reads the arguments after the program name.
+    static func parse(_ arguments: some Sequence<String>) -> Parsed {
+        var options = CommandLineOptions()
+        var rest = Array(arguments)[...]
+        while let argument = rest.popFirst() {
+            var name = argument
+            var value: String?
+            if argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") {
+                name = String(argument[..<equals])
+                value = String(argument[argument.index(after: equals)...])
+            }
+            switch name {
+            case "-h", "--help": return .help
+            case "--version": return .version
+            case "--config", "--log-level":
+                if value == nil {
+                    guard let next = rest.popFirst(), !next.hasPrefix("-") else { return .invalid("\(name) needs a value") }
+                    value = next
+                }
+                guard let value, !value.isEmpty else { return .invalid("\(name) needs a value") }
+                if name == "--config" {
+                    guard options.config == nil else { return .invalid("--config is given twice") }
+                    options.config = value
+                } else {
+                    guard options.logLevel == nil else { return .invalid("--log-level is given twice") }
+                    options.logLevel = value
+                }
+            default:
+                return .invalid("unknown argument '\(argument.prefix(64))'")
+            }
+        }
+        return .run(options)
+    }
+
+    /// The options, or the process ends: help and version print and exit 0, a bad command
+    /// line prints why and exits 64 (EX_USAGE).
+    static func fromProcess() -> CommandLineOptions {
+        switch parse(CommandLine.arguments.dropFirst()) {
+        case .run(let options): return options
+        case .help:
+            print(usage, terminator: "")
+            exit(0)
+        case .version:
+            print(BrokerVersion.current)
+            exit(0)
+        case .invalid(let problem):
+            writeStderr("authbrokerd: \(problem)\nUsage: authbrokerd [--config <config>] [--log-level <log-level>]\n  See 'authbrokerd --help' for more information.\n")
+            exit(64)
+        }
+    }
+}
