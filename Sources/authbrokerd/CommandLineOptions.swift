@@ -66,13 +66,9 @@ struct CommandLineOptions: Equatable {
                     value = next
                 }
                 guard let value, !value.isEmpty else { return .invalid("\(name) needs a value") }
-                if name == "--config" {
-                    guard options.config == nil else { return .invalid("--config is given twice") }
-                    options.config = value
-                } else {
-                    guard options.logLevel == nil else { return .invalid("--log-level is given twice") }
-                    options.logLevel = value
-                }
+                // As with ArgumentParser before, a repeated option's last value counts: a
+                // wrapper may append to a command line it was given.
+                if name == "--config" { options.config = value } else { options.logLevel = value }
             default:
                 return .invalid("unknown argument '\(argument.prefix(64))'")
             }

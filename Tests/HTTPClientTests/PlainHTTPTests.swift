@@ -136,6 +136,8 @@ final class PlainHTTPTests: XCTestCase {
             for try await body in group { XCTAssertEqual(body, "hello, world") }
         }
         _ = await expectError { () async throws(HTTPClientError) in try await client.send(method: "GET", url: self.base + "/garbage") }
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count, before)
+        // At most as many as before: an earlier test's cancelled request may still be
+        // closing its socket on its own thread when this one starts, never opening one.
+        XCTAssertLessThanOrEqual(try FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count, before)
     }
 }
