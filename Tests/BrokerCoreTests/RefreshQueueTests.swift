@@ -59,9 +59,24 @@ final class RefreshQueueTests: XCTestCase {
     func testCacheServesOnlyTokensWithEnoughLifeLeft() {
         let cache = TokenCache()
         let key = CacheKey(account: AccountKey(provider: "p", subject: "s"), resource: "r", scopes: [])
-        cache.store(CachedToken(accessToken: "x", tokenType: "Bearer", expiresAt: 1000, scope: nil), for: key)
+        cache.store(CachedToken(accessToken: "x", tokenType: "Bearer", expiresAt: 1000, scope: nil), for: key, now: 0)
         XCTAssertNotNil(cache.lookup(key, now: 900, minimumLife: 60))
         XCTAssertNil(cache.lookup(key, now: 950, minimumLife: 60), "less than the margin left: refresh first")
         XCTAssertNil(cache.lookup(key, now: 900, minimumLife: 200), "min_ttl above what is left")
+    }
+
+    func testExpiredTokensAreDroppedAsNewKeysArrive() {
+        let cache = TokenCache()
+        let account = AccountKey(provider: "p", subject: "s")
+        func key(_ i: Int) -> CacheKey { CacheKey(account: account, resource: "r", scopes: ["s\(i)"]) }
+        // Tokens for ever new keys, each living 100 s, one stored per second: a daemon asked
+        // for many (resource, scopes) over a long session.
+        for i in 0..<(TokenCache.firstSweep * 4) {
+            cache.store(CachedToken(accessToken: "t\(i)", tokenType: "Bearer", expiresAt: Double(i + 100), scope: nil), for: key(i), now: Double(i))
+        }
+        XCTAssertLessThan(cache.count, TokenCache.firstSweep, "only tokens that can still be served are kept")
+        let last = TokenCache.firstSweep * 4 - 1
+        XCTAssertNotNil(cache.lookup(key(last), now: Double(last), minimumLife: 60), "a live token is never dropped")
+        XCTAssertNotNil(cache.lookup(key(last - 30), now: Double(last), minimumLife: 60))
     }
 }

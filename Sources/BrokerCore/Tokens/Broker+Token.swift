@@ -129,7 +129,7 @@ extension Broker {
         let token = CachedToken(
             accessToken: response.accessToken, tokenType: response.tokenType,
             expiresAt: sentAt + Double(response.expiresIn ?? 300), scope: response.scope)
-        cache.store(token, for: key)
+        cache.store(token, for: key, now: clock.now())
         logger.debug("refreshed", metadata: ["account": "\(account.key)", "resource": "\(key.resource ?? "-")", "expires_in": "\(response.expiresIn ?? 300)"])
         return token
     }

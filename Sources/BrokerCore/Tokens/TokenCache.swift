@@ -37,30 +37,49 @@ struct CachedToken: Sendable {
 
 /// Access tokens by key, in memory only.
 final class TokenCache: Sendable {
-    private let entries = Mutex<[CacheKey: CachedToken]>([:])
+    private struct Entries {
+        var byKey: [CacheKey: CachedToken] = [:]
+        /// The size at which `store` next drops expired entries: doubling, so the sweeps
+        /// cost O(1) per store, and a daemon asked for ever new (resource, scopes) keys
+        /// keeps only the tokens that can still be served.
+        var nextSweep = TokenCache.firstSweep
+    }
+
+    static let firstSweep = 1024
+    private let entries = Mutex(Entries())
 
     /// The token if it still has more than `minimumLife` seconds to live.
     func lookup(_ key: CacheKey, now: Double, minimumLife: Double) -> CachedToken? {
         entries.withLock { all in
-            guard let t = all[key], t.expiresAt - now > minimumLife else { return nil }
+            guard let t = all.byKey[key], t.expiresAt - now > minimumLife else { return nil }
             return t
         }
     }
 
-    func store(_ token: CachedToken, for key: CacheKey) {
-        entries.withLock { $0[key] = token }
+    func store(_ token: CachedToken, for key: CacheKey, now: Double) {
+        entries.withLock { all in
+            all.byKey[key] = token
+            if all.byKey.count >= all.nextSweep {
+                // An expired token is never served (not even while the provider is down).
+                all.byKey = all.byKey.filter { $0.value.expiresAt > now }
+                all.nextSweep = max(Self.firstSweep, all.byKey.count * 2)
+            }
+        }
     }
+
+    /// How many tokens are held, expired ones included.
+    var count: Int { entries.withLock { $0.byKey.count } }
 
     func removeAll(for account: AccountKey) {
         entries.withLock { all in
-            all = all.filter { $0.key.account != account }
+            all.byKey = all.byKey.filter { $0.key.account != account }
         }
     }
 
     /// The unexpired entries of one account, for `daemon.status`.
     func entries(for account: AccountKey, now: Double) -> [(key: CacheKey, token: CachedToken)] {
         entries.withLock { all in
-            all.filter { $0.key.account == account && $0.value.expiresAt > now }.map { ($0.key, $0.value) }
+            all.byKey.filter { $0.key.account == account && $0.value.expiresAt > now }.map { ($0.key, $0.value) }
         }.sorted { ($0.key.resource ?? "", $0.key.scopes.joined(separator: " ")) < ($1.key.resource ?? "", $1.key.scopes.joined(separator: " ")) }
     }
 }
