@@ -50,6 +50,12 @@ struct Lifecycle {
         }
         defer { idleTask?.cancel() }
 
+        // Start-up's garbage (the configuration, the keyring's answers) goes back first.
+        MemoryTrim.trim()
+        let trim = MemoryTrim(broker: broker, activity: server.activity)
+        let trimTask = Task { await trim.run() }
+        defer { trimTask.cancel() }
+
         notifier.ready(status: readyStatus())
         var ending = Ending.signal(SIGTERM)
         loop: for await event in events {

@@ -6,4 +6,6 @@
 int clinux_set_nondumpable(void);
 /// 1 when the process is dumpable, 0 when not, -1 on error.
 int clinux_is_dumpable(void);
+/// malloc_trim(0): returns the heap's free pages to the system (glibc).
+int clinux_malloc_trim(void);
 #endif
