@@ -32,7 +32,7 @@ let package = Package(
         .target(
             name: "BrokerCore",
             dependencies: [
-                "OAuth", "SecretStore", "BrokerProtocol", "TOML",
+                "OAuth", "HTTPClient", "SecretStore", "BrokerProtocol", "TOML",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -24,7 +24,7 @@ public struct ProxyServer: Sendable, Equatable, CustomStringConvertible {
         if let slash = text.firstIndex(of: "/") { text = text[..<slash] }
         var authorization: String?
         if let at = text.lastIndex(of: "@") {
-            let credentials = Self.percentDecoded(text[..<at])
+            let credentials = PercentDecoding.decode(text[..<at], plusIsSpace: false)
             authorization = "Basic " + Base64.encode(Array(credentials.utf8))
             text = text[text.index(after: at)...]
         }
@@ -32,21 +32,6 @@ public struct ProxyServer: Sendable, Equatable, CustomStringConvertible {
         self.host = endpoint.host
         self.port = endpoint.hasExplicitPort ? endpoint.port : 1080
         self.authorization = authorization
-    }
-
-    private static func percentDecoded(_ text: Substring) -> String {
-        var bytes: [UInt8] = []
-        var iterator = Array(text.utf8)[...]
-        while let byte = iterator.popFirst() {
-            if byte == 0x25, iterator.count >= 2,
-               let value = UInt8(String(decoding: iterator.prefix(2), as: UTF8.self), radix: 16) {
-                bytes.append(value)
-                iterator = iterator.dropFirst(2)
-            } else {
-                bytes.append(byte)
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
     }
 }
 

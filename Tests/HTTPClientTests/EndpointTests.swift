@@ -51,3 +51,13 @@ final class EndpointTests: XCTestCase {
         }
     }
 }
+
+final class PercentDecodingTests: XCTestCase {
+    func testEscapesAndWhatIsNotOne() {
+        XCTAssertEqual(PercentDecoding.decode("a%20b%2Fc%C3%A9", plusIsSpace: false), "a b/cé")
+        XCTAssertEqual(PercentDecoding.decode("a+b%2B", plusIsSpace: true), "a b+")
+        XCTAssertEqual(PercentDecoding.decode("a+b", plusIsSpace: false), "a+b")
+        // Two hex digits or nothing: no sign, no single digit, no other letters.
+        XCTAssertEqual(PercentDecoding.decode("%+1%-1%4%zz%", plusIsSpace: false), "%+1%-1%4%zz%")
+    }
+}

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Dispatch
+import HTTPClient
 import Synchronization
 
 /// Receives the authorization redirect on 127.0.0.1 and an ephemeral port (RFC 8252 §7.3).
@@ -128,29 +129,12 @@ final class LoopbackListener: Sendable {
         if pieces.count == 2 {
             for pair in pieces[1].split(separator: "&") {
                 let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-                let name = percentDecode(kv[0])
+                let name = PercentDecoding.decode(kv[0], plusIsSpace: true)
                 // A parameter given twice is ambiguous; keeping neither makes the check fail.
-                if query[name] != nil { query[name] = "" } else { query[name] = kv.count == 2 ? percentDecode(kv[1]) : "" }
+                if query[name] != nil { query[name] = "" } else { query[name] = kv.count == 2 ? PercentDecoding.decode(kv[1], plusIsSpace: true) : "" }
             }
         }
         return (String(pieces[0]), query)
-    }
-
-    static func percentDecode(_ s: Substring) -> String {
-        var out: [UInt8] = []
-        var bytes = Array(s.utf8)[...]
-        while let b = bytes.popFirst() {
-            if b == UInt8(ascii: "+") {
-                out.append(0x20)
-            } else if b == UInt8(ascii: "%"), bytes.count >= 2,
-                      let v = UInt8(String(decoding: bytes.prefix(2), as: UTF8.self), radix: 16) {
-                out.append(v)
-                bytes = bytes.dropFirst(2)
-            } else {
-                out.append(b)
-            }
-        }
-        return String(decoding: out, as: UTF8.self)
     }
 
     fileprivate static func send(_ conn: Int32, _ text: String) {
