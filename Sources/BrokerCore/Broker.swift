@@ -96,18 +96,18 @@ public final class Broker: Sendable {
         return p
     }
 
-    /// The account a request means: the one named (by subject or username), or the only one.
+    /// The account a request means: the one named (by subject, username or display name), or the only one.
     func account(of provider: String, named name: String?) throws(BrokerError) -> Account {
         let all = accounts.list(provider: provider)
         if let name {
-            guard let a = all.first(where: { $0.key.subject == name || $0.username == name }) else {
+            guard let a = all.first(where: { $0.isNamed(name) }) else {
                 throw BrokerError.loginRequired(provider: provider, message: "no account \(name) is signed in to \(provider): run `authctl login --provider \(provider)`")
             }
             return a
         }
         guard let first = all.first else { throw BrokerError.notSignedIn(provider) }
         guard all.count == 1 else {
-            let names = all.map { $0.username ?? $0.key.subject }.joined(separator: ", ")
+            let names = all.map(\.displayName).joined(separator: ", ")
             throw BrokerError.invalidRequest(message: "several accounts are signed in to \(provider) (\(names)): choose one with --account")
         }
         return first
@@ -152,7 +152,8 @@ public final class Broker: Sendable {
 
 extension Account {
     var info: AccountInfo {
-        AccountInfo(provider: key.provider, subject: key.subject, username: username, state: state.rawValue)
+        AccountInfo(provider: key.provider, subject: key.subject, username: username, state: state.rawValue,
+                    displayName: displayName)
     }
 }
 

@@ -19,14 +19,28 @@ public enum BrokerError: Error, Sendable, Equatable {
     case forbidden(message: String)
     /// Too many of something at once.
     case overloaded(message: String)
+    /// config.toml (or the provider's discovery document it relies on) does not allow
+    /// this: not the provider's refusal, and retrying will not help until the file changes.
+    case configuration(provider: String?, message: String)
     case internalError(String)
 
     public var message: String {
         switch self {
         case .loginRequired(_, let m), .providerError(_, _, let m), .providerUnreachable(_, _, let m),
              .storeUnavailable(let m), .unknownProvider(let m), .invalidRequest(let m),
-             .loginFailed(_, let m), .forbidden(let m), .overloaded(let m), .internalError(let m):
+             .loginFailed(_, let m), .forbidden(let m), .overloaded(let m), .configuration(_, let m), .internalError(let m):
             return m
+        }
+    }
+
+    /// The same error with a clause added to its sentence (what became of the tokens).
+    func appending(_ clause: String) -> BrokerError {
+        switch self {
+        case .loginFailed(let p, let m): return .loginFailed(provider: p, message: "\(m); \(clause)")
+        case .providerError(let p, let c, let m): return .providerError(provider: p, oauthError: c, message: "\(m); \(clause)")
+        case .providerUnreachable(let p, let r, let m): return .providerUnreachable(provider: p, retryAfter: r, message: "\(m); \(clause)")
+        case .configuration(let p, let m): return .configuration(provider: p, message: "\(m); \(clause)")
+        default: return self
         }
     }
 

@@ -1,16 +1,23 @@
 import OAuth
 
 /// One configured provider at run time: its OAuth client, its discovery document (fetched
-/// once, on first use, so the daemon starts even when the provider is down) and the
-/// back-off that spares a provider that is not answering.
+/// on first use, so the daemon starts even when the provider is down, and again once it
+/// is a day old or an endpoint it names answers 404) and the back-off that spares a
+/// provider that is not answering.
 actor Provider {
+    /// How long a discovery document is trusted before it is read again.
+    static let discoveryMaxAge: Double = 86_400
+
     nonisolated let config: ProviderConfig
     nonisolated let client: OAuthClient
     private let clock: WallClock
     private var metadata: ProviderMetadata?
+    private var fetchedAt: Double = 0
     private var discovery: Task<ProviderMetadata, any Error>?
     private var failures = 0
     private var retryAt: Double = 0
+    /// Discovery documents fetched so far (status, tests).
+    private(set) var discoveries = 0
 
     init(config: ProviderConfig, transport: any HTTPTransport, clock: WallClock) {
         self.config = config
@@ -24,9 +31,10 @@ actor Provider {
 
     nonisolated var name: String { config.name }
 
-    /// The discovery document; concurrent first callers share one fetch.
+    /// The discovery document with the endpoints set in config.toml put in; concurrent
+    /// first callers share one fetch.
     func discovered() async throws(BrokerError) -> ProviderMetadata {
-        if let metadata { return metadata }
+        if let metadata, clock.now() - fetchedAt < Self.discoveryMaxAge { return metadata }
         try checkBackoff()
         let task: Task<ProviderMetadata, any Error>
         if let discovery {
@@ -35,14 +43,17 @@ actor Provider {
             let client = self.client
             task = Task { try await client.discover() }
             discovery = task
+            discoveries += 1
         }
         let result = await task.result
         discovery = nil
         switch result {
         case .success(let m):
-            metadata = m
+            let merged = config.endpoints.applied(to: m)
+            metadata = merged
+            fetchedAt = clock.now()
             succeeded()
-            return m
+            return merged
         case .failure(let error as OAuthError):
             throw failed(error, doing: "discovery")
         case .failure:
@@ -67,19 +78,45 @@ actor Provider {
     }
 
     /// Turns an OAuth failure into the broker's error and, for an unreachable provider,
-    /// starts or lengthens the back-off (1, 2, 4 … 30 s).
+    /// starts or lengthens the back-off (1, 2, 4 … 30 s). An endpoint that answered 404
+    /// makes the next caller read the discovery document again.
     func failed(_ error: OAuthError, doing what: String) -> BrokerError {
         let name = config.name
         switch error {
         case .unreachable(let m), .invalidResponse(let m):
-            failures += 1
-            let delay = min(30, 1 << min(failures - 1, 5))
-            retryAt = clock.now() + Double(delay)
+            let delay = backOff()
             return .providerUnreachable(provider: name, retryAfter: delay, message: "\(name): \(m); try again in \(delay) s")
+        case .endpointNotFound(let m):
+            metadata = nil
+            return .providerUnreachable(provider: name, retryAfter: 0, message: "\(name): \(m); authbroker reads its discovery document again on the next request: try again")
         case .configuration(let m):
-            return .providerError(provider: name, oauthError: "configuration", message: "\(name): \(m)")
+            return .configuration(provider: name, message: "\(name): \(m)")
         case .provider(let code, _, _):
             return .providerError(provider: name, oauthError: code, message: "\(name) refused the \(what): \(error.message)")
         }
+    }
+
+    /// A sign-in that cannot go on: the code or device grant is spent, so retrying the
+    /// request is no use and the sentence says to sign in again.
+    func failedSignIn(_ error: OAuthError) -> BrokerError {
+        let name = config.name
+        let again = "run `authctl login --provider \(name)` again"
+        switch error {
+        case .unreachable(let m), .invalidResponse(let m):
+            let delay = backOff()
+            return .loginFailed(provider: name, message: "the sign-in to \(name) was abandoned because the provider failed (\(m)): \(again) in \(delay) s or later")
+        case .endpointNotFound(let m):
+            metadata = nil
+            return .loginFailed(provider: name, message: "the sign-in to \(name) was abandoned: \(m); authbroker reads its discovery document again: \(again)")
+        case .configuration, .provider:
+            return failed(error, doing: "sign-in")
+        }
+    }
+
+    private func backOff() -> Int {
+        failures += 1
+        let delay = min(30, 1 << min(failures - 1, 5))
+        retryAt = clock.now() + Double(delay)
+        return delay
     }
 }

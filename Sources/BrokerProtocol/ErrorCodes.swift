@@ -28,4 +28,6 @@ public enum RPCErrorCode: Int, Sendable, CaseIterable {
     case requestTooLarge = -32008
     /// The daemon is at a limit (connections, pending sign-ins).
     case overloaded = -32009
+    /// config.toml does not allow what was asked (e.g. a provider endpoint it must name).
+    case configuration = -32010
 }

@@ -57,17 +57,25 @@ public struct AccountInfo: Codable, Sendable, Equatable {
     public var provider: String
     /// The `sub` claim: the account's id at the provider.
     public var subject: String
-    /// A human name for the account when the ID token had one (`preferred_username`, `email`).
+    /// A human name for the account when the provider gave one: `preferred_username`, else
+    /// `email`, else `name`, from the ID token, else from the userinfo endpoint.
     public var username: String?
     /// `ready` or `login_required`.
     public var state: String
+    /// What people are shown: `username`, else `subject@issuer-host` (docs/providers.md).
+    /// Accepted wherever an account is named. Absent from daemons before this member.
+    public var displayName: String?
 
-    public init(provider: String, subject: String, username: String?, state: String) {
+    public init(provider: String, subject: String, username: String?, state: String, displayName: String? = nil) {
         self.provider = provider
         self.subject = subject
         self.username = username
         self.state = state
+        self.displayName = displayName
     }
+
+    /// The name to show: `displayName`, else `username`, else the subject.
+    public var shownName: String { displayName ?? username ?? subject }
 }
 
 public struct AccountListResult: Codable, Sendable, Equatable {

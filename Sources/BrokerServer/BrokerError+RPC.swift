@@ -23,6 +23,8 @@ extension BrokerError {
             return RPCError(.forbidden, m)
         case .overloaded(let m):
             return RPCError(.overloaded, m)
+        case .configuration(let provider, let m):
+            return RPCError(.configuration, m, data: provider.map { ErrorData(provider: $0) })
         case .internalError(let m):
             return RPCError(.internalError, m)
         }

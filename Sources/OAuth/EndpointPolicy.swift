@@ -5,11 +5,12 @@ import Foundation
 #endif
 
 /// Which provider URLs authbroker talks to: `https://` anywhere, `http://` only on a
-/// loopback host (127.0.0.0/8, ::1, localhost), for local test providers.
-enum EndpointPolicy {
+/// loopback host (127.0.0.0/8, ::1, localhost), for local test providers. The one rule for
+/// every provider URL: discovered endpoints, and those set in config.toml.
+public enum EndpointPolicy {
     /// Throws `.configuration` unless `url` is an absolute URL that the rule allows.
     /// `what` names the URL in the sentence, e.g. "issuer" or "token_endpoint".
-    static func check(_ url: String, what: String) throws(OAuthError) {
+    public static func check(_ url: String, what: String) throws(OAuthError) {
         guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(),
               let host = parsed.host, !host.isEmpty
         else { throw .configuration("\(what) \(describe(url)) is not an absolute URL") }
@@ -42,7 +43,7 @@ enum EndpointPolicy {
 
     /// A URL for sentences: scheme, host, port and path, without user info, query or
     /// fragment, and cut to 200 characters.
-    static func describe(_ url: String) -> String {
+    public static func describe(_ url: String) -> String {
         var bare = Substring(url)
         if let end = bare.firstIndex(where: { $0 == "?" || $0 == "#" }) { bare = bare[..<end] }
         if let schemeEnd = bare.firstRange(of: "://") {

@@ -63,6 +63,7 @@ extension ProviderMetadata {
             ("authorization_endpoint", authorizationEndpoint), ("token_endpoint", tokenEndpoint),
             ("device_authorization_endpoint", deviceAuthorizationEndpoint), ("revocation_endpoint", revocationEndpoint),
             ("userinfo_endpoint", userinfoEndpoint), ("jwks_uri", jwksURI), ("end_session_endpoint", endSessionEndpoint),
+            ("introspection_endpoint", introspectionEndpoint),
         ]
         return all.compactMap { name, url in url.map { (name, $0) } }
     }

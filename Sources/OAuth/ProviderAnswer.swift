@@ -12,6 +12,10 @@ public enum ProviderAnswer {
     /// The answer's JSON object on HTTP 200; otherwise the error it stands for.
     /// `place` names the endpoint, e.g. "token endpoint".
     static func object(_ response: HTTPResponse, place: String) throws(OAuthError) -> [String: JSONValue] {
+        if response.status == 404 {
+            // Whatever the body says: the endpoint is not there (any more).
+            throw .endpointNotFound("the provider's \(place) answered HTTP 404 (not found)")
+        }
         let json = try? JSONDecoder().decode([String: JSONValue].self, from: Data(response.body))
         // Some providers (GitHub) answer errors with HTTP 200.
         if let json, response.status < 500, let code = json["error"]?.stringValue, json["access_token"] == nil {

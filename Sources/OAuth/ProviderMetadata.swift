@@ -15,6 +15,8 @@ public struct ProviderMetadata: Codable, Sendable, Equatable {
     public var userinfoEndpoint: String?
     public var jwksURI: String?
     public var endSessionEndpoint: String?
+    /// RFC 7662 §2; discovery lists it under RFC 8414 §2.
+    public var introspectionEndpoint: String?
     public var grantTypesSupported: [String]?
     public var tokenEndpointAuthMethodsSupported: [String]?
     public var revocationEndpointAuthMethodsSupported: [String]?
@@ -31,6 +33,7 @@ public struct ProviderMetadata: Codable, Sendable, Equatable {
         case userinfoEndpoint = "userinfo_endpoint"
         case jwksURI = "jwks_uri"
         case endSessionEndpoint = "end_session_endpoint"
+        case introspectionEndpoint = "introspection_endpoint"
         case grantTypesSupported = "grant_types_supported"
         case tokenEndpointAuthMethodsSupported = "token_endpoint_auth_methods_supported"
         case revocationEndpointAuthMethodsSupported = "revocation_endpoint_auth_methods_supported"
@@ -46,7 +49,7 @@ public struct ProviderMetadata: Codable, Sendable, Equatable {
                 grantTypesSupported: [String]? = nil, tokenEndpointAuthMethodsSupported: [String]? = nil,
                 revocationEndpointAuthMethodsSupported: [String]? = nil,
                 idTokenSigningAlgValuesSupported: [String]? = nil, codeChallengeMethodsSupported: [String]? = nil,
-                authorizationResponseIssParameterSupported: Bool? = nil) {
+                authorizationResponseIssParameterSupported: Bool? = nil, introspectionEndpoint: String? = nil) {
         self.issuer = issuer
         self.tokenEndpoint = tokenEndpoint
         self.authorizationEndpoint = authorizationEndpoint
@@ -55,6 +58,7 @@ public struct ProviderMetadata: Codable, Sendable, Equatable {
         self.userinfoEndpoint = userinfoEndpoint
         self.jwksURI = jwksURI
         self.endSessionEndpoint = endSessionEndpoint
+        self.introspectionEndpoint = introspectionEndpoint
         self.grantTypesSupported = grantTypesSupported
         self.tokenEndpointAuthMethodsSupported = tokenEndpointAuthMethodsSupported
         self.revocationEndpointAuthMethodsSupported = revocationEndpointAuthMethodsSupported
@@ -147,10 +151,13 @@ public enum OAuthError: Error, Sendable, Equatable {
     /// The configuration or the discovery document is not acceptable (http on a
     /// non-loopback host, issuer mismatch, missing endpoint).
     case configuration(String)
+    /// An endpoint the discovery document named answered HTTP 404: the document may be
+    /// out of date, so the caller reads it again.
+    case endpointNotFound(String)
 
     public var message: String {
         switch self {
-        case .unreachable(let m), .invalidResponse(let m), .configuration(let m): return m
+        case .unreachable(let m), .invalidResponse(let m), .configuration(let m), .endpointNotFound(let m): return m
         case .provider(let code, let description, _):
             if let description, !description.isEmpty { return "the provider answered \(code): \(description)" }
             return "the provider answered \(code)"

@@ -25,7 +25,7 @@ struct Accounts: ParsableCommand {
             return ["No accounts: sign in with `authctl login`."]
         }
         let rows = accounts.map { account in
-            [account.provider, account.username ?? "-", account.subject, State.describe(account)].map(Output.safe)
+            [account.provider, account.shownName, account.subject, State.describe(account)].map(Output.safe)
         }
         return Output.table([["PROVIDER", "ACCOUNT", "SUBJECT", "STATE"]] + rows)
     }

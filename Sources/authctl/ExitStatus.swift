@@ -21,6 +21,7 @@ enum ExitStatus: Int32, CaseIterable {
     case badRequest = 9
     case loginFailed = 10
     case overloaded = 11
+    case configuration = 12
     /// ArgumentParser's own status for command-line errors (`EX_USAGE`).
     case usage = 64
 
@@ -51,6 +52,7 @@ enum ExitStatus: Int32, CaseIterable {
         case .unknownProvider, .invalidParams, .invalidRequest, .methodNotFound, .parseError: self = .badRequest
         case .loginFailed: self = .loginFailed
         case .requestTooLarge, .overloaded: self = .overloaded
+        case .configuration: self = .configuration
         case .internalError: self = .failure
         }
     }
@@ -69,6 +71,7 @@ enum ExitStatus: Int32, CaseIterable {
         case .badRequest: return "unknown provider or account, or a request authbrokerd rejected"
         case .loginFailed: return "sign-in refused, expired or unknown"
         case .overloaded: return "authbrokerd is at a limit, or the request was too large"
+        case .configuration: return "config.toml does not allow this: change it as the message says"
         case .usage: return "wrong command-line usage"
         }
     }

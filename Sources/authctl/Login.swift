@@ -67,7 +67,7 @@ struct Login: ParsableCommand {
             // with an error when the sign-in expires.
             return try broker.loginWait(LoginWaitParams(loginID: start.loginID)).account
         }
-        Output.line("Signed in to \(Output.safe(account.provider)) as \(Output.safe(account.username ?? account.subject)).")
+        Output.line("Signed in to \(Output.safe(account.provider)) as \(Output.safe(account.shownName)).")
     }
 
     /// The lines on stderr that tell the user what to do.

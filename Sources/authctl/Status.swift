@@ -50,7 +50,8 @@ struct Status: ParsableCommand {
         }
         for entry in provider.accounts {
             let account = entry.account
-            let name = account.username.map { "\($0) (subject \(account.subject))" } ?? "subject \(account.subject)"
+            let shown = account.shownName
+            let name = shown == account.subject ? "subject \(shown)" : "\(shown) (subject \(account.subject))"
             lines.append("  account \(Output.safe(name)): \(Output.safe(State.describe(account)))")
             if entry.tokens.isEmpty {
                 lines.append("    no cached token")

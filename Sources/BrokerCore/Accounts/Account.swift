@@ -34,6 +34,31 @@ struct Account: Sendable {
     /// nothing stored.
     var machine: Bool = false
 
+    /// What people are shown and may type: the username, else `subject@issuer-host`.
+    var displayName: String {
+        if let username, !username.isEmpty { return username }
+        if machine { return key.subject }
+        return "\(key.subject)@\(Account.host(of: issuer))"
+    }
+
+    /// True when `name` is this account's subject, username or display name.
+    func isNamed(_ name: String) -> Bool {
+        key.subject == name || username == name || displayName == name
+    }
+
+    /// The issuer's host without scheme, port, path or brackets: "login.example.com".
+    static func host(of issuer: String) -> String {
+        var rest = Substring(issuer)
+        if let scheme = rest.firstRange(of: "://") { rest = rest[scheme.upperBound...] }
+        if let slash = rest.firstIndex(of: "/") { rest = rest[..<slash] }
+        if let at = rest.lastIndex(of: "@") { rest = rest[rest.index(after: at)...] }
+        if rest.hasPrefix("["), let close = rest.firstIndex(of: "]") {
+            return String(rest[rest.index(after: rest.startIndex)..<close])
+        }
+        if let colon = rest.firstIndex(of: ":") { rest = rest[..<colon] }
+        return rest.isEmpty ? "provider" : String(rest)
+    }
+
     /// The machine account of a client-credentials provider.
     static func machine(for p: ProviderConfig) -> Account {
         Account(key: AccountKey(provider: p.name, subject: p.clientID), issuer: p.issuer, clientID: p.clientID,

@@ -28,14 +28,14 @@ final class AccountRegistry: Sendable {
     }
 
     /// The account a token request means, for the cache-hit path: the only account of
-    /// `provider` (no name given), or the only one whose subject or username is `name`.
+    /// `provider` (no name given), or the only one whose subject, username or display name is `name`.
     /// Nil when there is none or more than one; the caller then takes the full path, which
     /// says why. Builds no array: a cache hit costs a look at each account, not a sorted copy.
     func resolve(provider: String, named name: String?) -> Account? {
         accounts.withLock { all in
             var found: Account?
             for account in all.values where account.key.provider == provider {
-                if let name, account.key.subject != name && account.username != name { continue }
+                if let name, !account.isNamed(name) { continue }
                 if found != nil { return nil }
                 found = account
             }

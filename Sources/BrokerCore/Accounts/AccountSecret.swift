@@ -27,7 +27,7 @@ struct AccountSecret: Codable, Sendable {
         let payload = AccountSecret(refreshToken: account.refreshToken, idToken: account.idToken, username: account.username,
                                     loginRequired: account.state == .loginRequired ? true : nil)
         let json = (try? JSONEncoder().encode(payload)).map { String(decoding: $0, as: UTF8.self) } ?? ""
-        let who = account.username ?? account.key.subject
+        let who = account.displayName
         return StoredCredential(
             provider: account.key.provider, issuer: account.issuer, clientID: account.clientID,
             subject: account.key.subject, label: "authbroker: \(account.key.provider) (\(who))", secret: json)

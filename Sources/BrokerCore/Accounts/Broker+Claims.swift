@@ -8,7 +8,7 @@ extension Broker {
         let provider = try provider(params.provider)
         let account = try account(of: provider.name, named: params.account)
         guard let idToken = account.idToken, let claims = JWT.decodeClaims(idToken) else {
-            throw BrokerError.invalidRequest(message: "\(provider.name) has no ID token for \(account.username ?? account.key.subject)\(account.machine ? ": it is a machine account" : "")")
+            throw BrokerError.invalidRequest(message: "\(provider.name) has no ID token for \(account.displayName)\(account.machine ? ": it is a machine account" : "")")
         }
         return ClaimsResult(provider: provider.name, subject: account.key.subject, claims: claims.mapValues(\.claimValue))
     }
@@ -27,6 +27,13 @@ extension Broker {
             return ClaimsResult(provider: provider.name, subject: account.key.subject, claims: claims.mapValues(\.claimValue))
         } catch {
             counters.providerErrors.increment()
+            if case .provider("invalid_token", _, _) = error {
+                // The token was asked without `resource`, yet the provider still refused it:
+                // its userinfo endpoint checks the audience, and this grant gives no token
+                // meant for it.
+                let why = provider.config.resources.isEmpty ? "" : ", although authbroker asked for it without a resource (the grant still restricts it to the configured resources)"
+                throw BrokerError.providerError(provider: provider.name, oauthError: "invalid_token", message: "\(provider.name)'s userinfo endpoint refused the access token of \(account.displayName)\(why), so its user info cannot be shown; `authctl whoami` shows the claims of the ID token instead")
+            }
             throw await provider.failed(error, doing: "userinfo request")
         }
     }

@@ -41,7 +41,7 @@ extension Broker {
         }
         forget(account.key)
         logger.info("signed out", metadata: ["account": "\(account.key)", "revoked": "\(revoked)"])
-        return LogoutResult(provider: provider.name, account: account.username ?? account.key.subject, revoked: revoked,
+        return LogoutResult(provider: provider.name, account: account.displayName, revoked: revoked,
                             revocationNote: note, endSessionURL: endSession)
     }
 

@@ -1,3 +1,5 @@
+import OAuth
+
 /// The daemon's configuration, as read from config.toml (docs/configuration.md).
 public struct BrokerConfig: Sendable, Equatable {
     public var daemon: DaemonSettings
@@ -85,6 +87,9 @@ public struct ProviderConfig: Sendable, Equatable {
     public var redirectPort: Int? = nil
     /// Where the provider sends the browser after RP-initiated logout.
     public var postLogoutRedirectURI: String? = nil
+    /// Endpoints set in config.toml, for providers whose discovery document lists fewer
+    /// than they serve; each one set wins over discovery.
+    public var endpoints = ConfiguredEndpoints()
 
     public static let defaultScopes = ["openid", "profile", "email", "offline_access"]
 
@@ -98,5 +103,35 @@ public struct ProviderConfig: Sendable, Equatable {
         self.scopes = scopes
         self.resources = resources
         self.audienceParameter = audienceParameter
+    }
+}
+
+/// The endpoint keys of `[providers.NAME]` (docs/providers.md). Each is checked like the
+/// issuer when the file is read: https, or http on a loopback host.
+public struct ConfiguredEndpoints: Sendable, Equatable {
+    public var deviceAuthorization: String?
+    public var revocation: String?
+    public var userinfo: String?
+    public var endSession: String?
+    public var introspection: String?
+
+    public init() {}
+
+    /// The config keys, with the member each one sets.
+    static var keys: [(String, WritableKeyPath<ConfiguredEndpoints, String?>)] { [
+        ("device_authorization_endpoint", \.deviceAuthorization), ("revocation_endpoint", \.revocation),
+        ("userinfo_endpoint", \.userinfo), ("end_session_endpoint", \.endSession),
+        ("introspection_endpoint", \.introspection),
+    ] }
+
+    /// The discovery document with the configured endpoints filled in or put in its place.
+    func applied(to metadata: ProviderMetadata) -> ProviderMetadata {
+        var m = metadata
+        if let deviceAuthorization { m.deviceAuthorizationEndpoint = deviceAuthorization }
+        if let revocation { m.revocationEndpoint = revocation }
+        if let userinfo { m.userinfoEndpoint = userinfo }
+        if let endSession { m.endSessionEndpoint = endSession }
+        if let introspection { m.introspectionEndpoint = introspection }
+        return m
     }
 }

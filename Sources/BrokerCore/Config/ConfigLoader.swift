@@ -181,8 +181,9 @@ private struct TableReader {
     }
 
     func provider(_ t: TOMLTable, name: String, at key: String) throws(ConfigError) -> ProviderConfig {
-        try checkKeys(t, allowed: ["issuer", "client_id", "client_secret", "scopes", "resources", "audience_parameter",
-                                   "grant", "authorization_params", "redirect_port", "post_logout_redirect_uri"], at: key)
+        let known: Set<String> = ["issuer", "client_id", "client_secret", "scopes", "resources", "audience_parameter",
+                                  "grant", "authorization_params", "redirect_port", "post_logout_redirect_uri"]
+        try checkKeys(t, allowed: known.union(ConfiguredEndpoints.keys.map(\.0)), at: key)
         guard name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." }) else {
             throw fail(key, "provider names may hold letters, digits, '-', '_' and '.' only")
         }
@@ -226,6 +227,15 @@ private struct TableReader {
         }
         provider.redirectPort = try int(t, "redirect_port", at: key, range: 1024...65535)
         provider.postLogoutRedirectURI = try string(t, "post_logout_redirect_uri", at: key)
+        for (name, member) in ConfiguredEndpoints.keys {
+            guard let url = try string(t, name, at: key) else { continue }
+            do throws(OAuthError) {
+                try EndpointPolicy.check(url, what: "the URL")
+            } catch {
+                throw fail("\(key).\(name)", error.message)
+            }
+            provider.endpoints[keyPath: member] = url
+        }
         if provider.grant == .clientCredentials && provider.clientSecret == nil {
             throw fail("\(key).client_secret", "is missing: the client_credentials grant needs a confidential client")
         }

@@ -53,7 +53,7 @@ extension Broker {
         }
         do {
             let account = try await finishBrowserLogin(redirect.query, request, metadata: metadata, provider: provider)
-            redirect.answer(title: "Signed in", text: "authbroker signed you in to \(name) as \(account.username ?? account.subject).", ok: true)
+            redirect.answer(title: "Signed in", text: "authbroker signed you in to \(name) as \(account.shownName).", ok: true)
             return account
         } catch {
             redirect.answer(title: "Sign-in failed", text: error.message, ok: false)
@@ -93,7 +93,7 @@ extension Broker {
             case .provider(let oauthCode, _, _):
                 throw refuse("the provider would not redeem the authorization code (\(oauthCode))")
             default:
-                throw await provider.failed(error, doing: "sign-in")
+                throw await provider.failedSignIn(error)
             }
         }
         return try await completeLogin(tokens, provider: provider, metadata: metadata, nonce: request.nonce)

@@ -26,6 +26,11 @@ extension Broker {
 
     private func startDeviceLogin(_ provider: Provider) async throws(BrokerError) -> LoginStartResult {
         let metadata = try await provider.discovered()
+        guard metadata.deviceAuthorizationEndpoint != nil else {
+            // Not the provider's refusal: its discovery names no such endpoint (some serve
+            // one anyway), and config.toml does not name one either.
+            throw BrokerError.configuration(provider: provider.name, message: "\(provider.name) names no device authorization endpoint in its discovery document: set device_authorization_endpoint under [providers.\(provider.name)] in config.toml to the URL its documentation gives, or sign in with the browser (`authctl login` without --device)")
+        }
         let started = clock.now()
         let authorization: DeviceAuthorization
         do {
@@ -86,7 +91,7 @@ extension Broker {
                 case .provider:
                     counters.providerErrors.increment()
                     throw BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) failed: \(error.message)")
-                case .unreachable, .invalidResponse, .configuration:
+                case .unreachable, .invalidResponse, .configuration, .endpointNotFound:
                     // A provider that blinks during a sign-in is asked again at the next interval.
                     counters.providerErrors.increment()
                     logger.warning("device poll failed; polling on", metadata: ["provider": "\(name)", "error": "\(error.message)"])
@@ -105,22 +110,27 @@ extension Broker {
     /// Turns a token response from a sign-in into a stored, ready account.
     func completeLogin(_ tokens: TokenResponse, provider: Provider, metadata: ProviderMetadata, nonce: String?) async throws(BrokerError) -> AccountInfo {
         let name = provider.name
-        guard let idToken = tokens.idToken else {
-            throw BrokerError.loginFailed(provider: name, message: "\(name) returned no ID token: add \"openid\" to its scopes in config.toml")
+        var issued = IssuedTokens(accessTokens: [tokens.accessToken], refreshToken: tokens.refreshToken)
+        let identity: SignInIdentity
+        do {
+            identity = try await identify(tokens, provider: provider, metadata: metadata, nonce: nonce, issued: &issued)
+        } catch {
+            let revocation = await revokeRefused(issued, provider: provider, metadata: metadata)
+            throw error.appending(revocation)
         }
-        let claims = try await verifyIDToken(idToken, provider: provider, metadata: metadata, nonce: nonce)
-        guard let refreshToken = tokens.refreshToken else {
-            throw BrokerError.loginFailed(provider: name, message: "\(name) issued no refresh token: add \"offline_access\" to its scopes in config.toml, or allow refresh tokens for client \(provider.config.clientID)")
+        guard let refreshToken = identity.refreshToken ?? tokens.refreshToken else {
+            let revocation = await revokeRefused(issued, provider: provider, metadata: metadata)
+            throw BrokerError.loginFailed(provider: name, message: "\(name) issued no refresh token: add \"offline_access\" to its scopes in config.toml, or allow refresh tokens for client \(provider.config.clientID); \(revocation)")
         }
         let account = Account(
-            key: AccountKey(provider: name, subject: claims.sub),
+            key: AccountKey(provider: name, subject: identity.subject),
             issuer: provider.config.issuer, clientID: provider.config.clientID,
-            username: claims.preferredUsername ?? claims.email ?? claims.name,
-            refreshToken: refreshToken, idToken: idToken, state: .ready)
+            username: identity.username, refreshToken: refreshToken, idToken: identity.idToken, state: .ready)
         do {
             try await store.save(AccountSecret.credential(for: account))
         } catch {
-            throw BrokerError.storeUnavailable(message: "signed in to \(name), but the refresh token could not be stored: \(error.message)")
+            let revocation = await revokeRefused(issued, provider: provider, metadata: metadata)
+            throw BrokerError.storeUnavailable(message: "signed in to \(name), but the refresh token could not be stored (\(error.message)); \(revocation)")
         }
         cache.removeAll(for: account.key)
         accounts.put(account)

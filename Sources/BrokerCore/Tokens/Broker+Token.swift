@@ -31,7 +31,7 @@ extension Broker {
         let provider = try provider(request.provider)
         let account = try account(of: provider.name, named: request.account)
         guard account.state == .ready else {
-            throw BrokerError.signInAgain(provider.name, account.username ?? account.key.subject)
+            throw BrokerError.signInAgain(provider.name, account.displayName)
         }
         let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [])
         let minimumLife = minimumLife(request)
@@ -69,7 +69,7 @@ extension Broker {
         TokenGetResult(
             accessToken: token.accessToken, tokenType: token.tokenType, expiresAt: Int64(token.expiresAt),
             scope: token.scope, resource: key.resource, provider: key.account.provider,
-            account: account.username ?? account.key.subject)
+            account: account.displayName)
     }
 
     /// One refresh at the provider. Runs inside the account's RefreshQueue, so it always
@@ -77,7 +77,7 @@ extension Broker {
     private func refresh(_ key: CacheKey, provider: Provider) async throws(BrokerError) -> CachedToken {
         guard let account = accounts[key.account] else { throw BrokerError.notSignedIn(provider.name) }
         guard account.state == .ready else {
-            throw BrokerError.signInAgain(provider.name, account.username ?? account.key.subject)
+            throw BrokerError.signInAgain(provider.name, account.displayName)
         }
         let metadata = try await provider.discovered()
         try await provider.checkBackoff()
@@ -101,7 +101,7 @@ extension Broker {
                 // Remembered in the item, so `account.list` says so after a restart too.
                 if let marked = accounts[account.key] { try? await store.save(AccountSecret.credential(for: marked)) }
                 logger.warning("refresh token refused: sign-in required", metadata: ["account": "\(account.key)"])
-                throw BrokerError.signInAgain(provider.name, account.username ?? account.key.subject)
+                throw BrokerError.signInAgain(provider.name, account.displayName)
             }
             if case .provider("invalid_target", _, _) = error {
                 throw BrokerError.providerError(
