@@ -66,6 +66,11 @@ public struct AccountInfo: Codable, Sendable, Equatable {
     /// Accepted wherever an account is named. Absent from daemons before this member.
     public var displayName: String?
 
+    enum CodingKeys: String, CodingKey {
+        case provider, subject, username, state
+        case displayName = "display_name"
+    }
+
     public init(provider: String, subject: String, username: String?, state: String, displayName: String? = nil) {
         self.provider = provider
         self.subject = subject

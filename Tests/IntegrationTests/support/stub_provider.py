@@ -15,6 +15,18 @@ Modes of the token endpoint (discovery, JWKS and device authorization always ans
   hang      no answer until the stub stops
   refuse    the listening socket is closed: connections are refused (see `refuse()`)
 
+Switches for the provider behaviours of docs/providers.md (tests/test_providers.py):
+  device_id_token            False: device grant answers carry no ID token (RFC 8628 needs none)
+  id_token_names             False: ID tokens carry no preferred_username, email or name
+  userinfo_claims            extra claims of the userinfo answer (besides sub)
+  userinfo_checks_audience   True: userinfo refuses (401) a token restricted to resources
+  restrict_default_audience  True: a token asked without `resource` is still restricted to
+                             the resources the sign-in asked for
+  discovery_omits            discovery members left out, although the endpoints are served
+  token_path                 where the token endpoint is (the old path then answers 404)
+Counters: discovery_requests; `revoked` holds every token revoked at /revoke, `access` every
+access token issued with its resources.
+
 Nothing here prints a token.
 """
 import base64
@@ -55,6 +67,18 @@ class StubProvider:
         self.valid_refresh = set()  # refresh tokens that still work (one use each)
         self.last_issued_refresh = None  # the newest refresh token delivered in an ok answer
         self.issued = []  # every token and device code this stub handed out (for secret scans)
+        self.device_id_token = True
+        self.id_token_names = True
+        self.userinfo_claims = {}
+        self.userinfo_checks_audience = False
+        self.restrict_default_audience = False
+        self.discovery_omits = set()
+        self.token_path = "/token"
+        self.discovery_requests = 0
+        self.revoked = set()
+        self.access = {}  # access token -> resources it is restricted to ([] = none)
+        self.grants = {}  # device code / refresh token / code -> resources of the sign-in
+        self.nonces = {}  # authorization code -> nonce
         self.server = None
         self.port = None
         self.thread = None
@@ -107,23 +131,35 @@ class StubProvider:
 
     # --- tokens ------------------------------------------------------------------------
 
-    def _id_token(self):
+    def _id_token(self, nonce=None):
         now = int(time.time())
         header = {"alg": "RS256", "typ": "JWT", "kid": self.kid}
         claims = {"iss": self.issuer, "aud": self.client_id, "sub": self.subject, "iat": now,
-                  "exp": now + 600, "preferred_username": "stub-user"}
+                  "exp": now + 600}
+        if self.id_token_names:
+            claims["preferred_username"] = "stub-user"
+        if nonce:
+            claims["nonce"] = nonce
         signing_input = _b64(json.dumps(header).encode()) + "." + _b64(json.dumps(claims).encode())
         signature = self.key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
         return signing_input + "." + _b64(signature)
 
-    def _tokens(self, with_id_token):
+    def _tokens(self, with_id_token, resources=(), grant=(), nonce=None):
         refresh = "stub-rt-" + secrets.token_urlsafe(24)
         access = "stub-at-" + secrets.token_urlsafe(24)
         answer = {"access_token": access, "token_type": "Bearer", "expires_in": self.access_token_life,
                   "refresh_token": refresh, "scope": "openid offline_access"}
         if with_id_token:
-            answer["id_token"] = self._id_token()
+            answer["id_token"] = self._id_token(nonce)
+        with self.lock:
+            self.access[access] = list(resources)
+            self.grants[refresh] = list(grant)
         return answer
+
+    def live_tokens(self, tokens):
+        """Those of `tokens` the stub has not revoked."""
+        with self.lock:
+            return [t for t in tokens if t not in self.revoked]
 
     def _keep(self, answer):
         """Makes the answer's refresh token the valid one and remembers what was issued."""
@@ -141,11 +177,30 @@ class StubProvider:
 
     def discovery(self):
         i = self.issuer
-        return {"issuer": i, "token_endpoint": i + "/token", "device_authorization_endpoint": i + "/device",
-                "jwks_uri": i + "/jwks", "authorization_endpoint": i + "/authorize",
-                "grant_types_supported": ["refresh_token", "urn:ietf:params:oauth:grant-type:device_code"],
-                "id_token_signing_alg_values_supported": ["RS256"],
-                "response_types_supported": ["code"], "subject_types_supported": ["public"]}
+        doc = {"issuer": i, "token_endpoint": i + self.token_path, "device_authorization_endpoint": i + "/device",
+               "jwks_uri": i + "/jwks", "authorization_endpoint": i + "/authorize",
+               "userinfo_endpoint": i + "/userinfo", "revocation_endpoint": i + "/revoke",
+               "introspection_endpoint": i + "/introspect",
+               "grant_types_supported": ["refresh_token", "urn:ietf:params:oauth:grant-type:device_code"],
+               "id_token_signing_alg_values_supported": ["RS256"],
+               "response_types_supported": ["code"], "subject_types_supported": ["public"]}
+        return {k: v for k, v in doc.items() if k not in self.discovery_omits}
+
+    def _bearer(self, headers):
+        auth = headers.get("Authorization") or ""
+        return auth[7:] if auth.startswith("Bearer ") else None
+
+    def userinfo(self, headers):
+        """(status, body) of the userinfo endpoint for the request's bearer token."""
+        token = self._bearer(headers)
+        with self.lock:
+            resources = self.access.get(token)
+            dead = token in self.revoked
+        if resources is None or dead:
+            return 401, {"error": "invalid_token"}
+        if self.userinfo_checks_audience and resources:
+            return 401, {"error": "invalid_token", "error_description": "the token's audience is not this endpoint"}
+        return 200, dict(self.userinfo_claims, sub=self.subject)
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -175,7 +230,24 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         p = self.provider
         if self.path == "/.well-known/openid-configuration":
+            with p.lock:
+                p.discovery_requests += 1
             self._json(200, p.discovery())
+        elif self.path == "/userinfo":
+            self._json(*p.userinfo(self.headers))
+        elif self.path.startswith("/authorize?"):
+            q = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+            code = "stub-code-" + secrets.token_urlsafe(16)
+            with p.lock:
+                p.nonces[code] = q.get("nonce", [None])[0]
+                p.grants[code] = q.get("resource", [])
+            location = q["redirect_uri"][0] + "?" + urllib.parse.urlencode(
+                {"code": code, "state": q["state"][0], "iss": p.issuer})
+            self.send_response(302)
+            self.send_header("Location", location)
+            self.send_header("Content-Length", "0")
+            self.send_header("Connection", "close")
+            self.end_headers()
         elif self.path == "/jwks":
             self._json(200, p.jwks())
         else:
@@ -185,14 +257,27 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         p = self.provider
         length = int(self.headers.get("Content-Length") or 0)
         form = urllib.parse.parse_qs(self.rfile.read(length).decode())
+        if self.path == "/revoke":
+            with p.lock:
+                p.revoked.add(form.get("token", [""])[0])
+                p.valid_refresh.discard(form.get("token", [""])[0])
+            self._raw(200, b"", "text/plain")
+            return
+        if self.path == "/introspect":
+            token = form.get("token", [""])[0]
+            with p.lock:
+                active = token in p.access and token not in p.revoked
+            self._json(200, {"active": True, "sub": p.subject, "client_id": p.client_id} if active else {"active": False})
+            return
         if self.path == "/device":
             device_code = "stub-dc-" + secrets.token_urlsafe(16)
             with p.lock:
                 p.issued.append(device_code)
+                p.grants[device_code] = form.get("resource", [])
             self._json(200, {"device_code": device_code, "user_code": "STUB-CODE",
                              "verification_uri": p.issuer + "/activate", "expires_in": 60, "interval": 1})
             return
-        if self.path != "/token":
+        if self.path != p.token_path:
             self._json(404, {"error": "not_found"})
             return
         grant = form.get("grant_type", [""])[0]
@@ -214,7 +299,20 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             p.released.wait(p.delay)
             self._json(200, p._tokens(with_id_token=False))  # too late: never kept
         elif grant == "urn:ietf:params:oauth:grant-type:device_code":
-            answer = p._tokens(with_id_token=True)
+            with p.lock:
+                resources = p.grants.get(form.get("device_code", [""])[0], [])
+            answer = p._tokens(with_id_token=p.device_id_token, resources=resources, grant=resources)
+            p._keep(answer)
+            self._json(200, answer)
+        elif grant == "authorization_code":
+            code = form.get("code", [""])[0]
+            with p.lock:
+                resources = p.grants.pop(code, None)
+                nonce = p.nonces.pop(code, None)
+            if resources is None:
+                self._json(400, {"error": "invalid_grant"})
+                return
+            answer = p._tokens(with_id_token=True, resources=resources, grant=resources, nonce=nonce)
             p._keep(answer)
             self._json(200, answer)
         elif grant == "refresh_token":
@@ -225,7 +323,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if not known:
                 self._json(400, {"error": "invalid_grant"})
                 return
-            answer = p._tokens(with_id_token=False)
+            with p.lock:
+                grant_resources = p.grants.get(presented, [])
+            asked = form.get("resource", [])
+            resources = asked or (grant_resources if p.restrict_default_audience else [])
+            answer = p._tokens(with_id_token=False, resources=resources, grant=grant_resources)
             p._keep(answer)
             self._json(200, answer)
         else:

@@ -1,0 +1,269 @@
+"""Provider behaviours Glewlwyd never shows (docs/providers.md), each played by a STUB
+provider (support/stub_provider.py) switched to behave like a real, standards-following
+provider does: no ID token on device answers, a discovery document that lists fewer
+endpoints than it serves, a userinfo endpoint that checks the token's audience, ID
+tokens without a name, a token endpoint that moved.
+
+Every test asserts what the user sees and that nothing the broker gave up on is left
+alive at the provider. No test prints a token: tokens are compared via fingerprint()."""
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from conftest import RPC, Daemon, fingerprint
+from stub_provider import StubProvider
+
+API = "https://api.example.test"
+
+
+def provider_config(name, stub, resources=(), extra="", http_timeout=2):
+    # Stub tokens live 60 s; refresh_margin 120 s makes every token request refresh.
+    res = ", ".join(f'"{r}"' for r in resources)
+    return (f'[daemon]\nstore = "secret-service"\nrefresh_margin = 120\nhttp_timeout = {http_timeout}\n\n'
+            f"[providers.{name}]\nissuer = \"{stub.issuer}\"\nclient_id = \"{stub.client_id}\"\n"
+            'scopes = ["openid", "offline_access"]\n'
+            f"resources = [{res}]\n" + extra)
+
+
+@pytest.fixture
+def stub():
+    s = StubProvider(access_token_life=60, subject="1").start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def make_daemon():
+    made = []
+
+    def make(stub, **config):
+        d = Daemon(None)
+        d.write_config(text=provider_config(d.name, stub, **config))
+        d.start()
+        made.append(d)
+        return d
+
+    yield make
+    for d in made:
+        d.cleanup()
+
+
+def login(d):
+    return d.ctl("login", "--device", "--provider", d.name, timeout=30)
+
+
+def accounts(d):
+    return d.rpc("account.list")["result"]["accounts"]
+
+
+def issued_at_sign_in(stub):
+    """Every access and refresh token the stub handed out (device codes aside)."""
+    return [t for t in stub.issued if t.startswith(("stub-at-", "stub-rt-"))]
+
+
+# --- item 3: device answers without an ID token ---------------------------------------
+
+def test_stub_device_answer_without_id_token_is_identified_by_userinfo(stub, make_daemon):
+    stub.device_id_token = False
+    stub.userinfo_claims = {"preferred_username": "kim"}
+    d = make_daemon(stub)
+    r = login(d)
+    assert r.returncode == 0, r.stderr + d.log_text()
+    assert "no ID token" not in r.stderr
+    assert f"Signed in to {d.name} as kim." in r.stdout
+    assert [(a["subject"], a["display_name"]) for a in accounts(d)] == [("1", "kim")]
+    got = d.rpc("token.get", {"provider": d.name})
+    assert "result" in got, got
+    assert stub.revoked == set()
+    # whoami has no ID token to show, and says so plainly.
+    w = d.ctl("whoami", "--provider", d.name)
+    assert w.returncode != 0 and "no ID token" in w.stderr
+
+
+def test_stub_device_answer_without_id_token_refreshes_for_an_audience_checking_userinfo(stub, make_daemon):
+    # The sign-in's token is restricted to the configured resource, which this userinfo
+    # endpoint refuses; a token asked without `resource` is not.
+    stub.device_id_token = False
+    stub.userinfo_checks_audience = True
+    stub.userinfo_claims = {"email": "kim@example.test"}
+    d = make_daemon(stub, resources=[API])
+    r = login(d)
+    assert r.returncode == 0, r.stderr + d.log_text()
+    assert f"as kim@example.test." in r.stdout
+    # The refresh at sign-in rotated the refresh token: the stored one is the newest.
+    got = d.rpc("token.get", {"provider": d.name, "resource": API})
+    assert "result" in got, got
+
+
+def test_stub_device_answer_without_any_identity_is_refused_and_revoked(stub, make_daemon):
+    stub.device_id_token = False
+    stub.discovery_omits = {"userinfo_endpoint", "introspection_endpoint"}
+    d = make_daemon(stub)
+    r = login(d)
+    assert r.returncode == 10, r.stdout + r.stderr
+    assert "returned no ID token" in r.stderr
+    assert "could not find out who signed in" in r.stderr
+    assert "userinfo_endpoint" in r.stderr and "introspection_endpoint" in r.stderr
+    assert "the tokens it issued were revoked" in r.stderr
+    issued = issued_at_sign_in(stub)
+    assert issued, "the stub issued nothing"
+    assert stub.live_tokens(issued) == [], "a refused sign-in left tokens alive at the provider"
+    assert accounts(d) == []
+    for t in issued:
+        assert t not in r.stderr + r.stdout + d.log_text()
+
+
+def test_stub_configured_introspection_endpoint_names_the_account(stub, make_daemon):
+    # Discovery names neither userinfo nor introspection, but the provider serves the
+    # latter: config.toml names it.
+    stub.device_id_token = False
+    stub.discovery_omits = {"userinfo_endpoint", "introspection_endpoint"}
+    d = make_daemon(stub, extra=f'introspection_endpoint = "{stub.issuer}/introspect"\n')
+    r = login(d)
+    assert r.returncode == 0, r.stderr + d.log_text()
+    shown = f"1@127.0.0.1"
+    assert f"as {shown}." in r.stdout
+    assert stub.revoked == set()
+
+
+# --- item 4: discovery that lists fewer endpoints than the provider serves -------------
+
+def test_stub_missing_device_endpoint_is_a_configuration_error_naming_the_key(stub, make_daemon):
+    stub.discovery_omits = {"device_authorization_endpoint", "revocation_endpoint"}
+    d = make_daemon(stub)
+    r = login(d)
+    assert r.returncode == 12, r.stdout + r.stderr
+    assert "device_authorization_endpoint" in r.stderr
+    assert f"[providers.{d.name}]" in r.stderr
+    assert "refused" not in r.stderr
+    answer = d.rpc("login.start", {"provider": d.name, "flow": "device"})
+    assert answer["error"]["code"] == -32010, answer
+    assert "oauth_error" not in (answer["error"].get("data") or {})
+
+    # Naming the endpoints in config.toml makes the sign-in and the sign-out work.
+    d.stop()
+    d.write_config(text=provider_config(d.name, stub, extra=(
+        f'device_authorization_endpoint = "{stub.issuer}/device"\n'
+        f'revocation_endpoint = "{stub.issuer}/revoke"\n')))
+    d.start()
+    r = login(d)
+    assert r.returncode == 0, r.stderr + d.log_text()
+    refresh = stub.last_issued_refresh
+    out = d.ctl("logout", "--provider", d.name, "--no-browser")
+    assert out.returncode == 0, out.stderr
+    assert stub.live_tokens([refresh]) == [], "the sign-out did not revoke at the configured endpoint"
+
+
+def test_endpoint_keys_are_checked_like_the_issuer(stub):
+    d = Daemon(None)
+    try:
+        d.write_config(text=provider_config(d.name, stub, extra='userinfo_endpoint = "http://idp.example.test/userinfo"\n'))
+        d.start(wait=False)
+        assert d.proc.wait(timeout=20) != 0
+        log = d.log_text()
+        assert f"providers.{d.name}.userinfo_endpoint" in log
+        assert "must use https" in log
+    finally:
+        d.cleanup()
+
+
+# --- item 5: a userinfo endpoint that checks the token's audience ----------------------
+
+def test_stub_audience_checking_userinfo_gets_a_token_without_resource(stub, make_daemon):
+    stub.userinfo_checks_audience = True
+    stub.userinfo_claims = {"name": "Kim Doe"}
+    d = make_daemon(stub, resources=[API])
+    assert login(d).returncode == 0
+    assert "result" in d.rpc("token.get", {"provider": d.name, "resource": API})
+    r = d.ctl("userinfo", "--provider", d.name)
+    assert r.returncode == 0, r.stderr + d.log_text()
+    assert "Kim Doe" in r.stdout
+
+
+def test_stub_audience_checking_userinfo_that_still_refuses_says_so_plainly(stub, make_daemon):
+    stub.userinfo_checks_audience = True
+    stub.restrict_default_audience = True
+    d = make_daemon(stub, resources=[API])
+    assert login(d).returncode == 0
+    r = d.ctl("userinfo", "--provider", d.name)
+    assert r.returncode == 6, r.stdout + r.stderr
+    assert "userinfo endpoint refused the access token" in r.stderr
+    assert "asked for it without a resource" in r.stderr
+    assert "authctl whoami" in r.stderr
+    w = d.ctl("whoami", "--provider", d.name)
+    assert w.returncode == 0, w.stderr
+    assert '"sub"' in w.stdout or "sub" in w.stdout
+
+
+# --- item 6: names, sentences, discovery refetch ---------------------------------------
+
+def test_stub_account_without_names_is_shown_with_the_issuers_host(stub, make_daemon):
+    stub.id_token_names = False
+    d = make_daemon(stub)
+    r = login(d)
+    assert r.returncode == 0, r.stderr
+    shown = "1@127.0.0.1"
+    assert f"Signed in to {d.name} as {shown}." in r.stdout
+    assert [(a["subject"], a.get("username"), a["display_name"]) for a in accounts(d)] == [("1", None, shown)]
+    table = d.ctl("accounts").stdout
+    assert re.search(rf"{d.name}\s+{re.escape(shown)}\s+1\s+ready", table), table
+    assert f"account {shown} (subject 1)" in d.ctl("status").stdout
+    # Both the subject and the shown name select the account.
+    for name in ("1", shown):
+        t = d.ctl("token", "--provider", d.name, "--account", name)
+        assert t.returncode == 0, t.stderr
+
+
+def test_stub_account_without_names_in_the_id_token_takes_the_userinfo_name(stub, make_daemon):
+    stub.id_token_names = False
+    stub.userinfo_claims = {"name": "Kim Doe"}
+    d = make_daemon(stub)
+    r = login(d)
+    assert r.returncode == 0, r.stderr
+    assert f"as Kim Doe." in r.stdout
+    assert accounts(d)[0]["display_name"] == "Kim Doe"
+
+
+def test_stub_browser_sign_in_abandoned_by_a_failing_provider_says_to_sign_in_again(stub, make_daemon):
+    d = make_daemon(stub)
+    c = RPC(d.socket)
+    start = c.call("login.start", {"provider": d.name, "flow": "browser"})["result"]
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args):
+            return None
+
+    try:
+        urllib.request.build_opener(NoRedirect).open(start["authorization_url"], timeout=10)
+        raise AssertionError("the stub did not redirect")
+    except urllib.error.HTTPError as e:
+        location = e.headers["Location"]
+    stub.mode = "http500"  # the provider fails as the browser comes back
+    try:
+        urllib.request.urlopen(location, timeout=30).read()
+    except urllib.error.HTTPError:
+        pass
+    answer = c.call("login.wait", {"login_id": start["login_id"]})
+    c.close()
+    message = answer["error"]["message"]
+    assert answer["error"]["code"] == -32007, answer
+    assert f"run `authctl login --provider {d.name}` again" in message
+    assert not re.search(r"try again in \d+ s$", message), message
+    assert accounts(d) == []
+
+
+def test_stub_endpoint_answering_404_makes_the_daemon_read_discovery_again(stub, make_daemon):
+    d = make_daemon(stub)
+    assert login(d).returncode == 0
+    assert stub.discovery_requests == 1
+    stub.token_path = "/token-v2"  # the provider moved its token endpoint
+    first = d.rpc("token.get", {"provider": d.name})
+    assert "error" in first and "404" in first["error"]["message"], first
+    assert "discovery document again" in first["error"]["message"]
+    second = d.rpc("token.get", {"provider": d.name})
+    assert "result" in second, second
+    assert stub.discovery_requests == 2
+    assert fingerprint(second["result"]["access_token"]) != fingerprint(stub.last_issued_refresh)
