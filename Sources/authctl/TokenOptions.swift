@@ -14,7 +14,7 @@ struct TokenOptions: ParsableArguments {
     @Option(help: "The provider's name in config.toml; may be left out when only one is configured.")
     var provider: String?
 
-    @Option(help: "The account's username or subject; may be left out when the provider has one account.")
+    @Option(help: "The account as `authctl accounts` shows it, or its subject; may be left out when the provider has one account.")
     var account: String?
 
     @Option(name: .customLong("min-ttl"), help: ArgumentHelp("Seconds (0-86400) the token must still be valid for.", valueName: "seconds"))

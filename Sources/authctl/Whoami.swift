@@ -32,7 +32,7 @@ struct ClaimsOptions: ParsableArguments {
     @Option(help: "The provider's name in config.toml; may be left out when only one is configured.")
     var provider: String?
 
-    @Option(help: "The account's username or subject; may be left out when the provider has one account.")
+    @Option(help: "The account as `authctl accounts` shows it, or its subject; may be left out when the provider has one account.")
     var account: String?
 
     @Flag(help: "Print the whole answer as JSON.")

@@ -80,7 +80,7 @@ def test_stub_device_answer_without_id_token_is_identified_by_userinfo(stub, mak
     assert stub.revoked == set()
     # whoami has no ID token to show, and says so plainly.
     w = d.ctl("whoami", "--provider", d.name)
-    assert w.returncode != 0 and "no ID token" in w.stderr
+    assert w.returncode != 0 and "no ID token" in w.stderr and "authctl userinfo" in w.stderr
 
 
 def test_stub_device_answer_without_id_token_refreshes_for_an_audience_checking_userinfo(stub, make_daemon):
@@ -253,6 +253,18 @@ def test_stub_browser_sign_in_abandoned_by_a_failing_provider_says_to_sign_in_ag
     assert f"run `authctl login --provider {d.name}` again" in message
     assert not re.search(r"try again in \d+ s$", message), message
     assert accounts(d) == []
+
+
+def test_stub_device_sign_in_whose_code_runs_out_while_the_provider_fails_says_so(stub, make_daemon):
+    stub.device_expires_in = 3
+    stub.mode = "http500"
+    d = make_daemon(stub)
+    r = login(d)
+    assert r.returncode == 10, r.stdout + r.stderr
+    assert "abandoned because the provider failed" in r.stderr
+    assert f"run `authctl login --provider {d.name}` again" in r.stderr
+    assert "expired before it was approved" not in r.stderr
+    assert "try again in" not in r.stderr
 
 
 def test_stub_endpoint_answering_404_makes_the_daemon_read_discovery_again(stub, make_daemon):

@@ -8,7 +8,8 @@ extension Broker {
         let provider = try provider(params.provider)
         let account = try account(of: provider.name, named: params.account)
         guard let idToken = account.idToken, let claims = JWT.decodeClaims(idToken) else {
-            throw BrokerError.invalidRequest(message: "\(provider.name) has no ID token for \(account.displayName)\(account.machine ? ": it is a machine account" : "")")
+            let why = account.machine ? ": it is a machine account" : ": the provider sent none at sign-in; `authctl userinfo` asks the provider instead"
+            throw BrokerError.invalidRequest(message: "\(provider.name) has no ID token for \(account.displayName)\(why)")
         }
         return ClaimsResult(provider: provider.name, subject: account.key.subject, claims: claims.mapValues(\.claimValue))
     }

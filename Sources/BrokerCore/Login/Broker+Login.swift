@@ -70,6 +70,9 @@ extension Broker {
     private func pollDevice(_ authorization: DeviceAuthorization, metadata: ProviderMetadata, provider: Provider, deadline: Double) async throws(BrokerError) -> AccountInfo {
         var interval = max(1, authorization.interval)
         let name = provider.name
+        // Why the last poll failed, if it did: a code that runs out while the provider is
+        // failing was perhaps approved, and the user should hear that it was the provider.
+        var failing: String?
         while true {
             do {
                 try await Task.sleep(for: .seconds(interval))
@@ -77,6 +80,9 @@ extension Broker {
                 throw BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) was cancelled")
             }
             if clock.now() >= deadline {
+                if let failing {
+                    throw BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) was abandoned because the provider failed until its code expired (\(failing)): run `authctl login --provider \(name)` again")
+                }
                 throw BrokerError.loginFailed(provider: name, message: "the code for \(name) expired before it was approved: run `authctl login --provider \(name)` again")
             }
             let answer: DevicePollResult
@@ -95,9 +101,11 @@ extension Broker {
                     // A provider that blinks during a sign-in is asked again at the next interval.
                     counters.providerErrors.increment()
                     logger.warning("device poll failed; polling on", metadata: ["provider": "\(name)", "error": "\(error.message)"])
+                    failing = error.message
                     continue
                 }
             }
+            failing = nil
             switch answer {
             case .pending: continue
             case .slowDown: interval += 5

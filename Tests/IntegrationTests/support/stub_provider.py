@@ -24,6 +24,7 @@ Switches for the provider behaviours of docs/providers.md (tests/test_providers.
                              the resources the sign-in asked for
   discovery_omits            discovery members left out, although the endpoints are served
   token_path                 where the token endpoint is (the old path then answers 404)
+  device_expires_in          seconds a device code lives (default 60)
 Counters: discovery_requests; `revoked` holds every token revoked at /revoke, `access` every
 access token issued with its resources.
 
@@ -74,6 +75,7 @@ class StubProvider:
         self.restrict_default_audience = False
         self.discovery_omits = set()
         self.token_path = "/token"
+        self.device_expires_in = 60
         self.discovery_requests = 0
         self.revoked = set()
         self.access = {}  # access token -> resources it is restricted to ([] = none)
@@ -275,7 +277,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 p.issued.append(device_code)
                 p.grants[device_code] = form.get("resource", [])
             self._json(200, {"device_code": device_code, "user_code": "STUB-CODE",
-                             "verification_uri": p.issuer + "/activate", "expires_in": 60, "interval": 1})
+                             "verification_uri": p.issuer + "/activate", "expires_in": p.device_expires_in,
+                             "interval": 1})
             return
         if self.path != p.token_path:
             self._json(404, {"error": "not_found"})
