@@ -42,17 +42,6 @@ public final class Broker: Sendable {
     /// The configuration in force.
     public var config: BrokerConfig { table.withLock { $0.config } }
 
-    /// The provider of that name, if configured.
-    func provider(named name: String) -> Provider? { table.withLock { $0.providers[name] } }
-
-    /// The provider a request without a name means: the only one configured.
-    func soleProvider() -> Provider? {
-        table.withLock { t in
-            if let d = t.config.daemon.defaultProvider { return t.providers[d] }
-            return t.config.providers.count == 1 ? t.providers[t.config.providers[0].name] : nil
-        }
-    }
-
     /// Checks the store and loads the accounts it holds for the configured providers.
     public func start() async throws(BrokerError) {
         let items: [StoredCredential]
@@ -81,36 +70,80 @@ public final class Broker: Sendable {
 
     // MARK: Resolution
 
-    func provider(_ name: String?) throws(BrokerError) -> Provider {
-        if let name {
-            guard let p = provider(named: name) else {
-                let known = config.providers.map(\.name).joined(separator: ", ")
-                throw BrokerError.unknownProvider(message: "no provider named \(name) is configured (configured: \(known))")
-            }
-            return p
-        }
-        guard let p = soleProvider() else {
-            let known = config.providers.map(\.name).joined(separator: ", ")
-            throw BrokerError.unknownProvider(message: "several providers are configured (\(known)): choose one with --provider, or set default_provider in [daemon]")
-        }
-        return p
+    /// What a request's provider and account names point at.
+    enum Resolution {
+        case found(Provider, Account)
+        /// No provider of that name is configured.
+        case unknownProvider(String)
+        /// No name given, and neither a single provider nor `default_provider`.
+        case noDefaultProvider
+        /// The provider has no account of that name (or none at all when `name` is nil).
+        case noAccount(provider: String, name: String?)
+        /// Several accounts fit: no name was given, or a username or display name several accounts share.
+        case severalAccounts(provider: String, name: String?)
     }
 
-    /// The account a request means: the one named (by subject, username or display name), or the only one.
-    func account(of provider: String, named name: String?) throws(BrokerError) -> Account {
-        let all = accounts.list(provider: provider)
-        if let name {
-            guard let a = all.first(where: { $0.isNamed(name) }) else {
-                throw BrokerError.loginRequired(provider: provider, message: "no account \(name) is signed in to \(provider): run `authctl login --provider \(provider)`")
-            }
-            return a
+    /// The one reading of a request's `provider` and `account`, for every method. The
+    /// cache-hit path uses it on the event loop, so it neither throws nor builds an array;
+    /// the other methods turn a miss into its sentence with `resolved(provider:account:)`.
+    func resolve(provider name: String?, account accountName: String?) -> Resolution {
+        guard let provider = provider(orDefault: name) else {
+            return name.map { .unknownProvider($0) } ?? .noDefaultProvider
         }
-        guard let first = all.first else { throw BrokerError.notSignedIn(provider) }
-        guard all.count == 1 else {
+        switch accounts.match(provider: provider.name, named: accountName) {
+        case .one(let account): return .found(provider, account)
+        case .none: return .noAccount(provider: provider.name, name: accountName)
+        case .several: return .severalAccounts(provider: provider.name, name: accountName)
+        }
+    }
+
+    /// The provider and account a request means, or the error that says what to name.
+    func resolved(provider name: String?, account accountName: String?) throws(BrokerError) -> (Provider, Account) {
+        switch resolve(provider: name, account: accountName) {
+        case .found(let provider, let account):
+            return (provider, account)
+        case .unknownProvider, .noDefaultProvider:
+            throw providerMissing(name)
+        case .noAccount(let provider, nil):
+            throw BrokerError.notSignedIn(provider)
+        case .noAccount(let provider, let accountName?):
+            throw BrokerError.loginRequired(provider: provider, message: "no account \(accountName) is signed in to \(provider): run `authctl login --provider \(provider)`")
+        case .severalAccounts(let provider, let accountName):
+            let all = accounts.list(provider: provider)
+            if let accountName {
+                let subjects = all.filter { $0.isNamed(accountName) }.map(\.key.subject).joined(separator: ", ")
+                throw BrokerError.invalidRequest(message: "several accounts named \(accountName) are signed in to \(provider) (subjects \(subjects)): choose one with --account SUBJECT")
+            }
             let names = all.map(\.displayName).joined(separator: ", ")
             throw BrokerError.invalidRequest(message: "several accounts are signed in to \(provider) (\(names)): choose one with --account")
         }
-        return first
+    }
+
+    /// The provider a request means, for methods that need no account (sign-in, secrets).
+    func provider(_ name: String?) throws(BrokerError) -> Provider {
+        guard let provider = provider(orDefault: name) else { throw providerMissing(name) }
+        return provider
+    }
+
+    /// The provider of that name, or without a name the default one: `default_provider`, or
+    /// the only one configured. One lock, no copies.
+    func provider(orDefault name: String?) -> Provider? {
+        table.withLock { t in
+            if let name { return t.providers[name] }
+            if let d = t.config.daemon.defaultProvider { return t.providers[d] }
+            return t.config.providers.count == 1 ? t.providers[t.config.providers[0].name] : nil
+        }
+    }
+
+    private func providerMissing(_ name: String?) -> BrokerError {
+        let known = config.providers.map(\.name).joined(separator: ", ")
+        if let name {
+            return .unknownProvider(message: "no provider named \(name) is configured (configured: \(known))")
+        }
+        if known.isEmpty {
+            return .unknownProvider(message: "no provider is configured: add a [[provider]] to config.toml")
+        }
+        return .unknownProvider(message: "several providers are configured (\(known)): choose one with --provider, or set default_provider in [daemon]")
     }
 
     func queue(for key: AccountKey) -> RefreshQueue {

@@ -21,6 +21,10 @@ public struct TokenGetParams: Codable, Sendable, Equatable {
         case resource, scopes, provider, account
         case minTTL = "min_ttl"
     }
+
+    /// The `min_ttl` a request may ask for, in seconds: up to a day. The daemon, authctl's
+    /// parser and its fast path all check this one range.
+    @inlinable public static var minTTLRange: ClosedRange<Int> { 0...86_400 }
 }
 
 /// `token.get` result.

@@ -76,9 +76,10 @@ enum TokenFastPath {
                     guard parsed.params.account == nil else { return nil }
                     parsed.params.account = value
                 default:
-                    guard parsed.params.minTTL == nil, value.utf8.count <= 5,
+                    // Digits only: ArgumentParser's Int also reads "+5", which is left to it.
+                    guard parsed.params.minTTL == nil,
                           value.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
-                          let seconds = Int(value), seconds <= 86_400
+                          let seconds = Int(value), TokenGetParams.minTTLRange.contains(seconds)
                     else { return nil }
                     parsed.params.minTTL = seconds
                 }

@@ -17,12 +17,13 @@ struct TokenOptions: ParsableArguments {
     @Option(help: "The account as `authctl accounts` shows it, or its subject; may be left out when the provider has one account.")
     var account: String?
 
-    @Option(name: .customLong("min-ttl"), help: ArgumentHelp("Seconds (0-86400) the token must still be valid for.", valueName: "seconds"))
+    @Option(name: .customLong("min-ttl"), help: ArgumentHelp("Seconds (\(TokenGetParams.minTTLRange.lowerBound)-\(TokenGetParams.minTTLRange.upperBound)) the token must still be valid for.", valueName: "seconds"))
     var minTTL: Int?
 
     func validate() throws {
-        if let minTTL, !(0...86_400).contains(minTTL) {
-            throw ValidationError("--min-ttl must be between 0 and 86400 seconds")
+        let range = TokenGetParams.minTTLRange
+        if let minTTL, !range.contains(minTTL) {
+            throw ValidationError("--min-ttl must be between \(range.lowerBound) and \(range.upperBound) seconds")
         }
         if let resource, resource.isEmpty {
             throw ValidationError("--resource needs a URL, e.g. https://api.example.com")

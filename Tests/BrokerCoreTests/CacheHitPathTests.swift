@@ -13,22 +13,36 @@ final class CacheHitPathTests: XCTestCase {
         XCTAssertEqual(CacheKey(account: account, resource: "r", scopes: []).scopes, [])
     }
 
-    func testResolveFindsTheOneAccountOrStepsAside() {
+    func testMatchFindsTheOneAccountOrSaysHowManyFit() {
         let registry = AccountRegistry()
         func account(_ provider: String, _ subject: String, _ username: String?) -> Account {
             Account(key: AccountKey(provider: provider, subject: subject), issuer: "https://idp", clientID: "c",
                     username: username, refreshToken: "rt", idToken: nil, state: .ready)
         }
-        XCTAssertNil(registry.resolve(provider: "corp", named: nil))
+        func subject(_ match: AccountRegistry.Match) -> String {
+            switch match {
+            case .one(let a): return a.key.subject
+            case .none: return "none"
+            case .several: return "several"
+            }
+        }
+        XCTAssertEqual(subject(registry.match(provider: "corp", named: nil)), "none")
         registry.put(account("corp", "s1", "alice"))
         registry.put(account("other", "s9", "zoe"))
-        XCTAssertEqual(registry.resolve(provider: "corp", named: nil)?.key.subject, "s1")
-        XCTAssertEqual(registry.resolve(provider: "corp", named: "alice")?.key.subject, "s1")
-        XCTAssertEqual(registry.resolve(provider: "corp", named: "s1")?.key.subject, "s1")
-        XCTAssertNil(registry.resolve(provider: "corp", named: "zoe"))
+        XCTAssertEqual(subject(registry.match(provider: "corp", named: nil)), "s1")
+        XCTAssertEqual(subject(registry.match(provider: "corp", named: "alice")), "s1")
+        XCTAssertEqual(subject(registry.match(provider: "corp", named: "s1")), "s1")
+        XCTAssertEqual(subject(registry.match(provider: "corp", named: "zoe")), "none")
         registry.put(account("corp", "s2", "bob"))
-        // Two accounts: a request without a name is the full path's to answer (it says which).
-        XCTAssertNil(registry.resolve(provider: "corp", named: nil))
-        XCTAssertEqual(registry.resolve(provider: "corp", named: "bob")?.key.subject, "s2")
+        // Two accounts: a request without a name must say which.
+        XCTAssertEqual(subject(registry.match(provider: "corp", named: nil)), "several")
+        XCTAssertEqual(subject(registry.match(provider: "corp", named: "bob")), "s2")
+        // A username two accounts share is ambiguous; a subject never is, even one that is
+        // another account's username.
+        registry.put(account("corp", "s3", "bob"))
+        registry.put(account("corp", "alice", nil))
+        XCTAssertEqual(subject(registry.match(provider: "corp", named: "bob")), "several")
+        XCTAssertEqual(subject(registry.match(provider: "corp", named: "s3")), "s3")
+        XCTAssertEqual(subject(registry.match(provider: "corp", named: "alice")), "alice")
     }
 }

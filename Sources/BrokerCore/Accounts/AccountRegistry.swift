@@ -27,19 +27,32 @@ final class AccountRegistry: Sendable {
         }
     }
 
-    /// The account a token request means, for the cache-hit path: the only account of
-    /// `provider` (no name given), or the only one whose subject, username or display name is `name`.
-    /// Nil when there is none or more than one; the caller then takes the full path, which
-    /// says why. Builds no array: a cache hit costs a look at each account, not a sorted copy.
-    func resolve(provider: String, named name: String?) -> Account? {
+    /// How many accounts fit a request's `account`.
+    enum Match {
+        case one(Account)
+        case none
+        case several
+    }
+
+    /// The account a request means: the only account of `provider` (no name given), the one
+    /// whose subject is `name`, or the only one whose username or display name is `name`. Builds no array:
+    /// every token request, cache hits included, costs a look at each account, not a copy.
+    func match(provider: String, named name: String?) -> Match {
         accounts.withLock { all in
             var found: Account?
+            var count = 0
             for account in all.values where account.key.provider == provider {
-                if let name, !account.isNamed(name) { continue }
-                if found != nil { return nil }
-                found = account
+                if let name {
+                    // A subject is unique per provider; a username need not be.
+                    if account.key.subject == name { return .one(account) }
+                    if !account.isNamed(name) { continue }
+                }
+                count += 1
+                if found == nil { found = account }
+                if name == nil && count > 1 { return .several }
             }
-            return found
+            guard let found else { return .none }
+            return count == 1 ? .one(found) : .several
         }
     }
 

@@ -5,8 +5,7 @@ import OAuth
 extension Broker {
     /// The claims of the account's ID token, verified when it was received.
     public func whoami(_ params: AccountParams) throws(BrokerError) -> ClaimsResult {
-        let provider = try provider(params.provider)
-        let account = try account(of: provider.name, named: params.account)
+        let (provider, account) = try resolved(provider: params.provider, account: params.account)
         guard let idToken = account.idToken, let claims = JWT.decodeClaims(idToken) else {
             let why = account.machine ? ": it is a machine account" : ": the provider sent none at sign-in; `authctl userinfo` asks the provider instead"
             throw BrokerError.invalidRequest(message: "\(provider.name) has no ID token for \(account.displayName)\(why)")
@@ -16,8 +15,7 @@ extension Broker {
 
     /// The provider's UserInfo answer, fetched with a fresh access token for the account.
     public func userinfo(_ params: AccountParams) async throws(BrokerError) -> ClaimsResult {
-        let provider = try provider(params.provider)
-        let account = try account(of: provider.name, named: params.account)
+        let (provider, account) = try resolved(provider: params.provider, account: params.account)
         guard !account.machine else {
             throw BrokerError.invalidRequest(message: "\(provider.name) is a machine account: it has no user info")
         }

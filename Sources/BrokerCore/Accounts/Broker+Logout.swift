@@ -6,8 +6,7 @@ extension Broker {
     /// Revokes the refresh token at the provider (RFC 7009) where it can, removes the item
     /// from the store, and forgets the account's cached tokens.
     public func logout(_ params: LogoutParams) async throws(BrokerError) -> LogoutResult {
-        let provider = try provider(params.provider)
-        let account = try account(of: provider.name, named: params.account)
+        let (provider, account) = try resolved(provider: params.provider, account: params.account)
         if account.machine {
             cache.removeAll(for: account.key)
             return LogoutResult(provider: provider.name, account: account.key.subject, revoked: false,

@@ -10,9 +10,9 @@ extension Broker {
         // Runs on the event loop for every request: short locks, no sorted copies, no
         // thrown errors. Anything unusual returns nil and `token(_:)` answers it, an
         // out-of-range min_ttl included (it is refused there, cached or not).
-        if let minTTL = request.minTTL, minTTL < 0 || minTTL > 86_400 { return nil }
-        guard let provider = request.provider.map({ provider(named: $0) }) ?? soleProvider(),
-              let account = accounts.resolve(provider: provider.name, named: request.account), account.state == .ready
+        if let minTTL = request.minTTL, !TokenGetParams.minTTLRange.contains(minTTL) { return nil }
+        guard case .found(_, let account) = resolve(provider: request.provider, account: request.account),
+              account.state == .ready
         else { return nil }
         let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [])
         let margin = table.withLock { $0.config.daemon.refreshMargin }
@@ -25,11 +25,11 @@ extension Broker {
     /// A token for the request: from the cache when it has enough life left, otherwise
     /// refreshed first (one refresh per account at a time).
     public func token(_ request: TokenGetParams) async throws(BrokerError) -> TokenGetResult {
-        if let minTTL = request.minTTL, minTTL < 0 || minTTL > 86_400 {
-            throw BrokerError.invalidRequest(message: "min_ttl must be between 0 and 86400 seconds")
+        let range = TokenGetParams.minTTLRange
+        if let minTTL = request.minTTL, !range.contains(minTTL) {
+            throw BrokerError.invalidRequest(message: "min_ttl must be between \(range.lowerBound) and \(range.upperBound) seconds")
         }
-        let provider = try provider(request.provider)
-        let account = try account(of: provider.name, named: request.account)
+        let (provider, account) = try resolved(provider: request.provider, account: request.account)
         guard account.state == .ready else {
             throw BrokerError.signInAgain(provider.name, account.displayName)
         }
