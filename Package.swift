@@ -32,7 +32,7 @@ let package = Package(
         .target(
             name: "BrokerCore",
             dependencies: [
-                "OAuth", "HTTPClient", "SecretStore", "BrokerProtocol", "TOML",
+                "OAuth", "HTTPClient", "SecretStore", "BrokerProtocol", "TOML", "BrokerCrypto",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -48,7 +48,8 @@ let package = Package(
         .executableTarget(
             name: "authbrokerd",
             dependencies: [
-                "BrokerServer", "BrokerCore", "SecretStore", "OAuth", "CLinux",
+                "BrokerServer", "BrokerCore", "BrokerProtocol", "SecretStore", "OAuth", "CLinux",
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             // Release: lld packs the position-independent executable's relative relocations
@@ -67,7 +68,12 @@ let package = Package(
             // A release authctl is one static executable: no dynamic loader, no libstdc++
             // symbol lookups, so `authctl token` starts as fast as a C program does
             // (docs/performance.md). It needs nothing from glibc's NSS or dlopen.
-            linkerSettings: [.unsafeFlags(["-static-executable"], .when(platforms: [.linux], configuration: .release))]
+            // -static-stdlib, also when compiling: a static executable needs the static Swift
+            // libraries, and FoundationEssentials' static module is the one that links what
+            // it needs (_FoundationCollections, _FoundationCShims). Without it a plain
+            // `swift build -c release` fails to link authctl; --static-swift-stdlib says the same.
+            swiftSettings: [.unsafeFlags(["-static-stdlib"], .when(platforms: [.linux], configuration: .release))],
+            linkerSettings: [.unsafeFlags(["-static-executable", "-static-stdlib"], .when(platforms: [.linux], configuration: .release))]
         ),
 
         // The load generator behind scripts/bench (docs/performance.md): Glibc only.
@@ -80,7 +86,26 @@ let package = Package(
         .testTarget(name: "SecretStoreTests", dependencies: ["SecretStore"]),
         .target(name: "JWSTestSupport", dependencies: ["BrokerCrypto"], path: "Tests/JWSTestSupport"),
         .testTarget(name: "BrokerCryptoTests", dependencies: ["BrokerCrypto", "JWSTestSupport"]),
-        .testTarget(name: "OAuthTests", dependencies: ["OAuth", "JWSTestSupport"]),
-        .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore"]),
+        .testTarget(name: "OAuthTests", dependencies: ["OAuth", "BrokerCrypto", "JWSTestSupport"]),
+        .testTarget(
+            name: "BrokerCoreTests",
+            dependencies: [
+                "BrokerCore", "BrokerProtocol", "OAuth", "SecretStore", "BrokerCrypto",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "BrokerServerTests",
+            dependencies: [
+                "BrokerServer", "BrokerCore", "BrokerProtocol",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "AuthctlTests",
+            dependencies: ["authctl", "BrokerProtocol", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
     ]
 )

@@ -56,10 +56,9 @@ public final class BrokerServer: Sendable {
             .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ConnectionGuard(stallTimeout: stall, idleTimeout: idle))
-                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LineFrameDecoder(maxLength: Self.maxLineLength)))
-                    try channel.pipeline.syncOperations.addHandler(
-                        RPCHandler(table: table, counters: counters, logger: logger, activity: activity, maxConnections: maxConnections))
+                    try Self.addHandlers(
+                        to: channel.pipeline.syncOperations, stall: stall, idle: idle, table: table, counters: counters,
+                        logger: logger, activity: activity, maxConnections: maxConnections)
                 }
             }
         if let inherited {
@@ -82,6 +81,20 @@ public final class BrokerServer: Sendable {
         SocketListener.secure(path: path)
         logger.info("listening", metadata: ["socket": "\(path)"])
         return channel
+    }
+
+    /// One connection's pipeline: limits, line framing, the JSON-RPC handler. The handler
+    /// tests build the same pipeline on an `EmbeddedChannel`, with their own `identify`.
+    static func addHandlers(
+        to pipeline: ChannelPipeline.SynchronousOperations, stall: TimeAmount, idle: TimeAmount, table: MethodTable,
+        counters: BrokerCounters, logger: Logger, activity: ServerActivity, maxConnections: Int,
+        identify: @escaping PeerIdentifier = PeerCredentials.caller(of:)
+    ) throws {
+        try pipeline.addHandler(ConnectionGuard(stallTimeout: stall, idleTimeout: idle))
+        try pipeline.addHandler(ByteToMessageHandler(LineFrameDecoder(maxLength: maxLineLength)))
+        try pipeline.addHandler(
+            RPCHandler(table: table, counters: counters, logger: logger, activity: activity, maxConnections: maxConnections,
+                       identify: identify))
     }
 
     /// Stops accepting, removes the socket file (unless systemd owns it), and stops the

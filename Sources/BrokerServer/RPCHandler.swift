@@ -11,6 +11,9 @@ import Glibc
 import Logging
 import NIOCore
 
+/// Who is on the other end of a new connection, or nil when that cannot be known.
+typealias PeerIdentifier = @Sendable (any Channel) -> Caller?
+
 /// Turns each line into a JSON-RPC call and writes its answer. Answers go out in the order
 /// they are ready, matched by `id`; the connection stays open after any error in a request.
 final class RPCHandler: ChannelInboundHandler {
@@ -23,6 +26,8 @@ final class RPCHandler: ChannelInboundHandler {
     private let activity: ServerActivity
     private let codec = RPCCodec()
     private let maxConnections: Int
+    /// Reads who is on the other end of a new connection.
+    private let identify: PeerIdentifier
     /// The peer, read once when the connection opens (SO_PEERCRED, /proc).
     private var caller: Caller?
     private var refused = false
@@ -30,7 +35,12 @@ final class RPCHandler: ChannelInboundHandler {
     private var pending = 0
     private var inputClosed = false
 
-    init(table: MethodTable, counters: BrokerCounters, logger: Logger, activity: ServerActivity, maxConnections: Int) {
+    /// - Parameter identify: the peer of a new connection; production reads the kernel's
+    ///   word (`PeerCredentials.caller(of:)`). Tests on an `EmbeddedChannel`, which has no
+    ///   peer, say who connects; the check of the uid stays the same.
+    init(table: MethodTable, counters: BrokerCounters, logger: Logger, activity: ServerActivity, maxConnections: Int,
+         identify: @escaping PeerIdentifier = PeerCredentials.caller(of:)) {
+        self.identify = identify
         self.table = table
         self.counters = counters
         self.logger = logger
@@ -40,7 +50,7 @@ final class RPCHandler: ChannelInboundHandler {
 
     func channelActive(context: ChannelHandlerContext) {
         activity.opened()
-        caller = PeerCredentials.caller(of: context.channel)
+        caller = identify(context.channel)
         let me = getuid()
         if caller?.uid != me {
             // Even with the socket's mode loosened, only the daemon's own user is served.

@@ -1,0 +1,193 @@
+@testable import BrokerCore
+import BrokerCrypto
+import BrokerProtocol
+import Logging
+import OAuth
+import SecretStore
+import Synchronization
+import XCTest
+
+/// A clock the test moves: the broker's `WallClock` reads it.
+final class TestClock: Sendable {
+    private let seconds = Mutex<Double>(1_800_000_000)
+
+    var now: Double { seconds.withLock { $0 } }
+    var wallClock: WallClock { WallClock { [self] in now } }
+
+    func advance(_ by: Double) { seconds.withLock { $0 += by } }
+}
+
+/// A STUB OAuth provider behind the broker's `HTTPTransport`: it answers discovery and the
+/// token endpoint from a script, in memory. A real provider (the Glewlwyd of the
+/// integration tests) cannot be told to go down, to refuse a grant or to issue a token of
+/// a given lifetime on cue, nor be read with a moved clock; those are the cases here.
+final class StubTransport: HTTPTransport {
+    static let issuer = "https://idp.example"
+
+    /// What the token endpoint does with the next request.
+    enum Answer: Sendable {
+        /// A token that lives `expiresIn` s; with `rotate`, a new refresh token too.
+        case token(expiresIn: Int, rotate: Bool)
+        /// HTTP 400 with this OAuth error code.
+        case error(String)
+    }
+
+    private struct State {
+        var down = false
+        var script: [Answer] = []
+        var standing = Answer.token(expiresIn: 3600, rotate: false)
+        var issued = 0
+        var tokenRequests: [[String: String]] = []
+        var discoveries = 0
+    }
+
+    private let state = Mutex(State())
+
+    /// Every request fails to connect while true.
+    var down: Bool {
+        get { state.withLock { $0.down } }
+        set { state.withLock { $0.down = newValue } }
+    }
+
+    /// The answer for every token request once the script has run out.
+    func answerAlways(_ answer: Answer) { state.withLock { $0.standing = answer } }
+
+    /// Answers for the next token requests, in order.
+    func script(_ answers: Answer...) { state.withLock { $0.script += answers } }
+
+    /// The form of each token request that reached the provider.
+    var tokenRequests: [[String: String]] { state.withLock { $0.tokenRequests } }
+    var discoveries: Int { state.withLock { $0.discoveries } }
+
+    func send(_ request: HTTPRequest) async throws(OAuthError) -> HTTPResponse {
+        let base = Self.issuer
+        switch request.url {
+        case base + "/.well-known/openid-configuration":
+            guard !down else { throw .unreachable("the STUB provider idp.example is down") }
+            state.withLock { $0.discoveries += 1 }
+            return Self.json(200, #"{"issuer":"\#(base)","token_endpoint":"\#(base)/token","jwks_uri":"\#(base)/jwks"}"#)
+        case base + "/token":
+            let form = Self.form(request.body ?? [])
+            let answer = try state.withLock { s throws(OAuthError) -> (Answer, Int) in
+                guard !s.down else { throw .unreachable("the STUB provider idp.example is down") }
+                s.tokenRequests.append(form)
+                s.issued += 1
+                return (s.script.isEmpty ? s.standing : s.script.removeFirst(), s.issued)
+            }
+            switch answer.0 {
+            case .token(let expiresIn, let rotate):
+                let refresh = rotate ? #","refresh_token":"refresh-\#(answer.1)""# : ""
+                return Self.json(200, #"{"access_token":"access-\#(answer.1)","token_type":"Bearer","expires_in":\#(expiresIn)\#(refresh)}"#)
+            case .error(let code):
+                return Self.json(400, #"{"error":"\#(code)"}"#)
+            }
+        default:
+            return HTTPResponse(status: 404)
+        }
+    }
+
+    private static func json(_ status: Int, _ text: String) -> HTTPResponse {
+        HTTPResponse(status: status, headers: ["Content-Type": "application/json"], body: Array(text.utf8))
+    }
+
+    /// The form pairs of a token request; the values used here need no percent-decoding.
+    private static func form(_ body: [UInt8]) -> [String: String] {
+        var form: [String: String] = [:]
+        for pair in String(decoding: body, as: UTF8.self).split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1)
+            form[String(parts[0])] = parts.count > 1 ? String(parts[1]) : ""
+        }
+        return form
+    }
+}
+
+/// A STUB store: the real `MemoryStore` underneath, with saves that can be made to fail
+/// (the Secret Service going away mid-refresh cannot be produced on cue) and a log of
+/// what was written, in order with what the test notes.
+final class StubStore: CredentialStore {
+    let memory = MemoryStore()
+    private let failing = Mutex(false)
+    let events = Mutex<[String]>([])
+
+    var kind: String { "memory" }
+
+    /// Saves throw while true.
+    func failSaves(_ fail: Bool) { failing.withLock { $0 = fail } }
+
+    func check() async throws(StoreError) {}
+
+    func save(_ credential: StoredCredential) async throws(StoreError) {
+        guard !failing.withLock({ $0 }) else { throw .unavailable("the STUB store refuses writes") }
+        try await memory.save(credential)
+        let refresh = AccountSecret.account(from: credential)?.refreshToken ?? ""
+        events.withLock { $0.append("saved \(fingerprint(refresh))") }
+    }
+
+    func loadAll() async throws(StoreError) -> [StoredCredential] { try await memory.loadAll() }
+
+    func delete(_ key: CredentialKey) async throws(StoreError) -> Bool { try await memory.delete(key) }
+
+    /// The refresh token the store holds for the account, as a fingerprint.
+    func storedRefreshToken(subject: String) async throws -> String? {
+        try await memory.loadAll().first { $0.subject == subject }
+            .flatMap(AccountSecret.account(from:)).map { fingerprint($0.refreshToken) }
+    }
+
+    func storedAccount(subject: String) async throws -> Account? {
+        try await memory.loadAll().first { $0.subject == subject }.flatMap(AccountSecret.account(from:))
+    }
+}
+
+/// Tokens are compared and shown by fingerprint only, as in the integration tests.
+func fingerprint(_ token: String) -> String {
+    Base64URL.encode(Array(SHA256.hash(Array(token.utf8)).prefix(6)))
+}
+
+/// A broker over the stub provider, the stub store and the moved clock, with one account
+/// (`alice`, subject `sub-alice`) signed in: its item is put in the store before `start()`,
+/// the way the daemon finds accounts after a restart.
+struct BrokerHarness {
+    let clock = TestClock()
+    let transport = StubTransport()
+    let store = StubStore()
+    let broker: Broker
+
+    /// - Parameter alsoSignedIn: subjects of further accounts, with the same username.
+    init(refreshMargin: Int = 60, alsoSignedIn: [String] = []) async throws {
+        let config = try ConfigLoader.parse("""
+            [daemon]
+            store = "memory"
+            refresh_margin = \(refreshMargin)
+
+            [providers.corp]
+            issuer = "\(StubTransport.issuer)"
+            client_id = "authbroker"
+            """, file: "config.toml")
+        for subject in ["sub-alice"] + alsoSignedIn {
+            let account = Account(
+                key: AccountKey(provider: "corp", subject: subject), issuer: StubTransport.issuer, clientID: "authbroker",
+                username: "alice", refreshToken: "refresh-0", idToken: nil, state: .ready)
+            try await store.memory.save(AccountSecret.credential(for: account))
+        }
+        broker = Broker(config: config, store: store, transport: transport, socketPath: "/nonexistent/socket",
+                        clock: clock.wallClock, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        try await broker.start()
+    }
+
+    /// The token for `params`, as the server asks for it: the cache first, then the full way.
+    func token(_ params: TokenGetParams = TokenGetParams()) async throws(BrokerError) -> TokenGetResult {
+        if let hit = broker.cachedToken(params) { return hit }
+        return try await broker.token(params)
+    }
+
+    /// The error `token(params)` throws, or nil (a test failure) when it serves a token.
+    func tokenError(_ params: TokenGetParams = TokenGetParams(), file: StaticString = #filePath, line: UInt = #line) async -> BrokerError? {
+        do {
+            let result = try await token(params)
+            XCTFail("expected an error, got a token \(fingerprint(result.accessToken))", file: file, line: line)
+            return nil
+        } catch {
+            return error
+        }
+    }
+}
