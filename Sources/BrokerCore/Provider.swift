@@ -16,8 +16,6 @@ actor Provider {
     private var discovery: Task<ProviderMetadata, any Error>?
     private var failures = 0
     private var retryAt: Double = 0
-    /// Discovery documents fetched so far (status, tests).
-    private(set) var discoveries = 0
 
     init(config: ProviderConfig, transport: any HTTPTransport, clock: WallClock) {
         self.config = config
@@ -43,7 +41,6 @@ actor Provider {
             let client = self.client
             task = Task { try await client.discover() }
             discovery = task
-            discoveries += 1
         }
         let result = await task.result
         discovery = nil

@@ -88,6 +88,7 @@ def test_stub_device_answer_without_id_token_refreshes_for_an_audience_checking_
     # endpoint refuses; a token asked without `resource` is not.
     stub.device_id_token = False
     stub.userinfo_checks_audience = True
+    stub.discovery_omits = {"introspection_endpoint"}
     stub.userinfo_claims = {"email": "kim@example.test"}
     d = make_daemon(stub, resources=[API])
     r = login(d)

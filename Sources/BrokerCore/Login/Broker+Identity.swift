@@ -35,72 +35,53 @@ extension Broker {
             }
             return SignInIdentity(subject: claims.sub, username: username, idToken: idToken)
         }
+        return try await identifyWithoutIDToken(tokens, provider: provider, metadata: metadata, issued: &issued)
+    }
+
+    /// In the order that costs the provider least: userinfo with the sign-in's token;
+    /// introspection; then, when userinfo refused an audience-restricted token, userinfo
+    /// with a token asked without `resource` (a refresh, which rotating providers answer
+    /// with a new refresh token).
+    private func identifyWithoutIDToken(_ tokens: TokenResponse, provider: Provider, metadata: ProviderMetadata,
+                                        issued: inout IssuedTokens) async throws(BrokerError) -> SignInIdentity {
         let name = provider.name
-        var subject: String?
+        let client = provider.client
         var reasons: [String] = []
+        var audienceRefused = false
+        if metadata.userinfoEndpoint == nil {
+            reasons.append("it has no userinfo endpoint")
+        } else {
+            do {
+                let claims = try await client.userinfo(metadata, accessToken: tokens.accessToken, subject: nil)
+                return SignInIdentity(subject: claims["sub"]?.stringValue ?? "", username: Self.username(in: claims))
+            } catch {
+                if case .provider("invalid_token", _, _) = error { audienceRefused = true }
+                reasons.append("its userinfo endpoint failed (\(error.message))")
+            }
+        }
         if metadata.introspectionEndpoint != nil {
             do {
-                subject = try await provider.client.introspectSubject(metadata, accessToken: tokens.accessToken)
-                if subject == nil { reasons.append("its introspection endpoint did not name the token's subject") }
+                if let subject = try await client.introspectSubject(metadata, accessToken: tokens.accessToken) {
+                    return SignInIdentity(subject: subject)
+                }
+                reasons.append("its introspection endpoint did not name the token's subject")
             } catch {
                 reasons.append("its introspection endpoint failed (\(error.message))")
             }
         }
-        if metadata.userinfoEndpoint != nil {
-            switch await userinfoForSignIn(tokens, provider: provider, metadata: metadata, subject: subject, issued: &issued) {
-            case .success(let found):
-                return SignInIdentity(subject: found.subject, username: Self.username(in: found.claims),
-                                      refreshToken: found.refreshToken)
-            case .failure(let reason):
-                reasons.append(reason.message)
+        if audienceRefused, let current = issued.refreshToken {
+            do {
+                let unrestricted = try await client.refresh(metadata, refreshToken: current, resource: nil, scopes: nil)
+                issued.accessTokens.append(unrestricted.accessToken)
+                if let rotated = unrestricted.refreshToken { issued.refreshToken = rotated }
+                let claims = try await client.userinfo(metadata, accessToken: unrestricted.accessToken, subject: nil)
+                return SignInIdentity(subject: claims["sub"]?.stringValue ?? "", username: Self.username(in: claims),
+                                      refreshToken: issued.refreshToken)
+            } catch {
+                reasons.append("a token asked without a resource did not help (\(error.message))")
             }
         }
-        if let subject { return SignInIdentity(subject: subject) }
-        if metadata.userinfoEndpoint == nil { reasons.append("it has no userinfo endpoint") }
         throw BrokerError.loginFailed(provider: name, message: "\(name) returned no ID token and authbroker could not find out who signed in (\(reasons.joined(separator: "; "))): add \"openid\" to its scopes, or set userinfo_endpoint or introspection_endpoint under [providers.\(name)] in config.toml")
-    }
-
-    private struct UserinfoAnswer: Sendable {
-        var subject: String
-        var claims: [String: JSONValue]
-        var refreshToken: String?
-    }
-
-    private struct Reason: Error {
-        var message: String
-    }
-
-    /// The userinfo answer for the sign-in's access token. An audience-checking provider
-    /// refuses a token restricted to the configured resources; then a token asked without
-    /// `resource` (a refresh) is tried once, where the grant gives one.
-    private func userinfoForSignIn(_ tokens: TokenResponse, provider: Provider, metadata: ProviderMetadata,
-                                   subject: String?, issued: inout IssuedTokens) async -> Result<UserinfoAnswer, Reason> {
-        let client = provider.client
-        let refused: OAuthError
-        do {
-            let claims = try await client.userinfo(metadata, accessToken: tokens.accessToken, subject: subject)
-            return .success(UserinfoAnswer(subject: claims["sub"]?.stringValue ?? "", claims: claims))
-        } catch {
-            refused = error
-        }
-        guard case .provider("invalid_token", _, _) = refused, let current = issued.refreshToken else {
-            return .failure(Reason(message: "its userinfo endpoint failed (\(refused.message))"))
-        }
-        let unrestricted: TokenResponse
-        do {
-            unrestricted = try await client.refresh(metadata, refreshToken: current, resource: nil, scopes: nil)
-        } catch {
-            return .failure(Reason(message: "its userinfo endpoint refused the sign-in's token, and a token without a resource could not be had (\(error.message))"))
-        }
-        issued.accessTokens.append(unrestricted.accessToken)
-        if let rotated = unrestricted.refreshToken { issued.refreshToken = rotated }
-        do {
-            let claims = try await client.userinfo(metadata, accessToken: unrestricted.accessToken, subject: subject)
-            return .success(UserinfoAnswer(subject: claims["sub"]?.stringValue ?? "", claims: claims,
-                                           refreshToken: unrestricted.refreshToken))
-        } catch {
-            return .failure(Reason(message: "its userinfo endpoint refused even a token asked without a resource (\(error.message))"))
-        }
     }
 
     /// The name people know the account by: `preferred_username`, else `email`, else `name`.
