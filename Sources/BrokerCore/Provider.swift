@@ -85,7 +85,8 @@ actor Provider {
             return .providerUnreachable(provider: name, retryAfter: delay, message: "\(name): \(m); try again in \(delay) s")
         case .endpointNotFound(let m):
             metadata = nil
-            return .providerUnreachable(provider: name, retryAfter: 0, message: "\(name): \(m); authbroker reads its discovery document again on the next request: try again")
+            let configured = config.endpoints == ConfiguredEndpoints() ? "" : " (if it is an endpoint set in config.toml, correct it there)"
+            return .providerUnreachable(provider: name, retryAfter: 0, message: "\(name): \(m); authbroker reads its discovery document again on the next request: try again\(configured)")
         case .configuration(let m):
             return .configuration(provider: name, message: "\(name): \(m)")
         case .provider(let code, _, _):
