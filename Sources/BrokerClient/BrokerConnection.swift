@@ -29,7 +29,10 @@ import BrokerProtocol
 /// What to expect:
 /// - Calls are synchronous and block the calling thread until the daemon answers. Most
 ///   answer in well under a millisecond from cache; `token.get` may wait for a refresh at
-///   the provider, and `login.wait` waits for the user. Pass `timeout:` to bound a call.
+///   the provider. Every call but `login.wait` (which waits for the user) gives up after
+///   ``callTimeout`` (default ``defaultCallTimeout``, 15 s) with ``ClientError/timedOut(method:after:)``:
+///   a socket-activated daemon that cannot start leaves a client in the socket's backlog,
+///   and nothing else would end that wait. Pass `timeout:` to choose per call.
 /// - One connection carries many calls, one at a time, with ids 1, 2, 3…. A connection is
 ///   not `Sendable`: use it from one thread or task, and open another connection for
 ///   concurrent calls — connecting is one `connect(2)` on a local socket.
@@ -44,8 +47,19 @@ public final class BrokerConnection {
     /// cached tokens is a few kilobytes; anything near this cap is not a real answer.
     public static let maxResponseBytes = 1 << 20
 
+    /// How long a call waits for its answer unless it is given its own `timeout:`: long
+    /// enough for a cold start and a refresh at a provider (each bounded by the daemon's
+    /// `store_timeout` and `http_timeout`, 10 s by default), short enough that a daemon
+    /// that never answers is reported while the user still waits.
+    public static let defaultCallTimeout: Duration = .seconds(15)
+
     /// The socket path this connection was opened to.
     public let path: String
+
+    /// How long a call without its own `timeout:` waits for its answer; nil waits as long as
+    /// the daemon takes. ``loginWait(_:timeout:)`` never uses it: a sign-in takes as long
+    /// as the user does.
+    public var callTimeout: Duration?
 
     private var socket: UnixSocket?
     private var nextID: Int64 = 1
@@ -57,15 +71,19 @@ public final class BrokerConnection {
 
     /// Connects to authbrokerd.
     ///
-    /// - Parameter path: the socket's path; nil means `SocketPath.resolve()`:
-    ///   `$AUTHBROKER_SOCKET`, else `$XDG_RUNTIME_DIR/authbroker/socket`.
+    /// - Parameters:
+    ///   - path: the socket's path; nil means `SocketPath.resolve()`:
+    ///     `$AUTHBROKER_SOCKET`, else `$XDG_RUNTIME_DIR/authbroker/socket`.
+    ///   - callTimeout: the deadline of every call but `login.wait` that is not given its
+    ///     own (``callTimeout``); nil waits as long as the daemon takes.
     /// - Throws: ``ClientError/noSocketPath`` when no path is given and neither variable is
     ///   set; ``ClientError/daemonNotRunning(path:)`` when nothing listens there;
     ///   ``ClientError/io(_:)`` for any other failure to connect (permissions, a path too
     ///   long for a Unix socket address).
-    public init(path: String? = nil) throws(ClientError) {
+    public init(path: String? = nil, callTimeout: Duration? = BrokerConnection.defaultCallTimeout) throws(ClientError) {
         guard let resolved = path ?? SocketPath.resolve() else { throw .noSocketPath }
         self.path = resolved
+        self.callTimeout = callTimeout
         self.socket = try UnixSocket(connectingTo: resolved)
     }
 
@@ -85,8 +103,7 @@ public final class BrokerConnection {
     ///   - method: the method to call.
     ///   - params: encoded as the request's `params` member (use `NoParams()` for none).
     ///   - as: the type of the response's `result` member.
-    ///   - timeout: how long to wait for the answer; nil (the default) waits as long as the
-    ///     daemon takes.
+    ///   - timeout: how long to wait for the answer; nil (the default) means ``callTimeout``.
     /// - Throws: ``ClientError/rpc(_:)`` when the daemon answers with an error, and the
     ///   other ``ClientError`` cases for transport and protocol failures.
     public func call<P: Encodable & Sendable, R: Decodable>(
@@ -94,6 +111,16 @@ public final class BrokerConnection {
         _ params: P,
         as: R.Type = R.self,
         timeout: Duration? = nil
+    ) throws(ClientError) -> R {
+        try send(method, params, as: R.self, timeout: timeout ?? callTimeout)
+    }
+
+    /// ``call(_:_:as:timeout:)`` with `timeout` taken as given: nil waits without limit.
+    private func send<P: Encodable & Sendable, R: Decodable>(
+        _ method: RPCMethod,
+        _ params: P,
+        as: R.Type,
+        timeout: Duration?
     ) throws(ClientError) -> R {
         try exchange(method, timeout: timeout) { id throws(ClientError) in
             do {
@@ -149,7 +176,7 @@ public final class BrokerConnection {
     /// stays valid at least that many seconds.
     public func token(_ params: TokenGetParams = TokenGetParams(), timeout: Duration? = nil) throws(ClientError) -> TokenGetResult {
         // The hot path of every script: no Codable unless the answer is unusual (an error).
-        try exchange(.tokenGet, timeout: timeout) { id throws(ClientError) in
+        try exchange(.tokenGet, timeout: timeout ?? callTimeout) { id throws(ClientError) in
             TokenWire.request(id: id, params)
         } answer: { line, id throws(ClientError) in
             if let result = TokenWire.result(line, id: id) { return result }
@@ -172,10 +199,11 @@ public final class BrokerConnection {
 
     /// `login.wait`: waits until the user finishes (or abandons) the sign-in.
     ///
-    /// Without a `timeout` this waits as long as the sign-in can take: the daemon answers
-    /// with an error once the sign-in expires (`RPCErrorCode.loginFailed`).
+    /// Without a `timeout` this waits as long as the sign-in can take, whatever
+    /// ``callTimeout`` says: the daemon answers with an error once the sign-in expires
+    /// (`RPCErrorCode.loginFailed`).
     public func loginWait(_ params: LoginWaitParams, timeout: Duration? = nil) throws(ClientError) -> LoginWaitResult {
-        try call(.loginWait, params, as: LoginWaitResult.self, timeout: timeout)
+        try send(.loginWait, params, as: LoginWaitResult.self, timeout: timeout)
     }
 
     /// `logout`: revokes the account's refresh token at the provider, removes it from the

@@ -43,7 +43,17 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         case .rpc(let error):
             return error.message.isEmpty ? "authbrokerd answered error \(error.code)" : error.message
         case .timedOut(let method, let after):
-            return "authbrokerd did not answer \(method) within \(after)"
+            return "authbrokerd did not answer \(method) within \(Self.text(after))"
         }
+    }
+
+    /// "15 s", "1.5 s", "250 ms": a deadline as a person writes it.
+    static func text(_ duration: Duration) -> String {
+        let (seconds, attoseconds) = duration.components
+        let millis = attoseconds / 1_000_000_000_000_000
+        if millis == 0 { return "\(seconds) s" }
+        if seconds == 0 { return "\(millis) ms" }
+        let tenths = millis / 100
+        return tenths * 100 == millis ? "\(seconds).\(tenths) s" : "\(seconds * 1000 + millis) ms"
     }
 }

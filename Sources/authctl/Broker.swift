@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import ArgumentParser
 import BrokerClient
 import BrokerProtocol
@@ -12,13 +15,31 @@ enum Broker {
     /// without printing anything more).
     static func session<T>(_ body: (BrokerConnection) throws(ClientError) -> T) throws(ExitCode) -> T {
         do {
-            let connection = try BrokerConnection()
+            let connection = try BrokerConnection(callTimeout: callTimeout())
             return try body(connection)
         } catch {
             Output.error(sentence(for: error))
             throw ExitCode(ExitStatus(for: error).rawValue)
         }
     }
+
+    /// The environment variable that sets how long a call (but a sign-in's wait) may take.
+    static let timeoutVariable = "AUTHBROKER_TIMEOUT"
+
+    /// The deadline of every call but `login.wait`: `$AUTHBROKER_TIMEOUT` whole seconds
+    /// (1-3600; 0 waits without limit), else ``BrokerConnection/defaultCallTimeout``.
+    /// A value that is not such a number is ignored rather than fatal: a token script must
+    /// not break over a mistyped tuning knob.
+    static func callTimeout(_ value: String? = getenv(timeoutVariable).map { String(cString: $0) }) -> Duration? {
+        guard let value, !value.isEmpty, value.utf8.count <= 4,
+              value.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
+              let seconds = Int(value), seconds <= 3600
+        else { return BrokerConnection.defaultCallTimeout }
+        return seconds == 0 ? nil : .seconds(seconds)
+    }
+
+    /// Where a user learns why the socket-activated daemon did not start or stopped.
+    static let serviceStatus = "`systemctl --user status authbroker.service`"
 
     /// The sentence a user reads for `error`, saying what to do next.
     static func sentence(for error: ClientError) -> String {
@@ -27,17 +48,23 @@ enum Broker {
             return "cannot find authbrokerd's socket because neither \(SocketPath.environmentVariable) nor XDG_RUNTIME_DIR is set: "
                 + "set \(SocketPath.environmentVariable) to the socket's path, or use a login session that sets XDG_RUNTIME_DIR"
         case .daemonNotRunning(let path):
-            return "authbrokerd is not running on \(path): start it with `systemctl --user start authbroker.socket` or run `authbrokerd &`"
+            return "authbrokerd is not running on \(path): start it with `systemctl --user start authbroker.socket` or run `authbrokerd &` "
+                + "(\(serviceStatus) says why it stopped)"
         case .cannotConnect:
             return Output.safe(error.description)
                 + ": check that \(SocketPath.environmentVariable) (or XDG_RUNTIME_DIR) leads to authbrokerd's socket and that it is yours"
         case .io:
-            return Output.safe(error.description) + ": see `journalctl --user -u authbroker.service` for why"
+            // Under systemd this is most often a daemon that failed to start: systemd drops
+            // the waiting connection once the service gives up.
+            return Output.safe(error.description)
+                + ": \(serviceStatus) says whether authbrokerd failed to start and why (its log: `journalctl --user -u authbroker.service`)"
         case .badResponse:
             return Output.safe(error.description)
                 + "; authctl is version \(BrokerVersion.current): check that authbrokerd is the same version"
         case .timedOut:
-            return error.description + ": see `journalctl --user -u authbroker.service` for what it is doing"
+            return error.description
+                + ": \(serviceStatus) says whether it is starting, failing or busy (its log: `journalctl --user -u authbroker.service`); "
+                + "set \(timeoutVariable)=SECONDS to wait longer"
         case .rpc:
             // The daemon's message is already the sentence, with what to do next.
             return Output.safe(error.description)

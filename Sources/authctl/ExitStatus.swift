@@ -10,7 +10,8 @@ enum ExitStatus: Int32, CaseIterable {
     case success = 0
     /// An internal error, or an answer authctl did not understand.
     case failure = 1
-    /// No socket path, nothing listening, or the connection failed.
+    /// No socket path, nothing listening, the connection failed, or no answer came within
+    /// the call's deadline.
     case daemonUnavailable = 3
     case loginRequired = 4
     case forbidden = 5
@@ -28,9 +29,9 @@ enum ExitStatus: Int32, CaseIterable {
     /// The status for a failed call.
     init(for error: ClientError) {
         switch error {
-        case .noSocketPath, .daemonNotRunning, .cannotConnect, .io:
+        case .noSocketPath, .daemonNotRunning, .cannotConnect, .io, .timedOut:
             self = .daemonUnavailable
-        case .badResponse, .timedOut:
+        case .badResponse:
             self = .failure
         case .rpc(let rpcError):
             self = ExitStatus(rpcCode: rpcError.code)
@@ -62,7 +63,7 @@ enum ExitStatus: Int32, CaseIterable {
         switch self {
         case .success: return "success"
         case .failure: return "unexpected error, or an answer authctl does not understand"
-        case .daemonUnavailable: return "authbrokerd is not running or cannot be reached"
+        case .daemonUnavailable: return "authbrokerd is not running, cannot be reached or did not answer in time"
         case .loginRequired: return "login required: run `authctl login`"
         case .forbidden: return "forbidden by the [[allow]] policy in config.toml"
         case .providerError: return "the provider answered with an OAuth error"
