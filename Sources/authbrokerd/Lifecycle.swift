@@ -34,16 +34,20 @@ struct Lifecycle {
         let subscription = Signals.watch([SIGTERM, SIGINT, SIGHUP]) { continuation.yield(.signal($0)) }
         defer { subscription.cancel() }
 
-        let idleTask: Task<Void, Never>?
-        let idleExit = broker.config.daemon.idleExit
-        if socketActivated {
-            let watch = IdleWatch(broker: broker, activity: server.activity)
-            idleTask = Task {
+        // Started afresh after each reload: a watch asleep for the old setting (60 s while
+        // idle_exit is 0) would otherwise keep a new idle_exit waiting that long.
+        let watch = IdleWatch(broker: broker, activity: server.activity)
+        let startIdleWatch = { () -> Task<Void, Never> in
+            Task {
                 await watch.wait()
                 if !Task.isCancelled { continuation.yield(.idle) }
             }
+        }
+        var idleTask: Task<Void, Never>?
+        let idleExit = broker.config.daemon.idleExit
+        if socketActivated {
+            idleTask = startIdleWatch()
         } else {
-            idleTask = nil
             if idleExit > 0 {
                 logger.notice("idle_exit is ignored: the daemon was not socket-activated, so nothing would start it again")
             }
@@ -62,6 +66,10 @@ struct Lifecycle {
             switch event {
             case .signal(SIGHUP):
                 await reload()
+                if socketActivated {
+                    idleTask?.cancel()
+                    idleTask = startIdleWatch()
+                }
             case .signal(let number):
                 ending = .signal(number)
                 break loop
