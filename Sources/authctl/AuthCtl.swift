@@ -17,7 +17,10 @@ struct AuthCtl: ParsableCommand {
               authctl login --device
               curl -H "$(authctl token --resource https://api.example.com --header)" URL
 
-            Errors are one line on stderr, starting with "authctl: ", that says what to do next.
+            Errors are one line on stderr, starting with "authctl: ", that says what to do next. \
+            A call that gets no answer within 15 s (say, a daemon that cannot start) ends with \
+            exit status 3; $AUTHBROKER_TIMEOUT sets other whole seconds (0: no limit). \
+            Waiting for a sign-in has no such limit.
 
             EXIT STATUS
             \(ExitStatus.helpTable)
