@@ -10,6 +10,8 @@ actor Provider {
 
     nonisolated let config: ProviderConfig
     nonisolated let client: OAuthClient
+    /// The last `DPoP-Nonce` the provider gave, for the next proof (RFC 9449 §8).
+    nonisolated let dpopNonces = DPoPNonces()
     private let clock: WallClock
     private var metadata: ProviderMetadata?
     private var fetchedAt: Double = 0

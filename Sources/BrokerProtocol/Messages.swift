@@ -8,17 +8,22 @@ public struct TokenGetParams: Codable, Sendable, Equatable {
     public var provider: String?
     public var account: String?
     public var minTTL: Int?
+    /// Extra token request parameters (Auth0's `audience`, Azure's `claims`, …), sent on the
+    /// refresh and part of the cache key; the protocol's own names are refused.
+    public var params: [String: String]?
 
-    public init(resource: String? = nil, scopes: [String]? = nil, provider: String? = nil, account: String? = nil, minTTL: Int? = nil) {
+    public init(resource: String? = nil, scopes: [String]? = nil, provider: String? = nil, account: String? = nil,
+                minTTL: Int? = nil, params: [String: String]? = nil) {
         self.resource = resource
         self.scopes = scopes
         self.provider = provider
         self.account = account
         self.minTTL = minTTL
+        self.params = params
     }
 
     enum CodingKeys: String, CodingKey {
-        case resource, scopes, provider, account
+        case resource, scopes, provider, account, params
         case minTTL = "min_ttl"
     }
 

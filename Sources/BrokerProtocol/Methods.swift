@@ -2,6 +2,7 @@
 /// is all a new method needs on the wire.
 public enum RPCMethod: String, Sendable, CaseIterable {
     case tokenGet = "token.get"
+    case dpopProof = "dpop.proof"
     case accountList = "account.list"
     case loginStart = "login.start"
     case loginWait = "login.wait"

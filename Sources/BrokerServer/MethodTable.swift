@@ -130,6 +130,10 @@ extension MethodTable {
                    authorize: { caller, p throws(BrokerError) in try broker.authorizeToken(caller, p) },
                    fast: { broker.cachedToken($0) },
                    slow: { p throws(BrokerError) in try await broker.token(p) })
+        t.register(.dpopProof, DPoPProofParams.self, empty: DPoPProofParams(token: TokenGetParams(), htm: "", htu: ""),
+                   authorize: { caller, p throws(BrokerError) in try broker.authorizeToken(caller, p.token) },
+                   fast: { broker.cachedDPoPProof($0) },
+                   slow: { p throws(BrokerError) in try await broker.dpopProof(p) })
         t.register(.accountList, NoParams.self, empty: NoParams(),
                    fast: { _ in broker.accountList() },
                    slow: { _ in broker.accountList() })

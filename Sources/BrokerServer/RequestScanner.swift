@@ -225,6 +225,10 @@ extension TokenGetParams {
             case ("min_ttl", .int(let v)):
                 guard let n = Int(exactly: v) else { return nil }
                 minTTL = n
+            case ("params", .null):
+                continue
+            case ("params", _):
+                return nil  // an object of strings: JSONDecoder reads it
             case ("resource", .null), ("provider", .null), ("account", .null), ("scopes", .null), ("min_ttl", .null):
                 continue
             case ("resource", _), ("provider", _), ("account", _), ("scopes", _), ("min_ttl", _):

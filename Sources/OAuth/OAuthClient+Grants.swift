@@ -1,21 +1,22 @@
 /// The token grants other than the device flow, and revocation.
 extension OAuthClient {
     /// Trades a refresh token for new tokens (RFC 6749 §6), optionally narrowed to one
-    /// resource (RFC 8707) and to `scopes` (omitted when nil or empty).
+    /// resource (RFC 8707) and to `scopes` (omitted when nil or empty). `extra` holds
+    /// parameters already checked against `TokenRequestParameters.reservedParameters`.
     public func refresh(_ metadata: ProviderMetadata, refreshToken: String, resource: String?,
-                        scopes: [String]?) async throws(OAuthError) -> TokenResponse {
+                        scopes: [String]?, extra: [(String, String)] = []) async throws(OAuthError) -> TokenResponse {
         try await tokenRequest(metadata, [("grant_type", "refresh_token"), ("refresh_token", refreshToken)]
-            + resourceAndScope(resource, scopes))
+            + resourceAndScope(resource, scopes) + extra)
     }
 
     /// Gets tokens for the client itself (RFC 6749 §4.4), for machine accounts. Needs a
     /// client secret.
     public func clientCredentials(_ metadata: ProviderMetadata, resource: String?,
-                                  scopes: [String]?) async throws(OAuthError) -> TokenResponse {
+                                  scopes: [String]?, extra: [(String, String)] = []) async throws(OAuthError) -> TokenResponse {
         guard configuration.clientSecret != nil else {
             throw .configuration("client \(configuration.clientID) has no client secret, which the client credentials grant needs")
         }
-        return try await tokenRequest(metadata, [("grant_type", "client_credentials")] + resourceAndScope(resource, scopes))
+        return try await tokenRequest(metadata, [("grant_type", "client_credentials")] + resourceAndScope(resource, scopes) + extra)
     }
 
     /// Redeems an authorization code with its PKCE verifier (RFC 6749 §4.1.3, RFC 7636 §4.5).

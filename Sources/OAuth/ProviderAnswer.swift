@@ -40,8 +40,8 @@ public enum ProviderAnswer {
         throw .invalidResponse("the provider's \(place) answered HTTP \(response.status)\(statusHint(response.status))")
     }
 
-    /// A token answer (RFC 6749 §5.1). `token_type` must be Bearer, in any case (§7.1);
-    /// it is returned as "Bearer". `expires_in` may be a number or a string of digits.
+    /// A token answer (RFC 6749 §5.1). `token_type` must be Bearer or DPoP (RFC 9449 §5),
+    /// in any case (§7.1); it is returned as "Bearer" or "DPoP". `expires_in` may be a number or a string of digits.
     static func tokens(_ json: [String: JSONValue]) throws(OAuthError) -> TokenResponse {
         guard let accessToken = json["access_token"]?.stringValue, !accessToken.isEmpty else {
             throw .invalidResponse("the provider's token answer has no access_token")
@@ -49,11 +49,16 @@ public enum ProviderAnswer {
         guard let tokenType = json["token_type"]?.stringValue else {
             throw .invalidResponse("the provider's token answer has no token_type")
         }
-        guard tokenType.lowercased() == "bearer" else {
+        // DPoP-bound tokens (RFC 9449 §5) come as "DPoP"; the case is normalised for callers.
+        let normalized: String
+        switch tokenType.lowercased() {
+        case "bearer": normalized = "Bearer"
+        case "dpop": normalized = "DPoP"
+        default:
             throw .invalidResponse("the provider issued a token of type \(printable(tokenType, limit: 32)), which authbroker cannot use")
         }
         return TokenResponse(
-            accessToken: accessToken, tokenType: "Bearer",
+            accessToken: accessToken, tokenType: normalized,
             expiresIn: try seconds(json["expires_in"], name: "expires_in", answer: "token"),
             refreshToken: json["refresh_token"]?.stringValue, idToken: json["id_token"]?.stringValue,
             scope: json["scope"]?.stringValue)

@@ -23,6 +23,9 @@ public struct ProviderMetadata: Codable, Sendable, Equatable {
     public var idTokenSigningAlgValuesSupported: [String]?
     public var codeChallengeMethodsSupported: [String]?
     public var authorizationResponseIssParameterSupported: Bool?
+    /// The algorithms the provider takes DPoP proofs in (RFC 9449 §5.1); nil when it says
+    /// nothing.
+    public var dpopSigningAlgValuesSupported: [String]? = nil
 
     enum CodingKeys: String, CodingKey {
         case issuer
@@ -40,6 +43,7 @@ public struct ProviderMetadata: Codable, Sendable, Equatable {
         case idTokenSigningAlgValuesSupported = "id_token_signing_alg_values_supported"
         case codeChallengeMethodsSupported = "code_challenge_methods_supported"
         case authorizationResponseIssParameterSupported = "authorization_response_iss_parameter_supported"
+        case dpopSigningAlgValuesSupported = "dpop_signing_alg_values_supported"
     }
 
     /// Makes metadata by hand (tests, providers without discovery); unlisted members are nil.

@@ -1,3 +1,5 @@
+import OAuth
+
 /// Identifies an account: the provider's configured name and the `sub` claim.
 public struct AccountKey: Hashable, Sendable, CustomStringConvertible {
     public var provider: String
@@ -33,6 +35,9 @@ struct Account: Sendable {
     /// A machine account: the client itself (client credentials grant); no refresh token,
     /// nothing stored.
     var machine: Bool = false
+    /// The account's DPoP key (docs/dpop.md): stored beside the refresh token, which the
+    /// provider may have bound to it; never handed out.
+    var dpop: DPoPSigner? = nil
 
     /// What people are shown and may type: the username, else `subject@issuer-host`.
     var displayName: String {

@@ -1,3 +1,4 @@
+import BrokerCrypto
 import OAuth
 
 /// The daemon's configuration, as read from config.toml (docs/configuration.md).
@@ -90,6 +91,10 @@ public struct ProviderConfig: Sendable, Equatable {
     /// Endpoints set in config.toml, for providers whose discovery document lists fewer
     /// than they serve; each one set wins over discovery.
     public var endpoints = ConfiguredEndpoints()
+    /// The DPoP (RFC 9449) proof algorithm, or nil for bearer tokens (docs/dpop.md).
+    public var dpop: JWSAlgorithm? = nil
+    /// Parameters sent on every token request (`token_params`), before a caller's own.
+    public var tokenParams: [String: String] = [:]
 
     public static let defaultScopes = ["openid", "profile", "email", "offline_access"]
 

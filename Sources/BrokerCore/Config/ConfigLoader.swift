@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import BrokerCrypto
 import OAuth
 import TOML
 
@@ -162,6 +163,17 @@ private struct TableReader {
         return result
     }
 
+    /// `dpop = true` (ES256), `false`, or an algorithm name.
+    func dpop(_ t: TOMLTable, at key: String) throws(ConfigError) -> JWSAlgorithm? {
+        guard let v = t["dpop"] else { return nil }
+        if let b = v.bool { return b ? .es256 : nil }
+        let names = SigningKey.algorithms.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")
+        guard let s = v.string, let algorithm = JWSAlgorithm(rawValue: s), SigningKey.algorithms.contains(algorithm) else {
+            throw fail("\(key).dpop", "must be true, false or one of \(names)")
+        }
+        return algorithm
+    }
+
     func rule(_ t: TOMLTable, at key: String, providers known: Set<String>) throws(ConfigError) -> AllowRule {
         try checkKeys(t, allowed: ["exe", "unit", "cgroup", "resources", "providers", "claims"], at: key)
         guard let exe = try string(t, "exe", at: key), exe.hasPrefix("/") else {
@@ -182,7 +194,8 @@ private struct TableReader {
 
     func provider(_ t: TOMLTable, name: String, at key: String) throws(ConfigError) -> ProviderConfig {
         let known: Set<String> = ["issuer", "client_id", "client_secret", "scopes", "resources", "audience_parameter",
-                                  "grant", "authorization_params", "redirect_port", "post_logout_redirect_uri"]
+                                  "grant", "authorization_params", "redirect_port", "post_logout_redirect_uri",
+                                  "dpop", "token_params"]
         try checkKeys(t, allowed: known.union(ConfiguredEndpoints.keys.map(\.0)), at: key)
         guard name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." }) else {
             throw fail(key, "provider names may hold letters, digits, '-', '_' and '.' only")
@@ -223,6 +236,17 @@ private struct TableReader {
             let reserved = AuthorizationRequest.reserved(in: provider.authorizationParams.keys)
             if !reserved.isEmpty {
                 throw fail("\(key).authorization_params", "\(reserved.joined(separator: ", ")) cannot be set: authbroker sets it itself")
+            }
+        }
+        provider.dpop = try dpop(t, at: key)
+        if let params = try table(t, "token_params", at: key) {
+            for (name, value) in params {
+                guard let s = value.string else { throw fail("\(key).token_params.\(name)", "must be a string") }
+                provider.tokenParams[name] = s
+            }
+            let reserved = TokenRequestParameters.reserved(in: provider.tokenParams.keys)
+            if !reserved.isEmpty {
+                throw fail("\(key).token_params", "\(reserved.joined(separator: ", ")) cannot be set: authbroker sets it itself")
             }
         }
         provider.redirectPort = try int(t, "redirect_port", at: key, range: 1024...65535)

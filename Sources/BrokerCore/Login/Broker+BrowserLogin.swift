@@ -83,9 +83,11 @@ extension Broker {
             throw refuse("the redirect has no iss, which \(name) promises to send (RFC 9207)")
         }
         guard let code = query["code"], !code.isEmpty else { throw refuse("the redirect carries no authorization code") }
+        // A new sign-in gets a new DPoP key; the tokens it redeems are bound to it.
+        let signer = try provider.newDPoPSigner(metadata: metadata)
         let tokens: TokenResponse
         do {
-            tokens = try await provider.client.exchangeCode(
+            tokens = try await provider.client(signer, metadata: metadata, clock: clock).exchangeCode(
                 metadata, code: code, redirectURI: request.redirectURI, codeVerifier: request.pkce.verifier, resource: nil)
         } catch {
             counters.providerErrors.increment()
@@ -96,7 +98,7 @@ extension Broker {
                 throw await provider.failedSignIn(error)
             }
         }
-        return try await completeLogin(tokens, provider: provider, metadata: metadata, nonce: request.nonce)
+        return try await completeLogin(tokens, provider: provider, metadata: metadata, nonce: request.nonce, dpop: signer)
     }
 }
 

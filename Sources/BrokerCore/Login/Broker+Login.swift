@@ -42,8 +42,10 @@ extension Broker {
         }
         let id = SecureRandom.token(bytes: 16)
         let expiresAt = started + Double(authorization.expiresIn)
+        // A new sign-in gets a new DPoP key; the tokens it redeems are bound to it.
+        let signer = try provider.newDPoPSigner(metadata: metadata)
         let task = Task<AccountInfo, any Error> {
-            try await self.pollDevice(authorization, metadata: metadata, provider: provider, deadline: expiresAt)
+            try await self.pollDevice(authorization, metadata: metadata, provider: provider, dpop: signer, deadline: expiresAt)
         }
         try logins.add(LoginSession(id: id, provider: provider.name, expiresAt: expiresAt, task: task), now: started)
         logger.info("device sign-in started", metadata: ["provider": "\(provider.name)", "login_id": "\(id)"])
@@ -67,7 +69,9 @@ extension Broker {
     }
 
     /// RFC 8628 §3.4–3.5: poll at the interval, slow down when told, stop at expiry or refusal.
-    private func pollDevice(_ authorization: DeviceAuthorization, metadata: ProviderMetadata, provider: Provider, deadline: Double) async throws(BrokerError) -> AccountInfo {
+    private func pollDevice(_ authorization: DeviceAuthorization, metadata: ProviderMetadata, provider: Provider,
+                            dpop signer: DPoPSigner?, deadline: Double) async throws(BrokerError) -> AccountInfo {
+        let client = provider.client(signer, metadata: metadata, clock: clock)
         var interval = max(1, authorization.interval)
         let name = provider.name
         // Why the last poll failed, if it did: a code that runs out while the provider is
@@ -87,7 +91,7 @@ extension Broker {
             }
             let answer: DevicePollResult
             do {
-                answer = try await provider.client.pollDeviceToken(metadata, deviceCode: authorization.deviceCode)
+                answer = try await client.pollDeviceToken(metadata, deviceCode: authorization.deviceCode)
             } catch {
                 switch error {
                 case .provider(let code, _, _) where code == "access_denied":
@@ -110,13 +114,14 @@ extension Broker {
             case .pending: continue
             case .slowDown: interval += 5
             case .tokens(let tokens):
-                return try await completeLogin(tokens, provider: provider, metadata: metadata, nonce: nil)
+                return try await completeLogin(tokens, provider: provider, metadata: metadata, nonce: nil, dpop: signer)
             }
         }
     }
 
     /// Turns a token response from a sign-in into a stored, ready account.
-    func completeLogin(_ tokens: TokenResponse, provider: Provider, metadata: ProviderMetadata, nonce: String?) async throws(BrokerError) -> AccountInfo {
+    func completeLogin(_ tokens: TokenResponse, provider: Provider, metadata: ProviderMetadata, nonce: String?,
+                       dpop signer: DPoPSigner?) async throws(BrokerError) -> AccountInfo {
         let name = provider.name
         var issued = IssuedTokens(accessTokens: [tokens.accessToken], refreshToken: tokens.refreshToken)
         let identity: SignInIdentity
@@ -130,10 +135,11 @@ extension Broker {
             let revocation = await revokeRefused(issued, provider: provider, metadata: metadata)
             throw BrokerError.loginFailed(provider: name, message: "\(name) issued no refresh token: add \"offline_access\" to its scopes in config.toml, or allow refresh tokens for client \(provider.config.clientID); \(revocation)")
         }
-        let account = Account(
+        var account = Account(
             key: AccountKey(provider: name, subject: identity.subject),
             issuer: provider.config.issuer, clientID: provider.config.clientID,
             username: identity.username, refreshToken: refreshToken, idToken: identity.idToken, state: .ready)
+        account.dpop = signer
         do {
             try await store.save(AccountSecret.credential(for: account))
         } catch {

@@ -14,7 +14,7 @@ extension Broker {
         guard case .found(_, let account) = resolve(provider: request.provider, account: request.account),
               account.state == .ready
         else { return nil }
-        let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [])
+        let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [], params: request.params)
         let margin = table.withLock { $0.config.daemon.refreshMargin }
         let minimumLife = Double(max(margin, request.minTTL ?? 0))
         guard let token = cache.lookup(key, now: clock.now(), minimumLife: minimumLife) else { return nil }
@@ -29,11 +29,12 @@ extension Broker {
         if let minTTL = request.minTTL, !range.contains(minTTL) {
             throw BrokerError.invalidRequest(message: "min_ttl must be between \(range.lowerBound) and \(range.upperBound) seconds")
         }
+        try Self.checkParams(request.params)
         let (provider, account) = try resolved(provider: request.provider, account: request.account)
         guard account.state == .ready else {
             throw BrokerError.signInAgain(provider.name, account.displayName)
         }
-        let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [])
+        let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [], params: request.params)
         let minimumLife = minimumLife(request)
         if let token = cache.lookup(key, now: clock.now(), minimumLife: minimumLife) {
             counters.cacheHits.increment()
@@ -75,7 +76,7 @@ extension Broker {
     /// One refresh at the provider. Runs inside the account's RefreshQueue, so it always
     /// uses the newest refresh token and never overlaps another refresh of the account.
     private func refresh(_ key: CacheKey, provider: Provider) async throws(BrokerError) -> CachedToken {
-        guard let account = accounts[key.account] else { throw BrokerError.notSignedIn(provider.name) }
+        guard var account = accounts[key.account] else { throw BrokerError.notSignedIn(provider.name) }
         guard account.state == .ready else {
             throw BrokerError.signInAgain(provider.name, account.displayName)
         }
@@ -83,15 +84,19 @@ extension Broker {
         try await provider.checkBackoff()
         let sentAt = clock.now()
         let response: TokenResponse
+        account = try await withDPoPKey(account, provider: provider, metadata: metadata)
+        let client = provider.client(provider.signer(of: account), metadata: metadata, clock: clock)
+        // The provider's own parameters first; a caller's of the same name wins.
+        let extra = provider.config.tokenParams.merging(key.params) { $1 }.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
         do {
             let scopes = key.scopes.isEmpty ? nil : key.scopes
             if account.machine {
                 // A machine account has no grant to fall back on: ask for the configured scopes.
-                response = try await provider.client.clientCredentials(
-                    metadata, resource: key.resource, scopes: scopes ?? provider.config.scopes)
+                response = try await client.clientCredentials(
+                    metadata, resource: key.resource, scopes: scopes ?? provider.config.scopes, extra: extra)
             } else {
-                response = try await provider.client.refresh(
-                    metadata, refreshToken: account.refreshToken, resource: key.resource, scopes: scopes)
+                response = try await client.refresh(
+                    metadata, refreshToken: account.refreshToken, resource: key.resource, scopes: scopes, extra: extra)
             }
         } catch {
             counters.providerErrors.increment()

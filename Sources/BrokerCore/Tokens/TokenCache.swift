@@ -1,16 +1,21 @@
 import Synchronization
 
-/// What a cached access token is filed under: one account, one resource, one scope set.
+/// What a cached access token is filed under: one account, one resource, one scope set,
+/// one set of extra parameters.
 struct CacheKey: Hashable, Sendable {
     var account: AccountKey
     var resource: String?
     /// Sorted and without duplicates, so the order a caller lists scopes in never matters.
     var scopes: [String]
+    /// Extra token request parameters (`params` of `token.get`); different ones are
+    /// different tokens.
+    var params: [String: String]
 
-    init(account: AccountKey, resource: String?, scopes: [String]) {
+    init(account: AccountKey, resource: String?, scopes: [String], params: [String: String]? = nil) {
         self.account = account
         self.resource = resource
         self.scopes = Self.normalized(scopes)
+        self.params = params ?? [:]
     }
 
     /// Sorted and without duplicates. What callers send is usually none, one, or an already
