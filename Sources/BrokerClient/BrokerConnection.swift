@@ -184,6 +184,13 @@ public final class BrokerConnection {
         }
     }
 
+    /// `dpop.proof`: the token (as `token.get` gives it) and a DPoP proof (RFC 9449) for one
+    /// request with it, signed inside the daemon. Send `Authorization: DPoP <access_token>`
+    /// and `DPoP: <proof>`; a proof is good for one request only.
+    public func dpopProof(_ params: DPoPProofParams, timeout: Duration? = nil) throws(ClientError) -> DPoPProofResult {
+        try call(.dpopProof, params, as: DPoPProofResult.self, timeout: timeout)
+    }
+
     /// `account.list`: the accounts the daemon knows, with their provider and state
     /// (`ready` or `login_required`).
     public func accounts(timeout: Duration? = nil) throws(ClientError) -> AccountListResult {

@@ -31,6 +31,17 @@ enum TokenWire {
         if let provider = params.provider { member("provider"); quoted(provider, into: &out) }
         if let account = params.account { member("account"); quoted(account, into: &out) }
         if let minTTL = params.minTTL { member("min_ttl"); out.append(contentsOf: String(minTTL).utf8) }
+        if let extra = params.params {
+            member("params")
+            out.append(UInt8(ascii: "{"))
+            for (i, name) in extra.keys.sorted().enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                quoted(name, into: &out)
+                out.append(UInt8(ascii: ":"))
+                quoted(extra[name] ?? "", into: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
         out.append(contentsOf: "}}".utf8)
         return out
     }

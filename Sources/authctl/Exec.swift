@@ -2,6 +2,8 @@
 import Glibc
 #endif
 import ArgumentParser
+import BrokerClient
+import BrokerProtocol
 
 /// `authctl exec`: runs a command with a fresh token in its environment.
 struct Exec: ParsableCommand {
@@ -17,6 +19,11 @@ struct Exec: ParsableCommand {
               authctl exec --resource https://api.example.com -- \\
                   sh -c 'curl -H "Authorization: Bearer $AUTHBROKER_TOKEN" URL'
 
+            AUTHBROKER_TOKEN_TYPE gets the token's type: Bearer, or DPoP for a provider \
+            with dpop on. A DPoP token needs a proof with every request: with --url (and \
+            --method) AUTHBROKER_DPOP gets one proof for that one request; a command that \
+            makes more requests asks `authctl token --header --method M --url U` for each.
+
             The token is fetched once, before the command starts: for long-running commands \
             ask for enough life with --min-ttl. If the command cannot be started, the exit \
             status is 127 (not found) or 126 (not executable), as in the shell.
@@ -24,6 +31,8 @@ struct Exec: ParsableCommand {
     )
 
     @OptionGroup var token: TokenOptions
+
+    @OptionGroup var proof: ProofOptions
 
     @Option(help: ArgumentHelp("The environment variable that gets the token.", valueName: "name"))
     var env = "AUTHBROKER_TOKEN"
@@ -49,8 +58,20 @@ struct Exec: ParsableCommand {
     }
 
     func run() throws {
-        let result = try Broker.printableToken(token.params())
+        let result: TokenGetResult
+        if let request = proof.params(token.params()) {
+            let answer = try Broker.session { broker throws(ClientError) -> DPoPProofResult in
+                let answer = try broker.dpopProof(request)
+                try Broker.checkPrintable(answer.token)
+                return answer
+            }
+            result = answer.token
+            setenv("AUTHBROKER_DPOP", answer.proof, 1)
+        } else {
+            result = try Broker.printableToken(token.params())
+        }
         setenv(env, result.accessToken, 1)
+        setenv("AUTHBROKER_TOKEN_TYPE", result.tokenType, 1)
         let argv = commandLine
         // execvp returns only on failure.
         let pointers = argv.map { strdup($0) } + [nil]

@@ -11,6 +11,14 @@ struct Token: ParsableCommand {
             `curl -H "Authorization: Bearer $(authctl token --resource URL)"`. \
             Without --resource the token is for the provider's default audience, as the \
             provider decides; APIs that check the audience need --resource.
+
+            For a provider with dpop on (docs/dpop.md) the token is bound to the daemon's \
+            key and useless alone: give the request's --url (and --method) to get a DPoP \
+            proof with it. --header then prints `Authorization: DPoP <token>` and \
+            `DPoP: <proof>`; a proof is good for one request, and both lines must come \
+            from one call:
+
+              authctl token --header --method GET --url URL > headers && curl -H @headers URL
             """
     )
 
@@ -19,8 +27,10 @@ struct Token: ParsableCommand {
     @Flag(help: "Print the whole answer as JSON: access_token, token_type, expires_at, scope, resource, provider, account.")
     var json = false
 
-    @Flag(help: "Print an HTTP header line: Authorization: Bearer <token>.")
+    @Flag(help: "Print HTTP header lines: Authorization: <token type> <token>, and with --url the DPoP: <proof> line.")
     var header = false
+
+    @OptionGroup var proof: ProofOptions
 
     func validate() throws {
         if json && header {
@@ -29,7 +39,17 @@ struct Token: ParsableCommand {
     }
 
     func run() throws {
-        try Self.printToken(options.params(), json: json, header: header)
+        guard let request = proof.params(options.params()) else {
+            return try Self.printToken(options.params(), json: json, header: header)
+        }
+        let text = try Broker.session { broker throws(ClientError) -> String in
+            let result = try broker.dpopProof(request)
+            try Broker.checkPrintable(result.token)
+            if json { return try Output.json(result) }
+            if header { return "Authorization: \(result.token.tokenType) \(result.token.accessToken)\nDPoP: \(result.proof)" }
+            return result.token.accessToken + "\n" + result.proof
+        }
+        Output.line(text)
     }
 
     /// Gets the token and prints it as asked: the whole command once its arguments are
@@ -39,7 +59,7 @@ struct Token: ParsableCommand {
             let result = try broker.token(params)
             try Broker.checkPrintable(result)
             if json { return try Output.json(result) }
-            if header { return "Authorization: Bearer " + result.accessToken }
+            if header { return "Authorization: \(result.tokenType) \(result.accessToken)" }
             return result.accessToken
         }
         Output.line(text)

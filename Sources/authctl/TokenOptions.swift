@@ -58,3 +58,26 @@ extension Broker {
         }
     }
 }
+
+/// The request a DPoP proof is for (`token`, `exec`).
+struct ProofOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("The URL of the request the token is sent with: also get a DPoP proof for it (providers with dpop on).", valueName: "url"))
+    var url: String?
+
+    @Option(help: ArgumentHelp("With --url: the request's HTTP method (default GET).", valueName: "method"))
+    var method: String?
+
+    @Option(help: ArgumentHelp("With --url: the DPoP-Nonce the server asked for.", valueName: "nonce"))
+    var nonce: String?
+
+    func validate() throws {
+        if url == nil, method != nil || nonce != nil {
+            throw ValidationError("--method and --nonce need --url: the request the DPoP proof is for")
+        }
+    }
+
+    /// The `dpop.proof` request, or nil without --url.
+    func params(_ token: TokenGetParams) -> DPoPProofParams? {
+        url.map { DPoPProofParams(token: token, htm: (method ?? "GET").uppercased(), htu: $0, nonce: nonce) }
+    }
+}
