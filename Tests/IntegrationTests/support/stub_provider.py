@@ -27,6 +27,8 @@ Switches for the provider behaviours of docs/providers.md (tests/test_providers.
   device_expires_in          seconds a device code lives (default 60)
 Counters: discovery_requests; `revoked` holds every token revoked at /revoke, `access` every
 access token issued with its resources.
+Every token request's form is kept in `token_forms`, for tests of the parameters sent
+(Glewlwyd ignores parameters it does not know, so it cannot show them).
 
 Nothing here prints a token.
 """
@@ -81,6 +83,7 @@ class StubProvider:
         self.access = {}  # access token -> resources it is restricted to ([] = none)
         self.grants = {}  # device code / refresh token / code -> resources of the sign-in
         self.nonces = {}  # authorization code -> nonce
+        self.token_forms = []  # the form of every token request, as {name: [values]}
         self.server = None
         self.port = None
         self.thread = None
@@ -285,6 +288,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         grant = form.get("grant_type", [""])[0]
         with p.lock:
+            p.token_forms.append(form)
             p.token_requests += 1
             if grant == "refresh_token":
                 p.refresh_requests += 1

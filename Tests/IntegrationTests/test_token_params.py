@@ -1,0 +1,67 @@
+"""`params` on token.get and `token_params` in the configuration: extra token request
+parameters (Auth0's audience, Logto's organization_id, …). Glewlwyd ignores parameters it
+does not know, so the provider here is a STUB that records every token request's form."""
+import pytest
+
+from conftest import RPC, Daemon, fingerprint
+from stub_provider import StubProvider
+from test_faults import stub_config
+
+
+@pytest.fixture
+def stub():
+    s = StubProvider(access_token_life=600).start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def daemon(stub):
+    d = Daemon(None)
+    d.write_config(text=stub_config(d.name, stub, refresh_margin=60) + 'token_params = { tenant = "t-1" }\n')
+    d.start()
+    r = d.ctl("login", "--device", "--provider", d.name, timeout=30)
+    assert r.returncode == 0, f"sign-in at the STUB failed ({r.returncode}): {r.stderr}\n{d.log_text()}"
+    yield d
+    d.cleanup()
+
+
+def token(d, **params):
+    c = RPC(d.socket, timeout=30)
+    try:
+        return c.call("token.get", dict(params, provider=d.name))
+    finally:
+        c.close()
+
+
+def refresh_forms(stub):
+    return [f for f in stub.token_forms if f.get("grant_type") == ["refresh_token"]]
+
+
+def test_tokens_with_different_params_are_cached_apart_and_each_refresh_carries_its_own(stub, daemon):
+    one = token(daemon, params={"organization_id": "org-1"})["result"]
+    two = token(daemon, params={"organization_id": "org-2"})["result"]
+    assert fingerprint(one["access_token"]) != fingerprint(two["access_token"])
+    forms = refresh_forms(stub)
+    assert [f.get("organization_id") for f in forms] == [["org-1"], ["org-2"]]
+    # The provider's own parameters go with every refresh.
+    assert all(f.get("tenant") == ["t-1"] for f in forms)
+
+    # Each is served from the cache under its own params; no params is yet another token.
+    assert fingerprint(token(daemon, params={"organization_id": "org-1"})["result"]["access_token"]) == fingerprint(one["access_token"])
+    assert fingerprint(token(daemon, params={"organization_id": "org-2"})["result"]["access_token"]) == fingerprint(two["access_token"])
+    assert len(refresh_forms(stub)) == 2
+    plain = token(daemon)["result"]
+    assert fingerprint(plain["access_token"]) not in (fingerprint(one["access_token"]), fingerprint(two["access_token"]))
+    last = refresh_forms(stub)[-1]
+    assert "organization_id" not in last and last.get("tenant") == ["t-1"]
+
+
+def test_the_protocols_own_names_are_refused(stub, daemon):
+    before = len(stub.token_forms)
+    for name in ("grant_type", "refresh_token", "resource", "scope", "client_id"):
+        r = token(daemon, params={name: "x"})
+        assert "error" in r and name in r["error"]["message"], r
+    r = token(daemon, params={"ok": 1})
+    assert r["error"]["code"] == -32602, r
+    assert len(stub.token_forms) == before, "a refused request reached the provider"
