@@ -27,6 +27,7 @@ Switches for the provider behaviours of docs/providers.md (tests/test_providers.
   device_expires_in          seconds a device code lives (default 60)
 Counters: discovery_requests; `revoked` holds every token revoked at /revoke, `access` every
 access token issued with its resources.
+
 Every token request's form is kept in `token_forms`, for tests of the parameters sent
 (Glewlwyd ignores parameters it does not know, so it cannot show them).
 
