@@ -90,7 +90,7 @@ let package = Package(
         .testTarget(
             name: "BrokerCoreTests",
             dependencies: [
-                "BrokerCore", "BrokerProtocol", "OAuth", "SecretStore", "BrokerCrypto",
+                "BrokerCore", "BrokerProtocol", "OAuth", "SecretStore", "BrokerCrypto", "JWSTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -1,6 +1,7 @@
 @testable import BrokerCore
 import BrokerCrypto
 import BrokerProtocol
+import Foundation
 import Logging
 import OAuth
 import SecretStore
@@ -17,8 +18,8 @@ final class TestClock: Sendable {
     func advance(_ by: Double) { seconds.withLock { $0 += by } }
 }
 
-/// A STUB OAuth provider behind the broker's `HTTPTransport`: it answers discovery and the
-/// token endpoint from a script, in memory. A real provider (the Glewlwyd of the
+/// A STUB OAuth provider behind the broker's `HTTPTransport`: it answers discovery, the
+/// JWKS and the token endpoint from a script, in memory. A real provider (the Glewlwyd of the
 /// integration tests) cannot be told to go down, to refuse a grant or to issue a token of
 /// a given lifetime on cue, nor be read with a moved clock; those are the cases here.
 final class StubTransport: HTTPTransport {
@@ -39,6 +40,8 @@ final class StubTransport: HTTPTransport {
         var issued = 0
         var tokenRequests: [[String: String]] = []
         var discoveries = 0
+        var jwks = #"{"keys":[]}"#
+        var idTokens: [String] = []
     }
 
     private let state = Mutex(State())
@@ -55,6 +58,16 @@ final class StubTransport: HTTPTransport {
     /// Answers for the next token requests, in order.
     func script(_ answers: Answer...) { state.withLock { $0.script += answers } }
 
+    /// The provider's signing keys, served at its jwks_uri.
+    func publish(_ keys: [JWK]) throws {
+        struct KeySet: Encodable { var keys: [JWK] }
+        let text = String(decoding: try JSONEncoder().encode(KeySet(keys: keys)), as: UTF8.self)
+        state.withLock { $0.jwks = text }
+    }
+
+    /// ID tokens for the next token answers, one each, in order.
+    func attachIDTokens(_ tokens: String...) { state.withLock { $0.idTokens += tokens } }
+
     /// The form of each token request that reached the provider.
     var tokenRequests: [[String: String]] { state.withLock { $0.tokenRequests } }
     var discoveries: Int { state.withLock { $0.discoveries } }
@@ -66,18 +79,24 @@ final class StubTransport: HTTPTransport {
             guard !down else { throw .unreachable("the STUB provider idp.example is down") }
             state.withLock { $0.discoveries += 1 }
             return Self.json(200, #"{"issuer":"\#(base)","token_endpoint":"\#(base)/token","jwks_uri":"\#(base)/jwks"}"#)
+        case base + "/jwks":
+            guard !down else { throw .unreachable("the STUB provider idp.example is down") }
+            return Self.json(200, state.withLock { $0.jwks })
         case base + "/token":
             let form = Self.form(request.body ?? [])
-            let answer = try state.withLock { s throws(OAuthError) -> (Answer, Int) in
+            let answer = try state.withLock { s throws(OAuthError) -> (Answer, Int, String?) in
                 guard !s.down else { throw .unreachable("the STUB provider idp.example is down") }
                 s.tokenRequests.append(form)
                 s.issued += 1
-                return (s.script.isEmpty ? s.standing : s.script.removeFirst(), s.issued)
+                let answer = s.script.isEmpty ? s.standing : s.script.removeFirst()
+                guard case .token = answer, !s.idTokens.isEmpty else { return (answer, s.issued, nil) }
+                return (answer, s.issued, s.idTokens.removeFirst())
             }
             switch answer.0 {
             case .token(let expiresIn, let rotate):
                 let refresh = rotate ? #","refresh_token":"refresh-\#(answer.1)""# : ""
-                return Self.json(200, #"{"access_token":"access-\#(answer.1)","token_type":"Bearer","expires_in":\#(expiresIn)\#(refresh)}"#)
+                let idToken = answer.2.map { #","id_token":"\#($0)""# } ?? ""
+                return Self.json(200, #"{"access_token":"access-\#(answer.1)","token_type":"Bearer","expires_in":\#(expiresIn)\#(refresh)\#(idToken)}"#)
             case .error(let code):
                 return Self.json(400, #"{"error":"\#(code)"}"#)
             }
