@@ -191,6 +191,16 @@ public final class BrokerConnection {
         try call(.dpopProof, params, as: DPoPProofResult.self, timeout: timeout)
     }
 
+    /// `token.reject`: tells the daemon an API refused a token (HTTP 401), so it drops it
+    /// from its cache and the next ``token(_:timeout:)`` for that key refreshes.
+    ///
+    /// Pass the token itself (`accessToken`) or the key it was asked with (`resource`,
+    /// `scopes`, `provider`, `account`). The answer's `dropped` is false when nothing was
+    /// cached there any more.
+    public func rejectToken(_ params: TokenRejectParams, timeout: Duration? = nil) throws(ClientError) -> TokenRejectResult {
+        try call(.tokenReject, params, as: TokenRejectResult.self, timeout: timeout)
+    }
+
     /// `account.list`: the accounts the daemon knows, with their provider and state
     /// (`ready` or `login_required`).
     public func accounts(timeout: Duration? = nil) throws(ClientError) -> AccountListResult {

@@ -3,6 +3,7 @@
 public enum RPCMethod: String, Sendable, CaseIterable {
     case tokenGet = "token.get"
     case dpopProof = "dpop.proof"
+    case tokenReject = "token.reject"
     case accountList = "account.list"
     case loginStart = "login.start"
     case loginWait = "login.wait"

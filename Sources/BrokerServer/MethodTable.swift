@@ -134,6 +134,9 @@ extension MethodTable {
                    authorize: { caller, p throws(BrokerError) in try broker.authorizeToken(caller, p.token) },
                    fast: { broker.cachedDPoPProof($0) },
                    slow: { p throws(BrokerError) in try await broker.dpopProof(p) })
+        t.register(.tokenReject, TokenRejectParams.self, empty: TokenRejectParams(),
+                   authorize: { caller, p throws(BrokerError) in try broker.authorizeReject(caller, p) },
+                   slow: { p throws(BrokerError) in try broker.rejectToken(p) })
         t.register(.accountList, NoParams.self, empty: NoParams(),
                    fast: { _ in broker.accountList() },
                    slow: { _ in broker.accountList() })

@@ -27,6 +27,16 @@ struct Exec: ParsableCommand {
             The token is fetched once, before the command starts: for long-running commands \
             ask for enough life with --min-ttl. If the command cannot be started, the exit \
             status is 127 (not found) or 126 (not executable), as in the shell.
+
+            authctl cannot see the command's HTTP answers, so it cannot tell on its own that \
+            an API refused the token. Have the command exit with a status of your choice on \
+            HTTP 401 and name it with --retry-on-exit: authctl then waits for the command \
+            (instead of becoming it), and when it exits with that status tells the daemon \
+            the token was refused, gets a new one and runs the command once more.
+
+              authctl exec --resource https://api.example.com --retry-on-exit 77 -- \\
+                  sh -c 'test "$(curl -s -o out.json -w "%{http_code}" \\
+                      -H "Authorization: Bearer $AUTHBROKER_TOKEN" URL)" != 401 || exit 77'
             """
     )
 
@@ -36,6 +46,9 @@ struct Exec: ParsableCommand {
 
     @Option(help: ArgumentHelp("The environment variable that gets the token.", valueName: "name"))
     var env = "AUTHBROKER_TOKEN"
+
+    @Option(name: .customLong("retry-on-exit"), help: ArgumentHelp("An exit status (1-255) by which the command says the API refused its token: authctl then drops the token, gets a new one and runs the command once more.", valueName: "status"))
+    var retryOnExit: Int32?
 
     @Argument(parsing: .postTerminator, help: ArgumentHelp("The command and its arguments, after --.", valueName: "command"))
     var command: [String] = []
@@ -52,35 +65,83 @@ struct Exec: ParsableCommand {
         else {
             throw ValidationError("--env must be a variable name: letters, digits and _, not starting with a digit")
         }
+        if let retryOnExit, !(1...255).contains(retryOnExit) {
+            throw ValidationError("--retry-on-exit must be an exit status between 1 and 255")
+        }
         if commandLine.isEmpty {
             throw ValidationError("no command given: put it after --, e.g. authctl exec --resource URL -- curl …")
         }
     }
 
     func run() throws {
-        let result: TokenGetResult
-        if let request = proof.params(token.params()) {
-            let answer = try Broker.session { broker throws(ClientError) -> DPoPProofResult in
+        let params = token.params()
+        try provide(params, rejectingFirst: false)
+        let argv = commandLine
+        let pointers = argv.map { strdup($0) } + [nil]
+        defer { pointers.forEach { free($0) } }
+        if let retryOnExit {
+            let status = try runAndWait(pointers)
+            guard status == retryOnExit else { throw ExitCode(status) }
+            try provide(params, rejectingFirst: true)
+        }
+        // execvp returns only on failure.
+        execvp(argv[0], pointers)
+        throw cannotRun(argv[0], errno)
+    }
+
+    /// Gets the token (with --url, and its DPoP proof) and puts it in the environment;
+    /// `rejectingFirst` tells the daemon the cached one was refused, so a new one is minted.
+    private func provide(_ params: TokenGetParams, rejectingFirst reject: Bool) throws(ExitCode) {
+        let result = try Broker.session { broker throws(ClientError) -> TokenGetResult in
+            if reject { _ = try broker.rejectToken(TokenRejectParams(key: params)) }
+            if let request = proof.params(params) {
                 let answer = try broker.dpopProof(request)
                 try Broker.checkPrintable(answer.token)
-                return answer
+                setenv("AUTHBROKER_DPOP", answer.proof, 1)
+                return answer.token
             }
-            result = answer.token
-            setenv("AUTHBROKER_DPOP", answer.proof, 1)
-        } else {
-            result = try Broker.printableToken(token.params())
+            let result = try broker.token(params)
+            try Broker.checkPrintable(result)
+            return result
         }
         setenv(env, result.accessToken, 1)
         setenv("AUTHBROKER_TOKEN_TYPE", result.tokenType, 1)
-        let argv = commandLine
-        // execvp returns only on failure.
-        let pointers = argv.map { strdup($0) } + [nil]
-        execvp(argv[0], pointers)
-        let error = errno
-        pointers.forEach { free($0) }
+    }
+
+    /// Runs the command as a child and returns its exit status (128 + N for a signal N),
+    /// ignoring SIGINT and SIGQUIT meanwhile as a shell does: they are the command's to handle.
+    private func runAndWait(_ pointers: [UnsafeMutablePointer<CChar>?]) throws(ExitCode) -> Int32 {
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        sigaddset(&defaults, SIGINT)
+        sigaddset(&defaults, SIGQUIT)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF))
+        let previousInt = signal(SIGINT, SIG_IGN)
+        let previousQuit = signal(SIGQUIT, SIG_IGN)
+        defer {
+            signal(SIGINT, previousInt)
+            signal(SIGQUIT, previousQuit)
+        }
+        var pid = pid_t()
+        let spawned = posix_spawnp(&pid, commandLine[0], nil, &attributes, pointers, environ)
+        guard spawned == 0 else { throw cannotRun(commandLine[0], spawned) }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 {
+            guard errno == EINTR else { return 126 }
+        }
+        // WIFEXITED / WEXITSTATUS / WTERMSIG, which Swift does not import as macros.
+        let signal = status & 0x7F
+        return signal == 0 ? (status >> 8) & 0xFF : 128 + signal
+    }
+
+    private func cannotRun(_ command: String, _ error: Int32) -> ExitCode {
         let notFound = error == ENOENT || error == ENOTDIR
-        Output.error("cannot run \(Output.safe(argv[0])): \(String(cString: strerror(error))): "
+        Output.error("cannot run \(Output.safe(command)): \(String(cString: strerror(error))): "
             + (notFound ? "check the command's name and PATH" : "check that it is an executable file"))
-        throw ExitCode(notFound ? 127 : 126)
+        return ExitCode(notFound ? 127 : 126)
     }
 }

@@ -19,6 +19,10 @@ struct Token: ParsableCommand {
             from one call:
 
               authctl token --header --method GET --url URL > headers && curl -H @headers URL
+
+            When an API refuses a token it was given (HTTP 401), ask again with --fresh: \
+            the daemon drops the cached token and refreshes, for providers that revoke \
+            tokens early (docs/providers.md).
             """
     )
 
@@ -32,6 +36,9 @@ struct Token: ParsableCommand {
 
     @OptionGroup var proof: ProofOptions
 
+    @Flag(help: "Drop the cached token for this request first and get a new one: for when an API answered 401 to the token printed before.")
+    var fresh = false
+
     func validate() throws {
         if json && header {
             throw ValidationError("--json and --header cannot be used together: choose one")
@@ -40,9 +47,10 @@ struct Token: ParsableCommand {
 
     func run() throws {
         guard let request = proof.params(options.params()) else {
-            return try Self.printToken(options.params(), json: json, header: header)
+            return try Self.printToken(options.params(), json: json, header: header, fresh: fresh)
         }
         let text = try Broker.session { broker throws(ClientError) -> String in
+            if fresh { _ = try broker.rejectToken(TokenRejectParams(key: options.params())) }
             let result = try broker.dpopProof(request)
             try Broker.checkPrintable(result.token)
             if json { return try Output.json(result) }
@@ -54,8 +62,9 @@ struct Token: ParsableCommand {
 
     /// Gets the token and prints it as asked: the whole command once its arguments are
     /// known, shared by `run()` and ``TokenFastPath``.
-    static func printToken(_ params: TokenGetParams, json: Bool, header: Bool) throws(ExitCode) {
+    static func printToken(_ params: TokenGetParams, json: Bool, header: Bool, fresh: Bool = false) throws(ExitCode) {
         let text = try Broker.session { broker throws(ClientError) -> String in
+            if fresh { _ = try broker.rejectToken(TokenRejectParams(key: params)) }
             let result = try broker.token(params)
             try Broker.checkPrintable(result)
             if json { return try Output.json(result) }

@@ -34,6 +34,23 @@ final class ConfigLoaderTests: XCTestCase {
         XCTAssertEqual(config.daemon.refreshMargin, 60)
         XCTAssertEqual(config.providers[0].scopes, ProviderConfig.defaultScopes)
         XCTAssertEqual(config.providers[0].audienceParameter, "resource")
+        // Safe until told otherwise: a refresh may revoke earlier access tokens.
+        XCTAssertEqual(config.providers[0].accessTokens, .onePerRefreshToken)
+        XCTAssertEqual(config.providers[0].refreshTokens, .shared)
+    }
+
+    func testTokenRules() throws {
+        let config = try ConfigLoader.parse("""
+            [providers.a]
+            issuer = "https://a.example"
+            client_id = "x"
+            access_tokens = "independent"
+            refresh_tokens = "one-per-resource"
+            """, file: "c.toml")
+        XCTAssertEqual(config.providers[0].accessTokens, .independent)
+        XCTAssertEqual(config.providers[0].refreshTokens, .onePerResource)
+        assertError("[providers.a]\nissuer=\"https://a\"\nclient_id=\"x\"\naccess_tokens=\"once\"", key: "providers.a.access_tokens", contains: "must be \"one-per-refresh-token\" or \"independent\"")
+        assertError("[providers.a]\nissuer=\"https://a\"\nclient_id=\"x\"\nrefresh_tokens=true", key: "providers.a.refresh_tokens", contains: "must be a string")
     }
 
     func assertError(_ toml: String, key: String?, contains text: String, file: StaticString = #filePath, line: UInt = #line) {

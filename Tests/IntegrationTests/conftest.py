@@ -151,6 +151,8 @@ class Daemon:
                 + (f'client_secret = "{secret}"\n' if secret else "")
                 + 'scopes = ["openid", "profile", "email", "offline_access"]\n'
                 f'resources = ["{API}", "{GIT}"]\n'
+                # Glewlwyd keeps earlier access tokens alive after a refresh (docs/providers.md).
+                'access_tokens = "independent"\n'
             )
         with open(self.config, "w") as f:
             f.write(text)

@@ -67,6 +67,26 @@ public enum ProviderGrant: String, Sendable, Equatable {
     case clientCredentials = "client_credentials"
 }
 
+/// `access_tokens`: what a refresh does to the access tokens issued before it.
+public enum AccessTokenRule: String, Sendable, Equatable {
+    /// Every access token lives until it expires, whatever is refreshed after it.
+    case independent
+    /// The provider keeps one live access token per refresh-token chain: each refresh
+    /// revokes the access token the previous refresh of that chain issued (Ory Hydra does).
+    /// The default, because serving a revoked token fails silently, while assuming it
+    /// costs only a refresh when one account switches between resources or scope sets.
+    case onePerRefreshToken = "one-per-refresh-token"
+}
+
+/// `refresh_tokens`: one refresh token for all of an account's resources, or one each.
+public enum RefreshTokenRule: String, Sendable, Equatable {
+    /// One refresh token serves every resource of the account.
+    case shared
+    /// One refresh token per configured resource, each from its own sign-in, for providers
+    /// that narrow a rotated refresh token to the one resource it was used for (Glewlwyd).
+    case onePerResource = "one-per-resource"
+}
+
 /// `[providers.NAME]`.
 public struct ProviderConfig: Sendable, Equatable {
     public var name: String
@@ -95,6 +115,10 @@ public struct ProviderConfig: Sendable, Equatable {
     public var dpop: JWSAlgorithm? = nil
     /// Parameters sent on every token request (`token_params`), before a caller's own.
     public var tokenParams: [String: String] = [:]
+    /// Whether a refresh revokes the access tokens issued before it (docs/providers.md).
+    public var accessTokens: AccessTokenRule = .onePerRefreshToken
+    /// One refresh token for every resource, or one per resource (docs/providers.md).
+    public var refreshTokens: RefreshTokenRule = .shared
 
     public static let defaultScopes = ["openid", "profile", "email", "offline_access"]
 

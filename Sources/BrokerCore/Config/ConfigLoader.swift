@@ -195,7 +195,8 @@ private struct TableReader {
     func provider(_ t: TOMLTable, name: String, at key: String) throws(ConfigError) -> ProviderConfig {
         let known: Set<String> = ["issuer", "client_id", "client_secret", "scopes", "resources", "audience_parameter",
                                   "grant", "authorization_params", "redirect_port", "post_logout_redirect_uri",
-                                  "dpop", "token_params"]
+                                  "dpop", "token_params",
+                                  "access_tokens", "refresh_tokens"]
         try checkKeys(t, allowed: known.union(ConfiguredEndpoints.keys.map(\.0)), at: key)
         guard name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." }) else {
             throw fail(key, "provider names may hold letters, digits, '-', '_' and '.' only")
@@ -259,6 +260,18 @@ private struct TableReader {
                 throw fail("\(key).\(name)", error.message)
             }
             provider.endpoints[keyPath: member] = url
+        }
+        if let v = try string(t, "access_tokens", at: key) {
+            guard let rule = AccessTokenRule(rawValue: v) else {
+                throw fail("\(key).access_tokens", "must be \"one-per-refresh-token\" or \"independent\", not \"\(v)\"")
+            }
+            provider.accessTokens = rule
+        }
+        if let v = try string(t, "refresh_tokens", at: key) {
+            guard let rule = RefreshTokenRule(rawValue: v) else {
+                throw fail("\(key).refresh_tokens", "must be \"shared\" or \"one-per-resource\", not \"\(v)\"")
+            }
+            provider.refreshTokens = rule
         }
         if provider.grant == .clientCredentials && provider.clientSecret == nil {
             throw fail("\(key).client_secret", "is missing: the client_credentials grant needs a confidential client")

@@ -82,6 +82,14 @@ extension Broker {
         }
         let metadata = try await provider.discovered()
         try await provider.checkBackoff()
+        let chain: String? = nil
+        // A provider that keeps one live access token per refresh token revokes the chain's
+        // earlier tokens as it takes this refresh: none is served from here on. (One handed
+        // out just before this line may still die; that is the caller's `token.reject`.)
+        var revoked: CachedToken?
+        if provider.config.accessTokens == .onePerRefreshToken && !account.machine {
+            revoked = cache.removeChain(chain, of: account.key, returning: key)
+        }
         let sentAt = clock.now()
         let response: TokenResponse
         account = try await withDPoPKey(account, provider: provider, metadata: metadata)
@@ -114,6 +122,9 @@ extension Broker {
                     message: "\(provider.name) does not grant tokens for \(key.resource ?? "the default audience") to this sign-in: add it to resources in config.toml and run `authctl login --provider \(provider.name)`")
             }
             let failure = await provider.failed(error, doing: "token refresh")
+            // The provider was not reached (or did not answer): this key's token is kept for
+            // the caller that can still use it while the provider is down.
+            if case .providerUnreachable = failure, let revoked { cache.restore(revoked, at: key) }
             logger.warning("refresh failed", metadata: ["account": "\(account.key)", "error": "\(failure.message)"])
             throw failure
         }
@@ -133,7 +144,7 @@ extension Broker {
         }
         let token = CachedToken(
             accessToken: response.accessToken, tokenType: response.tokenType,
-            expiresAt: sentAt + Double(response.expiresIn ?? 300), scope: response.scope)
+            expiresAt: sentAt + Double(response.expiresIn ?? 300), scope: response.scope, chain: chain)
         cache.store(token, for: key, now: clock.now())
         logger.debug("refreshed", metadata: ["account": "\(account.key)", "resource": "\(key.resource ?? "-")", "expires_in": "\(response.expiresIn ?? 300)"])
         return token

@@ -38,6 +38,9 @@ struct CachedToken: Sendable {
     /// Unix seconds, counted from when the request that minted it was sent.
     var expiresAt: Double
     var scope: String?
+    /// The refresh-token chain that minted it: nil for the account's shared refresh token,
+    /// else the resource whose own refresh token it was (`refresh_tokens = "one-per-resource"`).
+    var chain: String? = nil
 }
 
 /// Access tokens by key, in memory only.
@@ -79,6 +82,40 @@ final class TokenCache: Sendable {
         entries.withLock { all in
             all.byKey = all.byKey.filter { $0.key.account != account }
         }
+    }
+
+    /// Drops every token `account`'s refresh-token `chain` minted, and returns the one that
+    /// was at `key`: the provider revokes them all when that chain is refreshed
+    /// (`access_tokens = "one-per-refresh-token"`).
+    func removeChain(_ chain: String?, of account: AccountKey, returning key: CacheKey) -> CachedToken? {
+        entries.withLock { all in
+            let previous = all.byKey[key]
+            all.byKey = all.byKey.filter { $0.key.account != account || $0.value.chain != chain }
+            return previous
+        }
+    }
+
+    /// Puts back a token taken by `removeChain` when the refresh that took it failed before
+    /// anything newer was stored there.
+    func restore(_ token: CachedToken, at key: CacheKey) {
+        entries.withLock { all in
+            if all.byKey[key] == nil { all.byKey[key] = token }
+        }
+    }
+
+    /// Drops the token at `key`, but only while it is still `token` when one is given (so a
+    /// rejection never drops the newer token a refresh has put there since). True if dropped.
+    func remove(_ key: CacheKey, ifHolding token: String? = nil) -> Bool {
+        entries.withLock { all in
+            guard let held = all.byKey[key], token == nil || held.accessToken == token else { return false }
+            all.byKey[key] = nil
+            return true
+        }
+    }
+
+    /// The key under which `token` is cached, if it is.
+    func key(holding token: String) -> CacheKey? {
+        entries.withLock { all in all.byKey.first { $0.value.accessToken == token }?.key }
     }
 
     /// The unexpired entries of one account, for `daemon.status`.

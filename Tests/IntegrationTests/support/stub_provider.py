@@ -31,6 +31,13 @@ access token issued with its resources.
 Every token request's form is kept in `token_forms`, for tests of the parameters sent
 (Glewlwyd ignores parameters it does not know, so it cannot show them).
 
+`stub.one_live_access_token = True` makes it behave like providers that keep one live access
+token per refresh-token chain (Ory Hydra): every refresh, whatever its resource, scope or
+audience, revokes the access token the chain's previous grant or refresh issued. Its
+resource endpoint, `GET /resource` with `Authorization: Bearer …`, answers 200 for a live
+token and 401 for a revoked or unknown one, as an API would (`stub.alive(token)` asks it
+without HTTP). `stub.revoke(token)` revokes one access token out of band.
+
 Nothing here prints a token.
 """
 import base64
@@ -85,6 +92,11 @@ class StubProvider:
         self.grants = {}  # device code / refresh token / code -> resources of the sign-in
         self.nonces = {}  # authorization code -> nonce
         self.token_forms = []  # the form of every token request, as {name: [values]}
+        self.one_live_access_token = False
+        self.live_access = {}  # access token -> expiry (Unix seconds), while it is not revoked
+        self.chain_of = {}  # refresh token -> its chain (the grant it descends from)
+        self.chain_access = {}  # chain -> the access token its last grant or refresh issued
+        self.resource_calls = []  # what /resource answered, True (200) or False (401), in order
         self.server = None
         self.port = None
         self.thread = None
@@ -167,9 +179,29 @@ class StubProvider:
         with self.lock:
             return [t for t in tokens if t not in self.revoked]
 
-    def _keep(self, answer):
-        """Makes the answer's refresh token the valid one and remembers what was issued."""
+    def alive(self, access_token):
+        """Whether the resource endpoint would accept this access token now."""
         with self.lock:
+            return access_token not in self.revoked and self.live_access.get(access_token, 0) > time.time()
+
+    def revoke(self, access_token):
+        """Revokes one access token, as the provider may at any time."""
+        with self.lock:
+            self.live_access.pop(access_token, None)
+            self.revoked.add(access_token)
+
+    def _keep(self, answer, presented=None):
+        """Makes the answer's refresh token the valid one and remembers what was issued.
+        `presented` is the refresh token this answer was a refresh of (None: a new grant)."""
+        with self.lock:
+            chain = self.chain_of.get(presented) if presented else answer["refresh_token"]
+            self.chain_of[answer["refresh_token"]] = chain
+            previous = self.chain_access.get(chain)
+            if self.one_live_access_token and previous:
+                self.live_access.pop(previous, None)
+                self.revoked.add(previous)
+            self.chain_access[chain] = answer["access_token"]
+            self.live_access[answer["access_token"]] = time.time() + self.access_token_life
             self.valid_refresh.add(answer["refresh_token"])
             self.last_issued_refresh = answer["refresh_token"]
             self.issued += [answer["access_token"], answer["refresh_token"]]
@@ -256,6 +288,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.end_headers()
         elif self.path == "/jwks":
             self._json(200, p.jwks())
+        elif self.path == "/resource":
+            auth = self.headers.get("Authorization") or ""
+            ok = auth.startswith("Bearer ") and p.alive(auth[len("Bearer "):])
+            with p.lock:
+                p.resource_calls.append(ok)
+            self._json(200 if ok else 401, {"ok": ok})
         else:
             self._json(404, {"error": "not_found"})
 
@@ -336,7 +374,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             asked = form.get("resource", [])
             resources = asked or (grant_resources if p.restrict_default_audience else [])
             answer = p._tokens(with_id_token=False, resources=resources, grant=grant_resources)
-            p._keep(answer)
+            p._keep(answer, presented=presented)
             self._json(200, answer)
         else:
             self._json(400, {"error": "unsupported_grant_type"})

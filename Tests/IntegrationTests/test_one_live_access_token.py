@@ -1,0 +1,202 @@
+"""Providers that keep one live access token per refresh token (issue 10, item 1): every
+refresh revokes the access token the previous one issued. Glewlwyd cannot be made to do
+this, so a STUB provider does (support/stub_provider.py, `one_live_access_token`), with a
+resource endpoint that tells a live token from a revoked one as an API would.
+
+Also `token.reject`, `authctl token --fresh` and `authctl exec --retry-on-exit`, by which a
+caller whose API refused a token gets a new one.
+
+No test prints a token: tokens are compared through `fingerprint()`."""
+import os
+import sys
+import textwrap
+
+import pytest
+
+from conftest import API, AUTHCTL, GIT, RPC, Daemon, fingerprint
+from stub_provider import StubProvider
+
+PYTHON = os.path.realpath(sys.executable)
+
+
+@pytest.fixture
+def stub():
+    # STUB provider: tokens live an hour, so only the revocation can make them unusable.
+    s = StubProvider(access_token_life=3600).start()
+    s.one_live_access_token = True
+    yield s
+    s.stop()
+
+
+def config(name, stub, extra="", rules=""):
+    return (f'[daemon]\nstore = "memory"\n\n'
+            f"[providers.{name}]\nissuer = \"{stub.issuer}\"\nclient_id = \"{stub.client_id}\"\n"
+            f'scopes = ["openid", "offline_access"]\nresources = ["{API}", "{GIT}"]\n{extra}\n{rules}')
+
+
+def signed_in(stub, extra="", rules=""):
+    d = Daemon(None)
+    d.write_config(text=config(d.name, stub, extra, rules))
+    d.start()
+    r = d.ctl("login", "--device", "--provider", d.name, timeout=30)
+    assert r.returncode == 0, f"sign-in at the stub failed ({r.returncode}): {r.stderr}\n{d.log_text()}"
+    return d
+
+
+@pytest.fixture
+def daemon(stub):
+    d = signed_in(stub)
+    yield d
+    d.cleanup()
+
+
+def get(d, resource=None, **params):
+    c = RPC(d.socket)
+    try:
+        if resource:
+            params["resource"] = resource
+        answer = c.call("token.get", dict(params, provider=d.name))
+    finally:
+        c.close()
+    assert "result" in answer, f"{answer.get('error')}\n{d.log_text()}"
+    return answer["result"]["access_token"]
+
+
+def test_the_default_never_serves_a_token_a_later_refresh_revoked(stub, daemon):
+    # Two resources and the default audience of one account, in alternation, three rounds:
+    # each refresh revokes the token before it, so every token served must still be live.
+    served = []
+    for _ in range(3):
+        for resource in (API, GIT, None):
+            token = get(daemon, resource)
+            assert stub.alive(token), f"served a revoked token for {resource or 'the default audience'}"
+            served.append(fingerprint(token))
+    assert len(set(served)) == len(served), "a token was served again after another refresh revoked it"
+    # The userinfo path refreshes the default audience like any other request.
+    assert all(stub.alive(get(daemon, r)) for r in (API, API, GIT, GIT))
+
+
+def test_the_same_key_is_still_served_from_the_cache(stub, daemon):
+    first = get(daemon, API)
+    _, refreshes = stub.counts()
+    assert fingerprint(get(daemon, API)) == fingerprint(first)
+    assert stub.counts()[1] == refreshes, "the provider was asked again for a token still in the cache"
+
+
+def test_independent_serves_the_cached_token_the_provider_already_revoked(stub):
+    # What `access_tokens = "independent"` means, and what the broker did before it knew
+    # the behaviour: with this provider the API token it serves the second time is dead.
+    d = signed_in(stub, extra='access_tokens = "independent"')
+    try:
+        api = get(d, API)
+        get(d, GIT)
+        again = get(d, API)
+        assert fingerprint(again) == fingerprint(api) and not stub.alive(again)
+        # token.reject is the caller's way out: the next request refreshes.
+        assert d.rpc("token.reject", {"access_token": again})["result"] == {"dropped": True}
+        fresh = get(d, API)
+        assert fingerprint(fresh) != fingerprint(api) and stub.alive(fresh)
+    finally:
+        d.cleanup()
+
+
+def test_token_reject_by_token_or_by_key_makes_the_next_request_refresh(stub, daemon):
+    api = get(daemon, API)
+    stub.revoke(api)  # the provider revoked it behind the broker's back
+    assert fingerprint(get(daemon, API)) == fingerprint(api), "nothing told the broker yet"
+
+    answer = daemon.rpc("token.reject", {"access_token": api})
+    assert answer["result"] == {"dropped": True}
+    fresh = get(daemon, API)
+    assert fingerprint(fresh) != fingerprint(api) and stub.alive(fresh)
+    # The same token again: nothing left to drop.
+    assert daemon.rpc("token.reject", {"access_token": api})["result"] == {"dropped": False}
+
+    # By key: the same members as token.get.
+    stub.revoke(fresh)
+    answer = daemon.rpc("token.reject", {"provider": daemon.name, "resource": API})
+    assert answer["result"] == {"dropped": True}
+    assert stub.alive(get(daemon, API))
+
+
+def test_token_reject_never_echoes_the_token_and_refuses_mixed_params(stub, daemon):
+    api = get(daemon, API)
+    answer = daemon.rpc("token.reject", {"access_token": api, "resource": API})
+    assert "either access_token" in answer["error"]["message"]
+    assert api not in str(answer)
+    answer = daemon.rpc("token.reject", {"access_token": 42})
+    assert "error" in answer and "access_token" in answer["error"]["message"]
+    assert api not in daemon.log_text()
+
+
+def test_a_caller_may_reject_only_what_it_may_get(stub):
+    rules = (f'[[allow]]\nexe = "{PYTHON}"\nresources = ["{GIT}"]\n\n'
+             f'[[allow]]\nexe = "{os.path.realpath(AUTHCTL)}"\nresources = ["{API}"]\n')
+    d = signed_in(stub, rules=rules)
+    try:
+        refused = d.rpc("token.reject", {"provider": d.name, "resource": API})
+        assert refused["error"]["code"] == -32002 and API in refused["error"]["message"]
+        # authctl may have API tokens; this caller may not drop them, not even by
+        # presenting the token itself.
+        api = d.ctl("token", "--provider", d.name, "--resource", API)
+        assert api.returncode == 0, api.stderr
+        refused = d.rpc("token.reject", {"access_token": api.stdout.strip()})
+        assert refused["error"]["code"] == -32002 and api.stdout.strip() not in str(refused)
+        git = get(d, GIT)
+        assert d.rpc("token.reject", {"access_token": git})["result"] == {"dropped": True}
+    finally:
+        d.cleanup()
+
+
+def test_authctl_token_fresh_gets_a_new_token(stub, daemon):
+    first = daemon.ctl("token", "--provider", daemon.name, "--resource", API)
+    assert first.returncode == 0, first.stderr
+    stub.revoke(first.stdout.strip())
+    fresh = daemon.ctl("token", "--provider", daemon.name, "--resource", API, "--fresh")
+    assert fresh.returncode == 0, fresh.stderr
+    assert fingerprint(fresh.stdout.strip()) != fingerprint(first.stdout.strip())
+    assert stub.alive(fresh.stdout.strip())
+    assert "--fresh" in daemon.ctl("token", "--help").stdout
+
+
+def test_authctl_exec_retries_once_when_the_command_says_its_token_was_refused(stub, daemon, tmp_path):
+    # The command stands for `curl` against the API: exit 77 on HTTP 401.
+    script = tmp_path / "call_api.py"
+    script.write_text(textwrap.dedent(f"""
+        import os, sys, urllib.error, urllib.request
+        req = urllib.request.Request("{stub.issuer}/resource",
+                                     headers={{"Authorization": "Bearer " + os.environ["AUTHBROKER_TOKEN"]}})
+        try:
+            urllib.request.urlopen(req).read()
+        except urllib.error.HTTPError as e:
+            sys.exit(77 if e.code == 401 else 1)
+        """))
+    stub.revoke(get(daemon, API))
+    run = daemon.ctl("exec", "--provider", daemon.name, "--resource", API, "--retry-on-exit", "77",
+                     "--", PYTHON, str(script))
+    assert run.returncode == 0, run.stderr + daemon.log_text()
+    assert stub.resource_calls[-2:] == [False, True], "a refused call, then one with a new token"
+
+    # Without the option the command's status is passed on as it is.
+    stub.revoke(get(daemon, API))
+    run = daemon.ctl("exec", "--provider", daemon.name, "--resource", API, "--", PYTHON, str(script))
+    assert run.returncode == 77
+    # A command that keeps failing is run twice, not more, and its status passed on.
+    runs = tmp_path / "runs"
+    run = daemon.ctl("exec", "--provider", daemon.name, "--resource", API, "--retry-on-exit", "3",
+                     "--", "sh", "-c", f"echo run >> {runs}; exit 3")
+    assert run.returncode == 3 and runs.read_text().count("run") == 2
+
+
+@pytest.mark.parametrize("rule,refreshes", [("one-per-refresh-token", 20), ("independent", 2)])
+def test_what_the_safe_default_costs_when_one_account_alternates_resources(stub, rule, refreshes):
+    # docs/providers.md quotes these numbers: 20 requests alternating two resources.
+    d = signed_in(stub, extra=f'access_tokens = "{rule}"')
+    try:
+        _, before = stub.counts()
+        for _ in range(10):
+            get(d, API)
+            get(d, GIT)
+        assert stub.counts()[1] - before == refreshes
+    finally:
+        d.cleanup()
