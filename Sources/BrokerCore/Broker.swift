@@ -26,10 +26,14 @@ public final class Broker: Sendable {
     /// Accounts whose newest refresh token is being written again (see `retrySave`).
     let resaving = Mutex<Set<AccountKey>>([])
     let logins = LoginSessions()
+    /// Opens the browser sign-in's loopback listener; without one only device sign-ins work.
+    let redirects: (any RedirectListening)?
 
     public init(config: BrokerConfig, store: any CredentialStore, transport: any HTTPTransport,
-                socketPath: String, clock: WallClock = .system, logger: Logger) {
+                socketPath: String, clock: WallClock = .system, logger: Logger,
+                redirects: (any RedirectListening)? = nil) {
         self.store = store
+        self.redirects = redirects
         self.transport = transport
         self.idTokens = IDTokenVerifier(keys: JWKSCache(transport: transport))
         self.clock = clock

@@ -5,6 +5,7 @@ import BrokerCore
 import Logging
 import NIOCore
 import NIOPosix
+import Synchronization
 
 /// The Unix-socket JSON-RPC server: binds the socket, frames lines, and hands each request
 /// to the method table.
@@ -14,21 +15,32 @@ public final class BrokerServer: Sendable {
 
     private let broker: Broker
     private let logger: Logger
-    private let group: MultiThreadedEventLoopGroup
+    private let group: any EventLoopGroup
     private let path: String
     /// A listening socket handed over by systemd (socket activation), or nil to bind `path`.
     private let inherited: CInt?
+    /// The socket file this daemon made: the only one it removes when it stops (a daemon
+    /// started meanwhile on the same path has its own).
+    private let made = Mutex<SocketListener.Identity?>(nil)
     /// Open connections and requests in flight, for the daemon's idle exit.
     public let activity = ServerActivity()
 
-    /// - Parameter inheritedSocket: a listening Unix socket the daemon inherited (fd 3 under
-    ///   socket activation); `socketPath` is then only reported, never bound or removed.
-    public init(broker: Broker, socketPath: String, logger: Logger, threads: Int = 1, inheritedSocket: CInt? = nil) {
+    /// - Parameters:
+    ///   - eventLoops: the loops to serve on (from `makeEventLoops`, shared with the sign-in's
+    ///     `LoopbackRedirects`); the server shuts them down when it stops.
+    ///   - inheritedSocket: a listening Unix socket the daemon inherited (fd 3 under
+    ///     socket activation); `socketPath` is then only reported, never bound or removed.
+    public init(broker: Broker, socketPath: String, logger: Logger, eventLoops: (any EventLoopGroup)? = nil, inheritedSocket: CInt? = nil) {
         self.broker = broker
         self.logger = logger
         self.path = socketPath
         self.inherited = inheritedSocket
-        self.group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
+        self.group = eventLoops ?? Self.makeEventLoops()
+    }
+
+    /// The daemon's event loops: one thread serves the socket and the sign-in listeners.
+    public static func makeEventLoops(threads: Int = 1) -> any EventLoopGroup {
+        MultiThreadedEventLoopGroup(numberOfThreads: threads)
     }
 
     /// Binds the socket (or takes the inherited one) and starts serving; returns once the
@@ -79,6 +91,7 @@ public final class BrokerServer: Sendable {
             throw ServerError(description: "cannot listen on \(path): \(error)")
         }
         SocketListener.secure(path: path)
+        made.withLock { $0 = SocketListener.identity(of: path) }
         logger.info("listening", metadata: ["socket": "\(path)"])
         return channel
     }
@@ -97,11 +110,11 @@ public final class BrokerServer: Sendable {
                        identify: identify))
     }
 
-    /// Stops accepting, removes the socket file (unless systemd owns it), and stops the
-    /// event loops.
+    /// Stops accepting, removes the socket file if it is still the one this daemon made
+    /// (never systemd's, never a newer daemon's), and stops the event loops.
     public func stop(_ channel: any Channel) async {
         try? await channel.close()
-        if inherited == nil { unlink(path) }
+        if inherited == nil, let made = made.withLock({ $0 }) { SocketListener.remove(path: path, ifStill: made) }
         try? await group.shutdownGracefully()
     }
 }

@@ -11,6 +11,9 @@ import NIOCore
 enum Reply: Sendable {
     case now(Data)
     case later(@Sendable () async -> Data)
+    /// Later, and only for as long as the connection is open: the work is cancelled when it
+    /// closes (`login.wait`: a sign-in nobody waits for is abandoned).
+    case untilClosed(@Sendable () async -> Data)
 }
 
 /// Encodes and decodes JSON-RPC messages. One per connection, so nothing is shared
@@ -61,6 +64,7 @@ struct MethodTable: Sendable {
         scanned: (@Sendable (ScannedRequest) -> P?)? = nil,
         authorize: (@Sendable (Caller?, P) throws(BrokerError) -> Void)? = nil,
         fast: (@Sendable (P) -> R?)? = nil,
+        cancelledOnClose: Bool = false,
         slow: @escaping @Sendable (P) async throws(BrokerError) -> R
     ) {
         handlers[method.rawValue] = { line, id, codec, caller in
@@ -83,7 +87,7 @@ struct MethodTable: Sendable {
                 }
             }
             if let fast, let result = fast(decoded) { return .now(codec.success(id, result)) }
-            return .later {
+            let work: @Sendable () async -> Data = {
                 let codec = RPCCodec()
                 do throws(BrokerError) {
                     return codec.success(id, try await slow(decoded))
@@ -91,6 +95,7 @@ struct MethodTable: Sendable {
                     return codec.failure(id, error.rpcError)
                 }
             }
+            return cancelledOnClose ? .untilClosed(work) : .later(work)
         }
     }
 
@@ -145,7 +150,7 @@ extension MethodTable {
                    slow: { _ in broker.status() })
         t.register(.loginStart, LoginStartParams.self, empty: LoginStartParams(),
                    slow: { p throws(BrokerError) in try await broker.startLogin(p) })
-        t.register(.loginWait, LoginWaitParams.self, empty: LoginWaitParams(),
+        t.register(.loginWait, LoginWaitParams.self, empty: LoginWaitParams(), cancelledOnClose: true,
                    slow: { p throws(BrokerError) in try await broker.waitLogin(p) })
         t.register(.logout, LogoutParams.self, empty: LogoutParams(),
                    slow: { p throws(BrokerError) in try await broker.logout(p) })

@@ -34,6 +34,9 @@ final class RPCHandler: ChannelInboundHandler {
     /// Async answers not yet written; a half-closed connection closes when this reaches 0.
     private var pending = 0
     private var inputClosed = false
+    /// Work cancelled when the connection closes (`Reply.untilClosed`), by a key per request.
+    private var cancelledOnClose: [Int: Task<Void, Never>] = [:]
+    private var nextWorkKey = 0
 
     /// - Parameter identify: the peer of a new connection; production reads the kernel's
     ///   word (`PeerCredentials.caller(of:)`). Tests on an `EmbeddedChannel`, which has no
@@ -82,6 +85,9 @@ final class RPCHandler: ChannelInboundHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         activity.closed()
+        // A peer that hung up fully (not a half-close: that one still reads its answers).
+        for task in cancelledOnClose.values { task.cancel() }
+        cancelledOnClose = [:]
         context.fireChannelInactive()
     }
 
@@ -121,22 +127,26 @@ final class RPCHandler: ChannelInboundHandler {
         switch reply {
         case .now(let data):
             if answer { write(context, data) }
-        case .later(let work):
+        case .later(let work), .untilClosed(let work):
             pending += 1
             let activity = self.activity
             activity.started()
             let loop = context.eventLoop
             let bound = NIOLoopBound((self, context), eventLoop: loop)
-            Task {
+            let key = nextWorkKey
+            nextWorkKey += 1
+            let task = Task {
                 let data = await work()
                 activity.finished()
                 loop.execute {
                     let (handler, context) = bound.value
+                    handler.cancelledOnClose[key] = nil
                     handler.pending -= 1
                     if answer { handler.write(context, data) }
                     handler.closeIfDone(context)
                 }
             }
+            if case .untilClosed = reply { cancelledOnClose[key] = task }
         }
     }
 

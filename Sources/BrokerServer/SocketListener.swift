@@ -39,6 +39,26 @@ enum SocketListener {
         chmod(path, 0o600)
     }
 
+    /// Which file a path names: device and inode, read right after bind.
+    struct Identity: Equatable, Sendable {
+        let device: UInt64
+        let inode: UInt64
+    }
+
+    static func identity(of path: String) -> Identity? {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return nil }
+        return Identity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
+    }
+
+    /// Removes the socket file only while it is still the one this daemon bound. A daemon
+    /// that lingers over requests in flight after it stopped accepting must not remove
+    /// the socket a daemon started meanwhile made at the same path.
+    static func remove(path: String, ifStill made: Identity) {
+        guard identity(of: path) == made else { return }
+        unlink(path)
+    }
+
     static func parent(of path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return "." }
         let p = String(path[..<slash])

@@ -62,14 +62,18 @@ struct Daemon {
         case .memory: store = MemoryStore()
         }
         let transport = NetworkTransport(timeout: Double(settings.daemon.httpTimeout))
-        let broker = Broker(config: settings, store: store, transport: transport, socketPath: socketPath, logger: logger)
+        // One event loop serves the socket and the browser sign-in's loopback listeners.
+        let loops = BrokerServer.makeEventLoops()
+        let broker = Broker(config: settings, store: store, transport: transport, socketPath: socketPath, logger: logger,
+                            redirects: LoopbackRedirects(group: loops))
         do {
             try await broker.start()
         } catch {
             fail("the refresh-token store is unavailable: \(error.message)", status: 69, notifier)
         }
 
-        let server = BrokerServer(broker: broker, socketPath: socketPath, logger: logger, inheritedSocket: inherited?.descriptor)
+        let server = BrokerServer(broker: broker, socketPath: socketPath, logger: logger, eventLoops: loops,
+                                  inheritedSocket: inherited?.descriptor)
         let channel: any Channel
         do {
             channel = try await server.start()

@@ -1,6 +1,7 @@
 import ArgumentParser
 import BrokerClient
 import BrokerProtocol
+import Dispatch
 
 /// `authctl login`: starts a sign-in in the daemon, shows the user what to open, waits.
 struct Login: ParsableCommand {
@@ -8,9 +9,10 @@ struct Login: ParsableCommand {
         abstract: "Sign in to a provider.",
         discussion: """
             By default, the browser flow: authorization code with PKCE, the provider \
-            redirecting back to authbrokerd on 127.0.0.1. authctl opens the page with \
-            xdg-open in a desktop session and otherwise prints the URL; the sign-in times out \
-            (5 minutes by default) if the browser never comes back.
+            redirecting back to authbrokerd on 127.0.0.1. authctl prints the URL and opens \
+            it with the commands in $BROWSER (colon-separated; %s stands for the URL), or \
+            with xdg-open in a desktop session; the sign-in times out (5 minutes by default) \
+            if the browser never comes back. Ctrl-C cancels it in the daemon too.
 
             With --device, prints a URL and a code to enter there from any browser, on any \
             machine, then waits until the sign-in is approved, refused or expires.
@@ -60,8 +62,15 @@ struct Login: ParsableCommand {
         let account = try Broker.session { broker throws(ClientError) -> AccountInfo in
             let start = try broker.loginStart(params)
             for line in Self.instructions(for: start) { Output.note(line) }
-            if let url = start.authorizationURL, openBrowser, Browser.open(url) {
-                Output.note("(opened in your browser)")
+            if let url = start.authorizationURL {
+                if openBrowser {
+                    switch Browser.open(url) {
+                    case .opened(let command): Output.note("(opened in your browser with \(Output.safe(command)))")
+                    case .failed(let why): Output.note(Output.safe(why))
+                    case .unavailable: break
+                    }
+                }
+                Self.hintIfSilent(provider: start.provider)
             }
             // No timeout: the user takes the time they take; the daemon ends the wait
             // with an error when the sign-in expires.
@@ -83,13 +92,33 @@ struct Login: ParsableCommand {
         case let (uri?, nil):
             lines.append("To sign in to \(provider), open \(uri)")
         case (nil, _) where start.authorizationURL != nil:
+            // On a line of its own between blank ones: easy to find and to copy whole.
             lines.append("To sign in to \(provider), open this page in your browser:")
+            lines.append("")
             lines.append(Output.safe(start.authorizationURL ?? ""))
+            lines.append("")
         default:
             lines.append("Signing in to \(provider)…")
         }
         lines.append("This sign-in expires in \(remaining(until: start.expiresAt, now: now)); waiting for it to finish…")
         return lines
+    }
+
+    /// How long a browser sign-in waits in silence before `hintIfSilent` speaks.
+    static let silence = 30
+
+    /// After `silence` seconds without an outcome, says what commonly holds a browser
+    /// sign-in up; the wait goes on.
+    static func hintIfSilent(provider: String) {
+        let name = Output.safe(provider)
+        DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(silence)) {
+            Output.note("""
+                Nothing has come back from the browser in \(silence) seconds. If \(name) showed an error about \
+                the redirect URI, it matches the redirect port exactly: set redirect_port for \(name) in config.toml \
+                and register http://127.0.0.1:PORT/callback with it. If the page never opened, copy the URL above \
+                into a browser, or use `authctl login --device`. Still waiting…
+                """)
+        }
     }
 
     /// "15 minutes", "1 minute", "45 seconds".

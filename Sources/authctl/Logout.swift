@@ -31,11 +31,12 @@ struct Logout: ParsableCommand {
         }
         Output.line(Self.summary(result))
         if let url = result.endSessionURL {
-            if !noBrowser, Browser.open(url) {
-                Output.note("Ending your session at \(Output.safe(result.provider)) in your browser.")
-            } else {
-                Output.note("To end your session at \(Output.safe(result.provider)) too, open:")
-                Output.note(Output.safe(url))
+            // Printed in every case: revocation does not end the provider's browser
+            // session, and an opener may report success without a browser showing it.
+            Output.note("To end your session at \(Output.safe(result.provider)) too, open:")
+            Output.note(Output.safe(url))
+            if !noBrowser, case .opened = Browser.open(url) {
+                Output.note("(opened in your browser)")
             }
         }
     }

@@ -17,22 +17,12 @@ extension Broker {
         var endSession: String?
         if params.local == true {
             note = "signed out locally only, as asked"
-        } else { do {
-            let metadata = try await provider.discovered()
-            if metadata.revocationEndpoint == nil {
-                note = "\(provider.name) has no revocation endpoint"
-            } else {
-                revoked = try await provider.client.revoke(metadata, token: account.refreshToken, tokenTypeHint: "refresh_token")
-                if !revoked { note = "\(provider.name) did not confirm the revocation" }
-            }
-            endSession = try await endSessionURL(provider, account: account)
-        } catch let error as BrokerError {
-            note = error.message
-        } catch let error as OAuthError {
-            note = "\(provider.name) refused the revocation: \(error.message)"
-        } catch {
-            note = "the revocation failed"
-        } }
+        } else {
+            (revoked, note) = await revoke(account, at: provider)
+            // The browser session is ended whatever the revocation did: a public client that
+            // may not revoke (the common case) still leaves a signed-in browser behind.
+            endSession = try? await endSessionURL(provider, account: account)
+        }
         do {
             try await store.delete(CredentialKey(provider: account.key.provider, issuer: account.issuer, clientID: account.clientID, subject: account.key.subject))
         } catch {
@@ -42,6 +32,23 @@ extension Broker {
         logger.info("signed out", metadata: ["account": "\(account.key)", "revoked": "\(revoked)"])
         return LogoutResult(provider: provider.name, account: account.displayName, revoked: revoked,
                             revocationNote: note, endSessionURL: endSession)
+    }
+
+    /// Revokes the account's refresh token (RFC 7009): whether the provider confirmed it, and
+    /// why not when it did not.
+    private func revoke(_ account: Account, at provider: Provider) async -> (Bool, String?) {
+        do {
+            let metadata = try await provider.discovered()
+            guard metadata.revocationEndpoint != nil else { return (false, "\(provider.name) has no revocation endpoint") }
+            let revoked = try await provider.client.revoke(metadata, token: account.refreshToken, tokenTypeHint: "refresh_token")
+            return (revoked, revoked ? nil : "\(provider.name) did not confirm the revocation")
+        } catch let error as BrokerError {
+            return (false, error.message)
+        } catch let error as OAuthError {
+            return (false, "\(provider.name) refused the revocation: \(error.message)")
+        } catch {
+            return (false, "the revocation failed")
+        }
     }
 
     /// The URL that ends the provider's browser session too, when it has one.

@@ -19,24 +19,35 @@ extension Broker {
         guard let endpoint = metadata.authorizationEndpoint else {
             throw BrokerError.loginFailed(provider: provider.name, message: "\(provider.name) has no authorization endpoint: sign in with `authctl login --device`")
         }
-        let listener = try LoopbackListener(port: UInt16(provider.config.redirectPort ?? 0))
+        guard let redirects else {
+            throw BrokerError.invalidRequest(message: "this daemon cannot receive a browser sign-in's redirect: sign in with `authctl login --device`")
+        }
+        let state = SecureRandom.token()
+        let listener = try await redirects.listen(
+            port: UInt16(provider.config.redirectPort ?? 0), screen: .expecting(state: state, provider: provider.name))
         let request = AuthorizationRequest(
-            clientID: provider.config.clientID, redirectURI: listener.redirectURI, scopes: provider.config.scopes,
-            state: SecureRandom.token(), nonce: SecureRandom.token(), pkce: PKCE(),
+            clientID: provider.config.clientID, redirectURI: "http://127.0.0.1:\(listener.port)/callback", scopes: provider.config.scopes,
+            state: state, nonce: SecureRandom.token(), pkce: PKCE(),
             resources: provider.config.resources, audienceParameter: provider.config.audienceParameter,
             extra: extra.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
         let started = clock.now()
         let deadline = started + Double(timeout)
         let id = SecureRandom.token(bytes: 16)
         let task = Task<AccountInfo, any Error> {
-            defer { listener.close() }
-            return try await self.awaitRedirect(listener, request, metadata: metadata, provider: provider, deadline: deadline)
+            let outcome: Result<AccountInfo, BrokerError>
+            do throws(BrokerError) {
+                outcome = .success(try await self.awaitRedirect(listener, request, metadata: metadata, provider: provider, deadline: deadline))
+            } catch {
+                outcome = .failure(error)
+            }
+            await listener.close()
+            return try outcome.get()
         }
         do {
             try logins.add(LoginSession(id: id, provider: provider.name, expiresAt: deadline, task: task), now: started)
         } catch {
             task.cancel()
-            listener.close()
+            await listener.close()
             throw error
         }
         logger.info("browser sign-in started", metadata: ["provider": "\(provider.name)", "login_id": "\(id)", "port": "\(listener.port)"])
@@ -45,18 +56,32 @@ extension Broker {
             authorizationURL: request.url(endpoint: endpoint), expiresAt: Int64(deadline))
     }
 
-    private func awaitRedirect(_ listener: LoopbackListener, _ request: AuthorizationRequest, metadata: ProviderMetadata,
+    /// Waits for the redirect (until the deadline, or until the sign-in is cancelled), then
+    /// finishes the sign-in and answers the browser with a page saying how it went.
+    private func awaitRedirect(_ listener: any RedirectListener, _ request: AuthorizationRequest, metadata: ProviderMetadata,
                                provider: Provider, deadline: Double) async throws(BrokerError) -> AccountInfo {
         let name = provider.name
-        guard let redirect = await listener.next(until: deadline, clock: clock) else {
+        let clock = self.clock
+        let arrived = await withTaskGroup(of: BrowserRedirect?.self) { group in
+            group.addTask { await listener.redirect() }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(max(0, deadline - clock.now())))
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        guard let redirect = arrived else {
+            if Task.isCancelled { throw BrokerError.signInCancelled(name) }
             throw BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) timed out before the browser came back: run `authctl login --provider \(name)` again")
         }
         do {
             let account = try await finishBrowserLogin(redirect.query, request, metadata: metadata, provider: provider)
-            redirect.answer(title: "Signed in", text: "authbroker signed you in to \(name) as \(account.shownName).", ok: true)
+            redirect.answer(.signedIn(provider: name, account: account.shownName))
             return account
         } catch {
-            redirect.answer(title: "Sign-in failed", text: error.message, ok: false)
+            redirect.answer(.failed(provider: name, reason: error.message))
             logger.warning("browser sign-in refused", metadata: ["provider": "\(name)", "reason": "\(error.message)"])
             throw error
         }
@@ -70,6 +95,7 @@ extension Broker {
             .loginFailed(provider: name, message: "the sign-in to \(name) was refused: \(why); run `authctl login --provider \(name)` again")
         }
         guard let state = query["state"], constantTimeEqual(state, request.state) else {
+            // The listener lets only the sign-in's own state through; this is the second look.
             throw refuse("the redirect's state does not match this sign-in (a forged or stale redirect)")
         }
         if let error = query["error"] {

@@ -16,6 +16,9 @@ extension Broker {
         guard provider.config.grant == .user else {
             throw BrokerError.invalidRequest(message: "\(provider.name) is a machine account (client credentials): it needs no sign-in")
         }
+        // A new `authctl login` means the user gave up on the previous one (a closed tab, a
+        // terminal left behind): end it, and free its port for a fixed `redirect_port`.
+        await logins.replace(provider: provider.name)
         switch params.flow ?? "browser" {
         case "device": return try await startDeviceLogin(provider)
         case "browser": return try await startBrowserLogin(provider, params)
@@ -61,8 +64,19 @@ extension Broker {
         guard let session = logins.find(id: params.loginID, provider: params.provider) else {
             throw BrokerError.loginFailed(provider: params.provider, message: "no sign-in in progress with that id: start one with `authctl login`")
         }
-        switch await session.task.result {
+        // The server cancels this call when the waiter's connection closes (Ctrl-C on
+        // `authctl login`); a sign-in nobody waits for any more is cancelled with it.
+        session.attachWaiter()
+        let result = await withTaskCancellationHandler {
+            await session.task.result
+        } onCancel: {
+            session.waiterLeft()
+        }
+        if !Task.isCancelled { session.waiterDone() }
+        switch result {
         case .success(let account): return LoginWaitResult(account: account)
+        case .failure(let error as BrokerError) where error == .signInCancelled(session.provider):
+            throw session.cancelledBecause.map { BrokerError.loginFailed(provider: session.provider, message: $0) } ?? error
         case .failure(let error as BrokerError): throw error
         case .failure: throw BrokerError.internalError("the sign-in failed unexpectedly")
         }
@@ -81,7 +95,7 @@ extension Broker {
             do {
                 try await Task.sleep(for: .seconds(interval))
             } catch {
-                throw BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) was cancelled")
+                throw BrokerError.signInCancelled(name)
             }
             if clock.now() >= deadline {
                 if let failing {

@@ -8,12 +8,45 @@ final class LoginSession: Sendable {
     let provider: String
     let expiresAt: Double
     let task: Task<AccountInfo, any Error>
+    /// Waiters attached now, and whether one ever was.
+    private let waiters = Mutex<(now: Int, ever: Bool)>((0, false))
+    /// Why the sign-in was cancelled, when it was: its waiters read this instead of the
+    /// task's own "cancelled".
+    private let cancelReason = Mutex<String?>(nil)
 
     init(id: String, provider: String, expiresAt: Double, task: Task<AccountInfo, any Error>) {
         self.id = id
         self.provider = provider
         self.expiresAt = expiresAt
         self.task = task
+    }
+
+    /// Ends the sign-in (its listener closes, its polling stops) unless it is over already.
+    func cancel(because reason: String) {
+        cancelReason.withLock { if $0 == nil { $0 = reason } }
+        task.cancel()
+    }
+
+    var cancelledBecause: String? { cancelReason.withLock { $0 } }
+
+    func attachWaiter() {
+        waiters.withLock { $0.now += 1; $0.ever = true }
+    }
+
+    /// A waiter went away before the outcome (its connection closed). The last one to go
+    /// takes the sign-in with it: nobody is left to tell, and its port should not stay
+    /// open for the whole `login_timeout`.
+    func waiterLeft() {
+        let last = waiters.withLock { w -> Bool in
+            w.now -= 1
+            return w.now == 0
+        }
+        if last { cancel(because: "the sign-in to \(provider) was cancelled: the program waiting for it went away") }
+    }
+
+    /// A waiter got its answer.
+    func waiterDone() {
+        waiters.withLock { $0.now -= 1 }
     }
 }
 
@@ -42,6 +75,16 @@ final class LoginSessions: Sendable {
         }
     }
 
+    /// Cancels the provider's sign-ins still in progress and waits until they are over
+    /// (their ports free), so that a new sign-in can take the same fixed `redirect_port`.
+    func replace(provider: String) async {
+        let old = sessions.withLock { all in all.values.filter { $0.provider == provider } }
+        for session in old {
+            session.cancel(because: "a newer sign-in to \(provider) replaced this one: finish that one instead")
+        }
+        for session in old { _ = await session.task.result }
+    }
+
     /// Sign-ins still waiting for the user or the provider.
     var inProgress: Int { running.load(ordering: .relaxed) }
 
@@ -50,6 +93,13 @@ final class LoginSessions: Sendable {
             if let id { return all[id] }
             return all.values.filter { provider == nil || $0.provider == provider }.max { $0.expiresAt < $1.expiresAt }
         }
+    }
+}
+
+extension BrokerError {
+    /// A sign-in's task was cancelled: replaced, or its waiter went away.
+    static func signInCancelled(_ provider: String) -> BrokerError {
+        .loginFailed(provider: provider, message: "the sign-in to \(provider) was cancelled: run `authctl login --provider \(provider)` again")
     }
 }
 

@@ -1,0 +1,96 @@
+/// A page the loopback listener shows the browser: an HTTP status and a small,
+/// self-contained HTML document (no external assets, no script; light and dark schemes).
+/// Every piece of text is escaped: the provider's name, the account and any provider
+/// error are not ours.
+public struct SignInPage: Sendable, Equatable {
+    public let status: Int
+    public let html: String
+
+    init(status: Int, title: String, tone: Tone, heading: String, paragraphs: [String]) {
+        self.status = status
+        self.html = Self.document(title: title, tone: tone, heading: heading, paragraphs: paragraphs)
+    }
+
+    enum Tone: String {
+        case good, bad
+    }
+
+    /// The sign-in worked.
+    static func signedIn(provider: String, account: String) -> SignInPage {
+        SignInPage(status: 200, title: "Signed in", tone: .good, heading: "You are signed in", paragraphs: [
+            "authbroker signed you in to <b>\(escape(provider))</b> as <b>\(escape(account))</b>.",
+            "Programs that ask authbroker for tokens now get them for this account. You can close this tab and go back to your terminal.",
+        ])
+    }
+
+    /// The sign-in failed; `reason` is the sentence `authctl login` prints too.
+    static func failed(provider: String, reason: String) -> SignInPage {
+        SignInPage(status: 400, title: "Sign-in failed", tone: .bad, heading: "Sign-in failed", paragraphs: [
+            "authbroker could not sign you in to <b>\(escape(provider))</b>:",
+            "<span class=\"why\">\(escape(reason))</span>",
+            "Close this tab and run <code>authctl login --provider \(escape(provider))</code> again in your terminal. If it fails the same way, <code>journalctl --user -u authbroker</code> (or the daemon's own output) says more.",
+        ])
+    }
+
+    /// A request to /callback without the sign-in's `state`: not from this sign-in's
+    /// provider redirect (a stale tab, or another program or page poking the port).
+    static func notThisSignIn(provider: String) -> SignInPage {
+        SignInPage(status: 400, title: "Not this sign-in", tone: .bad, heading: "This link is not for the sign-in in progress", paragraphs: [
+            "It does not carry the code of the sign-in to <b>\(escape(provider))</b> that authbroker is waiting for, so it was ignored.",
+            "If you are signing in, finish in the tab <code>authctl login</code> opened; that sign-in is still waiting.",
+        ])
+    }
+
+    /// A second redirect with the right `state` after the first was taken.
+    static func alreadyAnswered(provider: String) -> SignInPage {
+        SignInPage(status: 400, title: "Already answered", tone: .bad, heading: "This sign-in was already answered", paragraphs: [
+            "authbroker received the answer from <b>\(escape(provider))</b> for this sign-in already; the terminal says how it went. You can close this tab.",
+        ])
+    }
+
+    /// Any path but /callback.
+    public static let notFound = SignInPage(status: 404, title: "Not found", tone: .bad, heading: "Nothing here", paragraphs: [
+        "This address only receives the answer of an <code>authctl login</code> sign-in.",
+    ])
+
+    private static func document(title: String, tone: Tone, heading: String, paragraphs: [String]) -> String {
+        let body = paragraphs.map { "<p>\($0)</p>" }.joined(separator: "\n")
+        return """
+            <!doctype html>
+            <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+            <meta name="color-scheme" content="light dark"><title>\(escape(title)) · authbroker</title>
+            <style>
+            :root{--bg:#f6f7f9;--card:#fff;--fg:#1d2330;--muted:#5b6474;--good:#1a7f4b;--bad:#b42318;--line:#dde1e8}
+            @media (prefers-color-scheme:dark){:root{--bg:#14171c;--card:#1e232b;--fg:#e6e9ef;--muted:#a3acba;--good:#5fd39a;--bad:#ff8a80;--line:#323946}}
+            body{margin:0;min-height:100vh;display:flex;align-items:center;justify-content:center;background:var(--bg);color:var(--fg);font:16px/1.5 system-ui,-apple-system,"Segoe UI",sans-serif}
+            main{max-width:34rem;margin:1.5rem;padding:2rem 2.25rem;background:var(--card);border:1px solid var(--line);border-radius:12px}
+            .product{margin:0 0 1rem;color:var(--muted);font-size:.85rem;letter-spacing:.06em;text-transform:uppercase}
+            h1{margin:0 0 .75rem;font-size:1.5rem;color:var(--\(tone.rawValue))}
+            h1::before{content:"\(tone == .good ? "\\2713" : "\\2717")";margin-right:.5rem}
+            p{margin:.6rem 0}.why{display:block;padding:.6rem .8rem;border-left:3px solid var(--bad);background:var(--bg);overflow-wrap:anywhere}
+            code{font:.9em ui-monospace,monospace;background:var(--bg);padding:.1em .3em;border-radius:4px}
+            </style></head>
+            <body><main><p class="product">authbroker</p><h1>\(escape(heading))</h1>
+            \(body)
+            </main></body></html>
+
+            """
+    }
+
+    /// HTML-escapes text for element content and attribute values.
+    static func escape(_ s: String) -> String {
+        var out = ""
+        out.reserveCapacity(s.utf8.count)
+        for c in s.unicodeScalars {
+            switch c {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "'": out += "&#39;"
+            default: out.unicodeScalars.append(c)
+            }
+        }
+        return out
+    }
+}
