@@ -116,13 +116,15 @@ public final class BrokerConnection {
     }
 
     /// ``call(_:_:as:timeout:)`` with `timeout` taken as given: nil waits without limit.
+    /// `whenSent` runs once the request is on its way, before the answer is awaited.
     private func send<P: Encodable & Sendable, R: Decodable>(
         _ method: RPCMethod,
         _ params: P,
         as: R.Type,
-        timeout: Duration?
+        timeout: Duration?,
+        whenSent: () -> Void = {}
     ) throws(ClientError) -> R {
-        try exchange(method, timeout: timeout) { id throws(ClientError) in
+        try exchange(method, timeout: timeout, whenSent: whenSent) { id throws(ClientError) in
             do {
                 return Array(try encoder.encode(Request(id: .number(id), method: method, params: params)))
             } catch {
@@ -138,6 +140,7 @@ public final class BrokerConnection {
     private func exchange<R>(
         _ method: RPCMethod,
         timeout: Duration?,
+        whenSent: () -> Void = {},
         encode: (Int64) throws(ClientError) -> [UInt8],
         answer decode: (ArraySlice<UInt8>, Int64) throws(ClientError) -> R?
     ) throws(ClientError) -> R {
@@ -152,6 +155,7 @@ public final class BrokerConnection {
         let deadline = timeout.map { ContinuousClock.now.advanced(by: $0) }
         do {
             try socket.sendAll(line)
+            whenSent()
             while true {
                 let answer = try readLine(from: socket, method: method.rawValue, deadline: deadline, timeout: timeout)
                 if let result = try decode(answer, id) {
@@ -218,9 +222,12 @@ public final class BrokerConnection {
     ///
     /// Without a `timeout` this waits as long as the sign-in can take, whatever
     /// ``callTimeout`` says: the daemon answers with an error once the sign-in expires
-    /// (`RPCErrorCode.loginFailed`).
-    public func loginWait(_ params: LoginWaitParams, timeout: Duration? = nil) throws(ClientError) -> LoginWaitResult {
-        try send(.loginWait, params, as: LoginWaitResult.self, timeout: timeout)
+    /// (`RPCErrorCode.loginFailed`). `whenSent` runs once the daemon has the request: from
+    /// then on, closing this connection (Ctrl-C) cancels the sign-in, so that is the moment
+    /// to show the user what to open.
+    public func loginWait(_ params: LoginWaitParams, timeout: Duration? = nil,
+                          whenSent: () -> Void = {}) throws(ClientError) -> LoginWaitResult {
+        try send(.loginWait, params, as: LoginWaitResult.self, timeout: timeout, whenSent: whenSent)
     }
 
     /// `logout`: revokes the account's refresh token at the provider, removes it from the

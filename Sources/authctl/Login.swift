@@ -61,8 +61,12 @@ struct Login: ParsableCommand {
         let openBrowser = !noBrowser
         let account = try Broker.session { broker throws(ClientError) -> AccountInfo in
             let start = try broker.loginStart(params)
-            for line in Self.instructions(for: start) { Output.note(line) }
-            if let url = start.authorizationURL {
+            // No timeout: the user takes the time they take; the daemon ends the wait
+            // with an error when the sign-in expires. The instructions follow the wait's
+            // request, so that Ctrl-C at any point after them cancels the sign-in too.
+            return try broker.loginWait(LoginWaitParams(loginID: start.loginID)) {
+                for line in Self.instructions(for: start) { Output.note(line) }
+                guard let url = start.authorizationURL else { return }
                 if openBrowser {
                     switch Browser.open(url) {
                     case .opened(let command): Output.note("(opened in your browser with \(Output.safe(command)))")
@@ -71,10 +75,7 @@ struct Login: ParsableCommand {
                     }
                 }
                 Self.hintIfSilent(provider: start.provider)
-            }
-            // No timeout: the user takes the time they take; the daemon ends the wait
-            // with an error when the sign-in expires.
-            return try broker.loginWait(LoginWaitParams(loginID: start.loginID)).account
+            }.account
         }
         Output.line("Signed in to \(Output.safe(account.provider)) as \(Output.safe(account.shownName)).")
     }

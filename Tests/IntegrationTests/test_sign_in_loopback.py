@@ -170,7 +170,7 @@ def test_ctrl_c_on_authctl_login_ends_the_sign_in_and_frees_the_port(daemon_fact
     assert listening(port)
     p.send_signal(signal.SIGINT)
     p.wait(10)
-    assert wait_until(lambda: not listening(port)), "the sign-in's port is still open after authctl went away"
+    assert wait_until(lambda: not listening(port)), "the sign-in's port is still open after authctl went away\n" + d.log_text()
     assert d.rpc("account.list")["result"]["accounts"] == []
 
 
