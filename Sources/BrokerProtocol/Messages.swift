@@ -107,12 +107,17 @@ public struct LoginStartParams: Codable, Sendable, Equatable {
     public var params: [String: String]?
     /// Seconds the browser sign-in may take (default: the daemon's `login_timeout`).
     public var timeout: Int?
+    /// Sign in for this one configured resource only: with `refresh_tokens =
+    /// "one-per-resource"` its refresh token serves that resource alone (docs/providers.md).
+    public var resource: String?
 
-    public init(provider: String? = nil, flow: String? = nil, params: [String: String]? = nil, timeout: Int? = nil) {
+    public init(provider: String? = nil, flow: String? = nil, params: [String: String]? = nil, timeout: Int? = nil,
+                resource: String? = nil) {
         self.provider = provider
         self.flow = flow
         self.params = params
         self.timeout = timeout
+        self.resource = resource
     }
 }
 

@@ -18,6 +18,14 @@ struct Login: ParsableCommand {
             machine, then waits until the sign-in is approved, refused or expires.
 
               authctl login --login-hint alice@example.com --param acr_values=mfa
+
+            With --resource, the sign-in asks for that one configured resource only; \
+            repeat it for one sign-in per resource, one after the other. For providers that \
+            narrow a rotated refresh token to one resource, set refresh_tokens = \
+            "one-per-resource" in config.toml and sign in once per resource \
+            (docs/providers.md):
+
+              authctl login --resource https://api.example.com --resource https://git.example.com
             """
     )
 
@@ -35,6 +43,9 @@ struct Login: ParsableCommand {
 
     @Option(name: .customLong("param"), help: ArgumentHelp("An extra authorization parameter, as NAME=VALUE (repeatable).", valueName: "name=value"))
     var params: [String] = []
+
+    @Option(name: .customLong("resource"), help: ArgumentHelp("Sign in for this configured resource only (repeatable: one sign-in each).", valueName: "url"))
+    var resources: [String] = []
 
     @Flag(help: "Print the URL instead of opening a browser.")
     var noBrowser = false
@@ -57,7 +68,14 @@ struct Login: ParsableCommand {
     }
 
     func run() throws {
-        let params = LoginStartParams(provider: provider, flow: device ? "device" : "browser", params: extraParameters)
+        for resource in resources.isEmpty ? [nil] : resources.map(Optional.some) {
+            if let resource { Output.note("Signing in for \(Output.safe(resource))…") }
+            try signIn(LoginStartParams(provider: provider, flow: device ? "device" : "browser", params: extraParameters,
+                                        resource: resource))
+        }
+    }
+
+    private func signIn(_ params: LoginStartParams) throws {
         let openBrowser = !noBrowser
         let account = try Broker.session { broker throws(ClientError) -> AccountInfo in
             let start = try broker.loginStart(params)

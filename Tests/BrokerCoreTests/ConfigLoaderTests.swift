@@ -51,6 +51,7 @@ final class ConfigLoaderTests: XCTestCase {
         XCTAssertEqual(config.providers[0].refreshTokens, .onePerResource)
         assertError("[providers.a]\nissuer=\"https://a\"\nclient_id=\"x\"\naccess_tokens=\"once\"", key: "providers.a.access_tokens", contains: "must be \"one-per-refresh-token\" or \"independent\"")
         assertError("[providers.a]\nissuer=\"https://a\"\nclient_id=\"x\"\nrefresh_tokens=true", key: "providers.a.refresh_tokens", contains: "must be a string")
+        assertError("[providers.a]\nissuer=\"https://a\"\nclient_id=\"x\"\nrefresh_tokens=\"one-per-resource\"\ndpop=true", key: "providers.a.refresh_tokens", contains: "cannot be combined with dpop")
     }
 
     func assertError(_ toml: String, key: String?, contains text: String, file: StaticString = #filePath, line: UInt = #line) {

@@ -38,6 +38,12 @@ struct Account: Sendable {
     /// The account's DPoP key (docs/dpop.md): stored beside the refresh token, which the
     /// provider may have bound to it; never handed out.
     var dpop: DPoPSigner? = nil
+    /// `refresh_tokens = "one-per-resource"`: the refresh tokens of sign-ins made for one
+    /// resource each (`authctl login --resource`), by resource; `refreshToken` serves the rest.
+    var resourceRefreshTokens: [String: String] = [:]
+    /// The resource `refreshToken` was last rotated for ("" = the default audience): how a
+    /// provider that narrows rotated refresh tokens (Glewlwyd) is recognised.
+    var rotatedFor: String? = nil
 
     /// What people are shown and may type: the username, else `subject@issuer-host`.
     var displayName: String {

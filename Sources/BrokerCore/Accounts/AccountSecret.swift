@@ -21,6 +21,10 @@ struct AccountSecret: Codable, Sendable {
     /// before DPoP have neither and are read as before.
     var dpopKey: String?
     var dpopAlgorithm: String?
+    /// Refresh tokens of sign-ins for one resource each, by resource, and the resource the
+    /// main one was last rotated for (docs/providers.md). Older items have neither.
+    var resourceRefreshTokens: [String: String]?
+    var rotatedFor: String?
 
     enum CodingKeys: String, CodingKey {
         case version
@@ -30,13 +34,17 @@ struct AccountSecret: Codable, Sendable {
         case loginRequired = "login_required"
         case dpopKey = "dpop_key"
         case dpopAlgorithm = "dpop_alg"
+        case resourceRefreshTokens = "resource_refresh_tokens"
+        case rotatedFor = "rotated_for"
     }
 
     static func credential(for account: Account) -> StoredCredential {
         let payload = AccountSecret(refreshToken: account.refreshToken, idToken: account.idToken, username: account.username,
                                     loginRequired: account.state == .loginRequired ? true : nil,
                                     dpopKey: (try? account.dpop?.key.pkcs8()).map(Base64URL.encode),
-                                    dpopAlgorithm: account.dpop?.key.algorithm.rawValue)
+                                    dpopAlgorithm: account.dpop?.key.algorithm.rawValue,
+                                    resourceRefreshTokens: account.resourceRefreshTokens.isEmpty ? nil : account.resourceRefreshTokens,
+                                    rotatedFor: account.rotatedFor)
         let json = (try? JSONEncoder().encode(payload)).map { String(decoding: $0, as: UTF8.self) } ?? ""
         let who = account.displayName
         return StoredCredential(
@@ -54,6 +62,8 @@ struct AccountSecret: Codable, Sendable {
             issuer: item.issuer, clientID: item.clientID, username: payload.username,
             refreshToken: payload.refreshToken, idToken: payload.idToken,
             state: payload.loginRequired == true ? .loginRequired : .ready)
+        account.resourceRefreshTokens = payload.resourceRefreshTokens ?? [:]
+        account.rotatedFor = payload.rotatedFor
         // A key that cannot be read is dropped: a new one is made at the next refresh, and
         // a provider that bound the refresh token to the old one asks for a new sign-in.
         if let text = payload.dpopKey, let der = Base64URL.decode(text),

@@ -273,6 +273,10 @@ private struct TableReader {
             }
             provider.refreshTokens = rule
         }
+        if provider.refreshTokens == .onePerResource && provider.dpop != nil {
+            // Each sign-in makes its own DPoP key; one account holds one.
+            throw fail("\(key).refresh_tokens", "\"one-per-resource\" cannot be combined with dpop yet: choose one")
+        }
         if provider.grant == .clientCredentials && provider.clientSecret == nil {
             throw fail("\(key).client_secret", "is missing: the client_credentials grant needs a confidential client")
         }

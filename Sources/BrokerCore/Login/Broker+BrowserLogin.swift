@@ -28,7 +28,7 @@ extension Broker {
         let request = AuthorizationRequest(
             clientID: provider.config.clientID, redirectURI: "http://127.0.0.1:\(listener.port)/callback", scopes: provider.config.scopes,
             state: state, nonce: SecureRandom.token(), pkce: PKCE(),
-            resources: provider.config.resources, audienceParameter: provider.config.audienceParameter,
+            resources: params.resource.map { [$0] } ?? provider.config.resources, audienceParameter: provider.config.audienceParameter,
             extra: extra.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
         let started = clock.now()
         let deadline = started + Double(timeout)
@@ -36,7 +36,7 @@ extension Broker {
         let task = Task<AccountInfo, any Error> {
             let outcome: Result<AccountInfo, BrokerError>
             do throws(BrokerError) {
-                outcome = .success(try await self.awaitRedirect(listener, request, metadata: metadata, provider: provider, deadline: deadline))
+                outcome = .success(try await self.awaitRedirect(listener, request, metadata: metadata, provider: provider, resource: params.resource, deadline: deadline))
             } catch {
                 outcome = .failure(error)
             }
@@ -59,7 +59,7 @@ extension Broker {
     /// Waits for the redirect (until the deadline, or until the sign-in is cancelled), then
     /// finishes the sign-in and answers the browser with a page saying how it went.
     private func awaitRedirect(_ listener: any RedirectListener, _ request: AuthorizationRequest, metadata: ProviderMetadata,
-                               provider: Provider, deadline: Double) async throws(BrokerError) -> AccountInfo {
+                               provider: Provider, resource: String?, deadline: Double) async throws(BrokerError) -> AccountInfo {
         let name = provider.name
         let clock = self.clock
         let arrived = await withTaskGroup(of: BrowserRedirect?.self) { group in
@@ -77,7 +77,7 @@ extension Broker {
             throw BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) timed out before the browser came back: run `authctl login --provider \(name)` again")
         }
         do {
-            let account = try await finishBrowserLogin(redirect.query, request, metadata: metadata, provider: provider)
+            let account = try await finishBrowserLogin(redirect.query, request, metadata: metadata, provider: provider, resource: resource)
             redirect.answer(.signedIn(provider: name, account: account.shownName))
             return account
         } catch {
@@ -89,7 +89,7 @@ extension Broker {
 
     /// Checks the redirect (state, error, iss), redeems the code and stores the account.
     private func finishBrowserLogin(_ query: [String: String], _ request: AuthorizationRequest, metadata: ProviderMetadata,
-                                    provider: Provider) async throws(BrokerError) -> AccountInfo {
+                                    provider: Provider, resource: String?) async throws(BrokerError) -> AccountInfo {
         let name = provider.name
         func refuse(_ why: String) -> BrokerError {
             .loginFailed(provider: name, message: "the sign-in to \(name) was refused: \(why); run `authctl login --provider \(name)` again")
@@ -124,7 +124,7 @@ extension Broker {
                 throw await provider.failedSignIn(error)
             }
         }
-        return try await completeLogin(tokens, provider: provider, metadata: metadata, nonce: request.nonce, dpop: signer)
+        return try await completeLogin(tokens, provider: provider, metadata: metadata, nonce: request.nonce, dpop: signer, resource: resource)
     }
 }
 

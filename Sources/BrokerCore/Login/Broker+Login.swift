@@ -16,18 +16,21 @@ extension Broker {
         guard provider.config.grant == .user else {
             throw BrokerError.invalidRequest(message: "\(provider.name) is a machine account (client credentials): it needs no sign-in")
         }
+        if let resource = params.resource, !provider.config.resources.contains(resource) {
+            throw BrokerError.invalidRequest(message: "\(resource) is not among the resources of \(provider.name): add it to resources in config.toml first")
+        }
         // A new `authctl login` means the user gave up on the previous one (a closed tab, a
         // terminal left behind): end it, and free its port for a fixed `redirect_port`.
         await logins.replace(provider: provider.name)
         switch params.flow ?? "browser" {
-        case "device": return try await startDeviceLogin(provider)
+        case "device": return try await startDeviceLogin(provider, resource: params.resource)
         case "browser": return try await startBrowserLogin(provider, params)
         case let other:
             throw BrokerError.invalidRequest(message: "flow must be \"browser\" or \"device\", not \"\(other)\"")
         }
     }
 
-    private func startDeviceLogin(_ provider: Provider) async throws(BrokerError) -> LoginStartResult {
+    private func startDeviceLogin(_ provider: Provider, resource: String?) async throws(BrokerError) -> LoginStartResult {
         let metadata = try await provider.discovered()
         guard metadata.deviceAuthorizationEndpoint != nil else {
             // Not the provider's refusal: its discovery names no such endpoint (some serve
@@ -38,7 +41,7 @@ extension Broker {
         let authorization: DeviceAuthorization
         do {
             authorization = try await provider.client.startDeviceAuthorization(
-                metadata, scopes: provider.config.scopes, resources: provider.config.resources)
+                metadata, scopes: provider.config.scopes, resources: resource.map { [$0] } ?? provider.config.resources)
         } catch {
             counters.providerErrors.increment()
             throw await provider.failed(error, doing: "device sign-in")
@@ -48,7 +51,7 @@ extension Broker {
         // A new sign-in gets a new DPoP key; the tokens it redeems are bound to it.
         let signer = try provider.newDPoPSigner(metadata: metadata)
         let task = Task<AccountInfo, any Error> {
-            try await self.pollDevice(authorization, metadata: metadata, provider: provider, dpop: signer, deadline: expiresAt)
+            try await self.pollDevice(authorization, metadata: metadata, provider: provider, dpop: signer, resource: resource, deadline: expiresAt)
         }
         try logins.add(LoginSession(id: id, provider: provider.name, expiresAt: expiresAt, task: task), now: started)
         logger.info("device sign-in started", metadata: ["provider": "\(provider.name)", "login_id": "\(id)"])
@@ -84,7 +87,7 @@ extension Broker {
 
     /// RFC 8628 §3.4–3.5: poll at the interval, slow down when told, stop at expiry or refusal.
     private func pollDevice(_ authorization: DeviceAuthorization, metadata: ProviderMetadata, provider: Provider,
-                            dpop signer: DPoPSigner?, deadline: Double) async throws(BrokerError) -> AccountInfo {
+                            dpop signer: DPoPSigner?, resource: String?, deadline: Double) async throws(BrokerError) -> AccountInfo {
         let client = provider.client(signer, metadata: metadata, clock: clock)
         var interval = max(1, authorization.interval)
         let name = provider.name
@@ -128,14 +131,16 @@ extension Broker {
             case .pending: continue
             case .slowDown: interval += 5
             case .tokens(let tokens):
-                return try await completeLogin(tokens, provider: provider, metadata: metadata, nonce: nil, dpop: signer)
+                return try await completeLogin(tokens, provider: provider, metadata: metadata, nonce: nil, dpop: signer, resource: resource)
             }
         }
     }
 
-    /// Turns a token response from a sign-in into a stored, ready account.
+    /// Turns a token response from a sign-in into a stored, ready account. A sign-in for
+    /// one `resource` of a `refresh_tokens = "one-per-resource"` provider adds that
+    /// resource's refresh token to the account instead (docs/providers.md).
     func completeLogin(_ tokens: TokenResponse, provider: Provider, metadata: ProviderMetadata, nonce: String?,
-                       dpop signer: DPoPSigner?) async throws(BrokerError) -> AccountInfo {
+                       dpop signer: DPoPSigner?, resource: String? = nil) async throws(BrokerError) -> AccountInfo {
         let name = provider.name
         var issued = IssuedTokens(accessTokens: [tokens.accessToken], refreshToken: tokens.refreshToken)
         let identity: SignInIdentity
@@ -154,6 +159,15 @@ extension Broker {
             issuer: provider.config.issuer, clientID: provider.config.clientID,
             username: identity.username, refreshToken: refreshToken, idToken: identity.idToken, state: .ready)
         account.dpop = signer
+        if provider.config.refreshTokens == .onePerResource, let known = accounts[account.key], known.state == .ready {
+            // The other resources' sign-ins stay valid; one for `resource` adds to them.
+            account.resourceRefreshTokens = known.resourceRefreshTokens
+            if let resource {
+                account.resourceRefreshTokens[resource] = refreshToken
+                account.refreshToken = known.refreshToken
+                account.rotatedFor = known.rotatedFor
+            }
+        }
         do {
             try await store.save(AccountSecret.credential(for: account))
         } catch {

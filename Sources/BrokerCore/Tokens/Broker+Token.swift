@@ -82,7 +82,8 @@ extension Broker {
         }
         let metadata = try await provider.discovered()
         try await provider.checkBackoff()
-        let chain: String? = nil
+        let chain = account.chain(for: key.resource, rule: provider.config.refreshTokens)
+        let refreshToken = account.refreshToken(of: chain)
         // A provider that keeps one live access token per refresh token revokes the chain's
         // earlier tokens as it takes this refresh: none is served from here on. (One handed
         // out just before this line may still die; that is the caller's `token.reject`.)
@@ -104,10 +105,13 @@ extension Broker {
                     metadata, resource: key.resource, scopes: scopes ?? provider.config.scopes, extra: extra)
             } else {
                 response = try await client.refresh(
-                    metadata, refreshToken: account.refreshToken, resource: key.resource, scopes: scopes, extra: extra)
+                    metadata, refreshToken: refreshToken, resource: key.resource, scopes: scopes, extra: extra)
             }
         } catch {
             counters.providerErrors.increment()
+            if error.isInvalidGrant, let chain {
+                throw await dropChain(chain, of: account, provider: provider)
+            }
             if error.isInvalidGrant {
                 accounts.update(account.key) { $0.state = .loginRequired }
                 cache.removeAll(for: account.key)
@@ -117,9 +121,7 @@ extension Broker {
                 throw BrokerError.signInAgain(provider.name, account.displayName)
             }
             if case .provider("invalid_target", _, _) = error {
-                throw BrokerError.providerError(
-                    provider: provider.name, oauthError: "invalid_target",
-                    message: "\(provider.name) does not grant tokens for \(key.resource ?? "the default audience") to this sign-in: add it to resources in config.toml and run `authctl login --provider \(provider.name)`")
+                throw invalidTarget(key.resource, account: account, chain: chain, provider: provider)
             }
             let failure = await provider.failed(error, doing: "token refresh")
             // The provider was not reached (or did not answer): this key's token is kept for
@@ -139,8 +141,8 @@ extension Broker {
                 idToken = received
             }
         }
-        if !account.machine, let rotated = response.refreshToken, rotated != account.refreshToken {
-            await persistRotation(rotated, idToken: idToken, of: account)
+        if !account.machine, let rotated = response.refreshToken, rotated != refreshToken {
+            await persistRotation(rotated, idToken: idToken, of: account, chain: chain, resource: key.resource)
         }
         let token = CachedToken(
             accessToken: response.accessToken, tokenType: response.tokenType,
@@ -152,9 +154,15 @@ extension Broker {
 
     /// The rotated refresh token goes into memory at once (so it is never lost) and into the
     /// store before the access token it came with is served.
-    private func persistRotation(_ refreshToken: String, idToken: String?, of account: Account) async {
+    private func persistRotation(_ refreshToken: String, idToken: String?, of account: Account,
+                                 chain: String?, resource: String?) async {
         var updated = account
-        updated.refreshToken = refreshToken
+        if let chain {
+            updated.resourceRefreshTokens[chain] = refreshToken
+        } else {
+            updated.refreshToken = refreshToken
+            updated.rotatedFor = resource ?? ""
+        }
         if let idToken { updated.idToken = idToken }
         updated.unsaved = true
         accounts.put(updated)
