@@ -114,6 +114,12 @@ public final class BrokerServer: Sendable {
     /// (never systemd's, never a newer daemon's), and stops the event loops.
     public func stop(_ channel: any Channel) async {
         try? await channel.close()
+        // Sign-ins hold listeners on these loops: end them (and answer their waiters)
+        // while the loops still run.
+        await broker.endSignIns()
+        for _ in 0..<20 where activity.requestsInFlight > 0 {
+            try? await Task.sleep(for: .milliseconds(50))
+        }
         if inherited == nil, let made = made.withLock({ $0 }) { SocketListener.remove(path: path, ifStill: made) }
         try? await group.shutdownGracefully()
     }

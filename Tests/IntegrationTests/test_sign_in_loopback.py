@@ -264,6 +264,10 @@ def test_a_daemon_restarted_during_a_sign_in_keeps_its_socket(glewlwyd):
         old.proc.wait(30)
         assert os.path.exists(old.socket), "the old daemon removed the new daemon's socket"
         assert new.status()["pid"] == new.proc.pid
+        # The old daemon told its waiter why the sign-in ended, and stopped cleanly.
+        answer = c.read()
+        assert answer["id"] == 9 and "stopped during the sign-in" in answer["error"]["message"]
+        assert old.proc.returncode == 0 and "ERROR" not in old.log_text()
     finally:
         old.cleanup()
         new.cleanup()

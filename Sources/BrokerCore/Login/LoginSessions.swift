@@ -78,11 +78,14 @@ final class LoginSessions: Sendable {
     /// Cancels the provider's sign-ins still in progress and waits until they are over
     /// (their ports free), so that a new sign-in can take the same fixed `redirect_port`.
     func replace(provider: String) async {
-        let old = sessions.withLock { all in all.values.filter { $0.provider == provider } }
-        for session in old {
-            session.cancel(because: "a newer sign-in to \(provider) replaced this one: finish that one instead")
-        }
-        for session in old { _ = await session.task.result }
+        await cancel(where: { $0.provider == provider }, because: "a newer sign-in to \(provider) replaced this one: finish that one instead")
+    }
+
+    /// Cancels the sign-ins `matching` picks and waits until they are over.
+    func cancel(where matching: (LoginSession) -> Bool, because reason: String) async {
+        let chosen = sessions.withLock { all in all.values.filter(matching) }
+        for session in chosen { session.cancel(because: reason) }
+        for session in chosen { _ = await session.task.result }
     }
 
     /// Sign-ins still waiting for the user or the provider.
@@ -106,4 +109,10 @@ extension BrokerError {
 extension Broker {
     /// Sign-ins still waiting for the user or the provider: a daemon with one is not idle.
     public var signInsInProgress: Int { logins.inProgress }
+
+    /// Cancels every sign-in in progress and returns once their listeners are closed: the
+    /// daemon is stopping, and the event loops they are served on go next.
+    public func endSignIns() async {
+        await logins.cancel(where: { _ in true }, because: "authbrokerd stopped during the sign-in: run `authctl login` again once it runs")
+    }
 }
