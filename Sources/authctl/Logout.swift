@@ -8,7 +8,9 @@ struct Logout: ParsableCommand {
         abstract: "Sign out: revoke the refresh token at the provider and remove it from the Secret Service.",
         discussion: """
             The account's cached access tokens are forgotten too. The local part happens \
-            even when the provider cannot revoke the token; the output says which.
+            even when the provider cannot revoke the token; the output says which. The \
+            provider's end-session URL, which ends its browser session, is printed (and \
+            opened with $BROWSER or xdg-open) whether or not the revocation worked.
             """
     )
 
@@ -21,7 +23,7 @@ struct Logout: ParsableCommand {
     @Flag(help: "Only forget the account here: no revocation, no provider session ended.")
     var local = false
 
-    @Flag(help: "Print the provider's end-session URL instead of opening a browser.")
+    @Flag(help: "Do not open the provider's end-session URL in a browser (it is printed either way).")
     var noBrowser = false
 
     func run() throws {
