@@ -80,6 +80,11 @@ final class TokenParsingTests: XCTestCase {
         (["extra"], .refused),
         (["--"], .parserOnly(params())),
         (["--", "--json"], .refused),
+        // A DPoP proof (`--url`, `--method`, `--nonce`) is ArgumentParser's alone; the proof
+        // options are not part of `Parsed`.
+        (["--url", "https://api.example.com/x", "--method", "POST"], .parserOnly(params())),
+        (["--resource", "r", "--url=https://api.example.com/x"], .parserOnly(params(resource: "r"))),
+        (["--method", "POST"], .refused),
         (["--help"], .help),
         (["-h"], .help),
     ]
