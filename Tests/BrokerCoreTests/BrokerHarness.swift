@@ -172,7 +172,8 @@ struct BrokerHarness {
     let broker: Broker
 
     /// - Parameter alsoSignedIn: subjects of further accounts, with the same username.
-    init(refreshMargin: Int = 60, alsoSignedIn: [String] = []) async throws {
+    /// - Parameter providerKeys: further lines for `[providers.corp]`.
+    init(refreshMargin: Int = 60, alsoSignedIn: [String] = [], providerKeys: String = "") async throws {
         let config = try ConfigLoader.parse("""
             [daemon]
             store = "memory"
@@ -181,6 +182,7 @@ struct BrokerHarness {
             [providers.corp]
             issuer = "\(StubTransport.issuer)"
             client_id = "authbroker"
+            \(providerKeys)
             """, file: "config.toml")
         for subject in ["sub-alice"] + alsoSignedIn {
             let account = Account(

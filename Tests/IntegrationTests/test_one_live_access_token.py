@@ -72,8 +72,16 @@ def test_the_default_never_serves_a_token_a_later_refresh_revoked(stub, daemon):
             assert stub.alive(token), f"served a revoked token for {resource or 'the default audience'}"
             served.append(fingerprint(token))
     assert len(set(served)) == len(served), "a token was served again after another refresh revoked it"
-    # The userinfo path refreshes the default audience like any other request.
     assert all(stub.alive(get(daemon, r)) for r in (API, API, GIT, GIT))
+
+    # `authctl userinfo` refreshes for the default audience like any other request, and
+    # what that refresh revoked is not served afterwards.
+    api = get(daemon, API)
+    info = daemon.rpc("account.userinfo", {"provider": daemon.name})
+    assert "result" in info, info
+    assert not stub.alive(api)
+    fresh = get(daemon, API)
+    assert stub.alive(fresh) and fingerprint(fresh) != fingerprint(api)
 
 
 def test_the_same_key_is_still_served_from_the_cache(stub, daemon):
