@@ -83,7 +83,9 @@ class Daemon:
         for name, (gl, resources) in providers.items():
             text += (f"\n[providers.{name}]\nissuer = \"{gl.issuer}\"\n"
                      f"client_id = \"{gl.client_id('authbroker')}\"\n"
-                     f"scopes = {json.dumps(SCOPES)}\nresources = {json.dumps(resources)}\n")
+                     f"scopes = {json.dumps(SCOPES)}\nresources = {json.dumps(resources)}\n"
+                     # Glewlwyd's access tokens outlive later refreshes (docs/providers.md).
+                     'access_tokens = "independent"\n')
         with open(self.config, "w") as f:
             f.write(text)
 
