@@ -18,6 +18,9 @@ actor Provider {
     private var discovery: Task<ProviderMetadata, any Error>?
     private var failures = 0
     private var retryAt: Double = 0
+    /// An endpoint answered 404 and the document has been read again since: another 404
+    /// is backed off like any broken answer instead of reading the document once more.
+    private var notFoundAfterRereading = false
 
     init(config: ProviderConfig, transport: any HTTPTransport, clock: WallClock) {
         self.config = config
@@ -51,7 +54,8 @@ actor Provider {
             let merged = config.endpoints.applied(to: m)
             metadata = merged
             fetchedAt = clock.now()
-            succeeded()
+            failures = 0
+            retryAt = 0
             return merged
         case .failure(let error as OAuthError):
             throw failed(error, doing: "discovery")
@@ -71,9 +75,11 @@ actor Provider {
         }
     }
 
+    /// An endpoint answered: the back-off ends.
     func succeeded() {
         failures = 0
         retryAt = 0
+        notFoundAfterRereading = false
     }
 
     /// Turns an OAuth failure into the broker's error and, for an unreachable provider,
@@ -85,8 +91,13 @@ actor Provider {
         case .unreachable(let m), .invalidResponse(let m):
             let delay = backOff()
             return .providerUnreachable(provider: name, retryAfter: delay, message: "\(name): \(m); try again in \(delay) s")
+        case .endpointNotFound(let m) where notFoundAfterRereading:
+            metadata = nil
+            let delay = backOff()
+            return .providerUnreachable(provider: name, retryAfter: delay, message: "\(name): \(m), although its discovery document was read again; try again in \(delay) s")
         case .endpointNotFound(let m):
             metadata = nil
+            notFoundAfterRereading = true
             let configured = config.endpoints == ConfiguredEndpoints() ? "" : " (if it is an endpoint set in config.toml, correct it there)"
             return .providerUnreachable(provider: name, retryAfter: 0, message: "\(name): \(m); authbroker reads its discovery document again on the next request: try again\(configured)")
         case .configuration(let m):
@@ -106,7 +117,7 @@ actor Provider {
             let delay = backOff()
             return .loginFailed(provider: name, message: "the sign-in to \(name) was abandoned because the provider failed (\(m)): \(again) in \(delay) s or later")
         case .endpointNotFound(let m):
-            metadata = nil
+            _ = failed(error, doing: "sign-in")
             return .loginFailed(provider: name, message: "the sign-in to \(name) was abandoned: \(m); authbroker reads its discovery document again: \(again)")
         case .configuration, .provider:
             return failed(error, doing: "sign-in")

@@ -78,6 +78,23 @@ final class ProviderEndpointsTests: XCTestCase {
         XCTAssertTrue(failure.message.contains("discovery document again"), failure.message)
         _ = try await provider.discovered()
         XCTAssertEqual(transport.count, 3)
+        // Still 404 with the document read again: backed off, not read at every request.
+        let again = await provider.failed(.endpointNotFound("the provider's token endpoint answered HTTP 404 (not found)"), doing: "token refresh")
+        guard case .providerUnreachable(_, let retryAfter, _) = again else { return XCTFail("\(again)") }
+        XCTAssertEqual(retryAfter, 1)
+        do {
+            _ = try await provider.discovered()
+            XCTFail("asked during the back-off")
+        } catch {
+            XCTAssertEqual(transport.count, 3)
+        }
+        now.withLock { $0 += 2 }
+        _ = try await provider.discovered()
+        XCTAssertEqual(transport.count, 4)
+        // A request that succeeds ends it: the next 404 reads the document at once again.
+        await provider.succeeded()
+        let fresh = await provider.failed(.endpointNotFound("the provider's token endpoint answered HTTP 404 (not found)"), doing: "token refresh")
+        guard case .providerUnreachable(_, 0, _) = fresh else { return XCTFail("\(fresh)") }
     }
 
     func testDisplayNameIsTheUsernameElseTheSubjectAtTheIssuersHost() {
