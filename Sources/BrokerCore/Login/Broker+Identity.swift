@@ -24,7 +24,7 @@ extension Broker {
     /// The account behind `tokens`. Throws `.loginFailed` when it cannot be named; the
     /// caller then revokes `issued`.
     func identify(_ tokens: TokenResponse, provider: Provider, metadata: ProviderMetadata, nonce: String?,
-                  issued: inout IssuedTokens) async throws(BrokerError) -> SignInIdentity {
+                  dpop signer: DPoPSigner?, issued: inout IssuedTokens) async throws(BrokerError) -> SignInIdentity {
         if let idToken = tokens.idToken {
             let claims = try await verifyIDToken(idToken, provider: provider, metadata: metadata, nonce: nonce)
             var username = claims.preferredUsername ?? claims.email ?? claims.name
@@ -35,7 +35,7 @@ extension Broker {
             }
             return SignInIdentity(subject: claims.sub, username: username, idToken: idToken)
         }
-        return try await identifyWithoutIDToken(tokens, provider: provider, metadata: metadata, issued: &issued)
+        return try await identifyWithoutIDToken(tokens, provider: provider, metadata: metadata, dpop: signer, issued: &issued)
     }
 
     /// In the order that costs the provider least: userinfo with the sign-in's token;
@@ -43,7 +43,7 @@ extension Broker {
     /// with a token asked without `resource` (a refresh, which rotating providers answer
     /// with a new refresh token).
     private func identifyWithoutIDToken(_ tokens: TokenResponse, provider: Provider, metadata: ProviderMetadata,
-                                        issued: inout IssuedTokens) async throws(BrokerError) -> SignInIdentity {
+                                        dpop signer: DPoPSigner?, issued: inout IssuedTokens) async throws(BrokerError) -> SignInIdentity {
         let name = provider.name
         let client = provider.client
         var reasons: [String] = []
@@ -71,7 +71,9 @@ extension Broker {
         }
         if audienceRefused, let current = issued.refreshToken {
             do {
-                let unrestricted = try await client.refresh(metadata, refreshToken: current, resource: nil, scopes: nil)
+                // A DPoP-bound refresh token needs its proof at the token endpoint.
+                let unrestricted = try await provider.client(signer, metadata: metadata, clock: clock)
+                    .refresh(metadata, refreshToken: current, resource: nil, scopes: nil)
                 issued.accessTokens.append(unrestricted.accessToken)
                 if let rotated = unrestricted.refreshToken { issued.refreshToken = rotated }
                 let claims = try await client.userinfo(metadata, accessToken: unrestricted.accessToken, subject: nil)

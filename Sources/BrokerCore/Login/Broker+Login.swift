@@ -145,7 +145,7 @@ extension Broker {
         var issued = IssuedTokens(accessTokens: [tokens.accessToken], refreshToken: tokens.refreshToken)
         let identity: SignInIdentity
         do {
-            identity = try await identify(tokens, provider: provider, metadata: metadata, nonce: nonce, issued: &issued)
+            identity = try await identify(tokens, provider: provider, metadata: metadata, nonce: nonce, dpop: signer, issued: &issued)
         } catch {
             let revocation = await revokeRefused(issued, provider: provider, metadata: metadata)
             throw error.appending(revocation)
