@@ -86,6 +86,7 @@ struct Daemon {
             "store": "\(store.kind)",
             "socket_activated": "\(inherited != nil)",
         ])
+        NamespaceCheck.warnIfCallersAreHidden(settings.policy, logger: logger)
         let lifecycle = Lifecycle(
             broker: broker, server: server, channel: channel, configPath: path, notifier: notifier,
             socketActivated: inherited != nil, logger: logger)

@@ -100,6 +100,7 @@ struct Lifecycle {
         do {
             let config = try ConfigLoader.load(path: configPath)
             _ = try await broker.reload(config)
+            NamespaceCheck.warnIfCallersAreHidden(config.policy, logger: logger)
         } catch let error as ConfigError {
             logger.error("the new configuration is not valid; still running on the previous one", metadata: ["error": "\(error)"])
         } catch let error as BrokerError {

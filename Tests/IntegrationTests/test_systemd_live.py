@@ -230,6 +230,7 @@ def test_allow_rule_by_executable_works_under_the_shipped_unit(live):
     r = s.ctl("token", "--provider", "machine", "--resource", API)
     assert r.returncode == 5 and "forbidden by policy" in r.stderr, r.stderr
     assert os.path.join(s.home, ".local/bin/authctl") in r.stderr, r.stderr
+    assert "cannot see their callers" not in s.log_text()
 
 
 def test_reload_puts_the_new_configuration_in_force(live):
@@ -295,6 +296,23 @@ def start_afresh(s):
     s.systemctl("stop", "authbroker.service", check=False)
     s.systemctl("reset-failed", "authbroker.service", "authbroker.socket", check=False)
     s.systemctl("start", "authbroker.socket")
+
+
+def test_a_user_namespace_hides_the_callers_and_the_daemon_says_so(live):
+    # What the unit shipped before did (PrivateUsers=yes): the kernel hides every caller's
+    # /proc/PID/exe from a daemon in another user namespace, so the rule refuses its program.
+    s = live
+    s.write(s.config, config(s.gl, [(PYTHON, [API])]))
+    s.drop_in("sandbox.conf", "[Service]\nPrivateUsers=yes\n")
+    try:
+        start_afresh(s)
+        refused = probe(s, "machine", API)
+        assert refused["error"]["code"] == -32002, refused
+        assert "the [[allow]] rules cannot see their callers" in s.log_text()
+    finally:
+        s.drop_in("sandbox.conf", None)
+        start_afresh(s)
+    assert "ok" in probe(s, "machine", API), s.log_text()
 
 
 def test_a_configuration_error_is_answered_and_not_restarted(live):
