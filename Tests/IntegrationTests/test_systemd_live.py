@@ -9,6 +9,7 @@ when the user manager cannot start. The shipped unit is installed unchanged: it 
 of the options that need a mount namespace (which fail with 226/NAMESPACE in containers).
 The one test drop-in sends the daemon's stderr to a file, since a container has no journald.
 """
+import fcntl
 import hashlib
 import json
 import os
@@ -141,12 +142,36 @@ else:
 """
 
 
+def hold_the_test_user():
+    """One run at a time may own the test user's manager: suites from several checkouts on
+    one machine would otherwise stop each other's."""
+    lock = open(f"/run/lock/authbroker-live-systemd-{USER}.lock", "w")
+    deadline = time.time() + 600
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return lock
+        except BlockingIOError:
+            if time.time() > deadline:
+                lock.close()
+                pytest.skip(f"another test run has held the live user manager of {USER} for 10 minutes")
+            time.sleep(0.5)
+
+
 @pytest.fixture(scope="module")
 def live(glewlwyd_static):
     if os.geteuid() != 0:
         pytest.skip("the live systemd tests start `systemd --user` for a test user and need root (CI runs them as root)")
     if not shutil.which("systemctl") or not os.path.exists("/lib/systemd/systemd"):
         pytest.skip("systemd is not installed here")
+    lock = hold_the_test_user()
+    try:
+        yield from _live(glewlwyd_static)
+    finally:
+        lock.close()
+
+
+def _live(glewlwyd_static):
     start = subprocess.run([TOOL, "start", USER], capture_output=True, text=True, timeout=60)
     if start.returncode != 0:
         subprocess.run([TOOL, "stop", USER], capture_output=True, timeout=60)
@@ -171,9 +196,11 @@ def live(glewlwyd_static):
 
         s.gl = glewlwyd_static
         s.write(s.config, config(s.gl, [(PYTHON, [API])]))
-        # The binaries under test, installed by scripts/install as the user would run it.
-        # The binaries' folder must be readable by the test user.
-        r = s.run(os.path.join(ROOT, "scripts", "install"), "--bin-dir", BIN, "--no-strip", timeout=300)
+        # The binaries under test (or AUTHBROKER_INSTALL_BIN's release build, as in
+        # test_install.py), installed by scripts/install run as the user; the folder must be
+        # readable by the test user.
+        bin_dir = os.environ.get("AUTHBROKER_INSTALL_BIN", BIN)
+        r = s.run(os.path.join(ROOT, "scripts", "install"), "--bin-dir", bin_dir, "--no-strip", timeout=300)
         assert r.returncode == 0, r.stdout + r.stderr
         s.install_output = r.stdout
         s.drop_in("test-log.conf", f"[Service]\nStandardError=append:{s.log}\n")
