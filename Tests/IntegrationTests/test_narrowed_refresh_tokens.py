@@ -98,3 +98,20 @@ def test_one_per_resource_says_which_resource_still_needs_its_sign_in(daemon_fac
     assert f"sign in once for this resource with `authctl login --provider {d.name} --resource {GIT}`" in r.stderr
     login_device(d, "--resource", GIT)
     assert token(d, GIT).returncode == 0 and token(d, API).returncode == 0
+
+
+def test_logout_revokes_every_resources_refresh_token(daemon_factory, glewlwyd):
+    # The confidential client may revoke at Glewlwyd (the public one gets 401).
+    d = daemon_factory(client="authbroker-confidential")
+    with open(d.config, "a") as f:
+        f.write('refresh_tokens = "one-per-resource"\n')
+    d.start()
+    login_device(d, "--resource", API)
+    login_device(d, "--resource", GIT)
+    _, secret = stored_item(d.name)
+    held = [secret["refresh_token"], *secret["resource_refresh_tokens"].values()]
+    assert len(held) == 2 and all(glewlwyd.refresh_token_enabled(t) for t in held)
+    r = d.ctl("logout", "--provider", d.name)
+    assert r.returncode == 0, r.stderr
+    assert [glewlwyd.refresh_token_enabled(t) for t in held] == [False, False]
+    assert stored_item(d.name) is None

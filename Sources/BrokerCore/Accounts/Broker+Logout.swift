@@ -34,13 +34,18 @@ extension Broker {
                             revocationNote: note, endSessionURL: endSession)
     }
 
-    /// Revokes the account's refresh token (RFC 7009): whether the provider confirmed it, and
+    /// Revokes the account's refresh tokens (RFC 7009), each resource's own ones too
+    /// (`refresh_tokens = "one-per-resource"`): whether the provider confirmed them all, and
     /// why not when it did not.
     private func revoke(_ account: Account, at provider: Provider) async -> (Bool, String?) {
         do {
             let metadata = try await provider.discovered()
             guard metadata.revocationEndpoint != nil else { return (false, "\(provider.name) has no revocation endpoint") }
-            let revoked = try await provider.client.revoke(metadata, token: account.refreshToken, tokenTypeHint: "refresh_token")
+            var revoked = true
+            for token in [account.refreshToken] + account.resourceRefreshTokens.keys.sorted().compactMap({ account.resourceRefreshTokens[$0] }) {
+                let confirmed = try await provider.client.revoke(metadata, token: token, tokenTypeHint: "refresh_token")
+                revoked = revoked && confirmed
+            }
             return (revoked, revoked ? nil : "\(provider.name) did not confirm the revocation")
         } catch let error as BrokerError {
             return (false, error.message)
