@@ -58,6 +58,7 @@ public final class BrokerServer: Sendable {
         let stall = TimeAmount.seconds(Int64(limits.requestLineTimeout))
         let idle = TimeAmount.seconds(Int64(limits.connectionIdleTimeout))
         let maxConnections = limits.maxConnections
+        let maxInFlightTotal = limits.maxRequestsInFlight
         let activity = self.activity
         let counters = broker.counters
         let logger = self.logger
@@ -66,11 +67,15 @@ public final class BrokerServer: Sendable {
             // queue rather than failing to connect; the kernel caps it at somaxconn.
             .serverChannelOption(.backlog, value: 4096)
             .childChannelOption(.allowRemoteHalfClosure, value: true)
+            // Above 64 KiB of unsent answers a connection is not writable, and the RPC
+            // handler stops reading its requests until it drains below 32 KiB.
+            .childChannelOption(.writeBufferWaterMark, value: .init(low: 32 * 1024, high: 64 * 1024))
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try Self.addHandlers(
                         to: channel.pipeline.syncOperations, stall: stall, idle: idle, table: table, counters: counters,
-                        logger: logger, activity: activity, maxConnections: maxConnections)
+                        logger: logger, activity: activity, maxConnections: maxConnections,
+                        maxInFlightTotal: maxInFlightTotal)
                 }
             }
         if let inherited {
@@ -101,12 +106,14 @@ public final class BrokerServer: Sendable {
     static func addHandlers(
         to pipeline: ChannelPipeline.SynchronousOperations, stall: TimeAmount, idle: TimeAmount, table: MethodTable,
         counters: BrokerCounters, logger: Logger, activity: ServerActivity, maxConnections: Int,
+        maxInFlightTotal: Int = DaemonSettings().maxRequestsInFlight,
         identify: @escaping PeerIdentifier = PeerCredentials.caller(of:)
     ) throws {
         try pipeline.addHandler(ConnectionGuard(stallTimeout: stall, idleTimeout: idle))
         try pipeline.addHandler(ByteToMessageHandler(LineFrameDecoder(maxLength: maxLineLength)))
         try pipeline.addHandler(
             RPCHandler(table: table, counters: counters, logger: logger, activity: activity, maxConnections: maxConnections,
+                       maxInFlight: DaemonSettings.maxRequestsInFlightPerConnection, maxInFlightTotal: maxInFlightTotal,
                        identify: identify))
     }
 

@@ -9,10 +9,16 @@ import NIOCore
 /// Sent up the pipeline when a connection had no traffic for the idle timeout.
 struct ConnectionIdle: Sendable {}
 
+/// Sent up the pipeline when a connection's answers stayed unread (the channel not
+/// writable) for the stall timeout: the peer does not read, and the connection is closed.
+struct ConnectionNotReading: Sendable {}
+
 /// Limits for one connection, before any framing: a request line that is started but not
 /// finished within `stallTimeout` closes the connection (a client that sends half a line and
 /// stalls holds no buffer for long), and so does a connection with nothing to do for
-/// `idleTimeout`.
+/// `idleTimeout`. A connection whose answers are not read (its write buffer stays above the
+/// high-water mark) for `stallTimeout` is closed too: the RPC handler has stopped reading
+/// from it, and it would otherwise hold its buffers until the idle timeout.
 final class ConnectionGuard: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -23,14 +29,15 @@ final class ConnectionGuard: ChannelDuplexHandler {
     private let idleTimeout: TimeAmount
     private var stallTimer: Scheduled<Void>?
     private var idleTimer: Scheduled<Void>?
+    private var drainTimer: Scheduled<Void>?
     /// When the connection last read or wrote. The idle timer is not re-armed on each
     /// request (scheduling and cancelling a task cost a fifth of a cache hit in a profile):
     /// when it fires early it looks here and sleeps for the rest.
     private var lastActive = NIODeadline.now()
 
     /// - Parameters:
-    ///   - stallTimeout: how long a started request line may take to finish
-    ///     (`[daemon] request_line_timeout`).
+    ///   - stallTimeout: how long a started request line may take to finish, and how long
+    ///     answers may wait unread (`[daemon] request_line_timeout`).
     ///   - idleTimeout: how long a connection may stay open with nothing to do
     ///     (`[daemon] connection_idle_timeout`).
     init(stallTimeout: TimeAmount, idleTimeout: TimeAmount) {
@@ -46,7 +53,21 @@ final class ConnectionGuard: ChannelDuplexHandler {
     func channelInactive(context: ChannelHandlerContext) {
         stallTimer?.cancel()
         idleTimer?.cancel()
+        drainTimer?.cancel()
         context.fireChannelInactive()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            drainTimer?.cancel()
+            drainTimer = nil
+        } else if drainTimer == nil {
+            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            drainTimer = context.eventLoop.scheduleTask(in: stallTimeout) {
+                bound.value.fireUserInboundEventTriggered(ConnectionNotReading())
+            }
+        }
+        context.fireChannelWritabilityChanged()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

@@ -16,8 +16,14 @@ typealias PeerIdentifier = @Sendable (any Channel) -> Caller?
 
 /// Turns each line into a JSON-RPC call and writes its answer. Answers go out in the order
 /// they are ready, matched by `id`; the connection stays open after any error in a request.
-final class RPCHandler: ChannelInboundHandler {
+///
+/// Back-pressure: the handler stops reading from a connection while its answers are not
+/// drained (the channel is not writable past the write-buffer high-water mark) or while
+/// `maxInFlight` of its requests are being worked on. Lines already framed when reading
+/// stopped wait in `held` (at most one socket read's worth) and are handled when it resumes.
+final class RPCHandler: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
+    typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
     private let table: MethodTable
@@ -37,11 +43,25 @@ final class RPCHandler: ChannelInboundHandler {
     /// Work cancelled when the connection closes (`Reply.untilClosed`), by a key per request.
     private var cancelledOnClose: [Int: Task<Void, Never>] = [:]
     private var nextWorkKey = 0
+    /// Requests of this connection worked on at once; over it, reading pauses.
+    private let maxInFlight: Int
+    /// Requests worked on at once by all connections; over it, requests are refused (-32009).
+    private let maxInFlightTotal: Int
+    /// Lines framed while reading was paused, handled in order when it resumes.
+    private var held = CircularBuffer<ByteBuffer>()
+    /// The channel asked for a read while paused; passed on when reading resumes.
+    private var readWanted = false
+    /// Handling held lines now (a write inside may report writability again).
+    private var resuming = false
+    /// Names this connection's requests to the refresh queue, which takes turns between
+    /// connections (`RequestOrigin`).
+    private let origin = RequestOrigin.next()
 
     /// - Parameter identify: the peer of a new connection; production reads the kernel's
     ///   word (`PeerCredentials.caller(of:)`). Tests on an `EmbeddedChannel`, which has no
     ///   peer, say who connects; the check of the uid stays the same.
     init(table: MethodTable, counters: BrokerCounters, logger: Logger, activity: ServerActivity, maxConnections: Int,
+         maxInFlight: Int = 64, maxInFlightTotal: Int = 1024,
          identify: @escaping PeerIdentifier = PeerCredentials.caller(of:)) {
         self.identify = identify
         self.table = table
@@ -49,6 +69,8 @@ final class RPCHandler: ChannelInboundHandler {
         self.logger = logger
         self.activity = activity
         self.maxConnections = maxConnections
+        self.maxInFlight = maxInFlight
+        self.maxInFlightTotal = maxInFlightTotal
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -88,13 +110,58 @@ final class RPCHandler: ChannelInboundHandler {
         // A peer that hung up fully (not a half-close: that one still reads its answers).
         for task in cancelledOnClose.values { task.cancel() }
         cancelledOnClose = [:]
+        held.removeAll()
         context.fireChannelInactive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = unwrapInboundIn(data)
+        if refused { return }
+        if !held.isEmpty || paused(context) {
+            held.append(buffer)
+            return
+        }
+        handle(context, buffer)
+    }
+
+    /// Reading stops while the peer does not drain its answers or while the connection has
+    /// as many requests in flight as it may.
+    private func paused(_ context: ChannelHandlerContext) -> Bool {
+        pending >= maxInFlight || !context.channel.isWritable
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if !held.isEmpty || paused(context) {
+            readWanted = true
+        } else {
+            context.read()
+        }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { resume(context) }
+        context.fireChannelWritabilityChanged()
+    }
+
+    /// Handles the held lines while nothing pauses the connection, then reads again.
+    private func resume(_ context: ChannelHandlerContext) {
+        guard !resuming else { return }
+        resuming = true
+        defer { resuming = false }
+        while !paused(context), let line = held.popFirst() {
+            handle(context, line)
+        }
+        guard held.isEmpty, !paused(context) else { return }
+        closeIfDone(context)
+        if readWanted, context.channel.isActive {
+            readWanted = false
+            context.read()
+        }
+    }
+
+    private func handle(_ context: ChannelHandlerContext, _ buffer: ByteBuffer) {
         // Blank lines between requests are tolerated, as many line protocols do.
-        if refused || buffer.readableBytesView.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }
+        if buffer.readableBytesView.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }
         counters.requests.increment()
         activity.touch()
         // One pass over the bytes for the requests clients send; JSONDecoder for the rest.
@@ -128,6 +195,16 @@ final class RPCHandler: ChannelInboundHandler {
         case .now(let data):
             if answer { write(context, data) }
         case .later(let work), .untilClosed(let work):
+            guard activity.requestsInFlight < maxInFlightTotal else {
+                // Every connection's work together is capped; one caller pausing its own
+                // reads cannot protect the daemon from many connections.
+                counters.errors.increment()
+                logger.debug("requests in flight at the limit; refusing", metadata: ["limit": "\(maxInFlightTotal)"])
+                if answer {
+                    write(context, codec.failure(id, RPCError(.overloaded, "authbrokerd is working on \(maxInFlightTotal) requests already; try again shortly", data: ErrorData(limit: maxInFlightTotal))))
+                }
+                return
+            }
             pending += 1
             let activity = self.activity
             activity.started()
@@ -135,15 +212,16 @@ final class RPCHandler: ChannelInboundHandler {
             let bound = NIOLoopBound((self, context), eventLoop: loop)
             let key = nextWorkKey
             nextWorkKey += 1
+            let origin = self.origin
             let task = Task {
-                let data = await work()
+                let data = await RequestOrigin.$current.withValue(origin) { await work() }
                 activity.finished()
                 loop.execute {
                     let (handler, context) = bound.value
                     handler.cancelledOnClose[key] = nil
                     handler.pending -= 1
                     if answer { handler.write(context, data) }
-                    handler.closeIfDone(context)
+                    handler.resume(context)
                 }
             }
             if case .untilClosed = reply { cancelledOnClose[key] = task }
@@ -155,6 +233,11 @@ final class RPCHandler: ChannelInboundHandler {
             inputClosed = true
             if refused { return context.close(promise: nil) }
             closeIfDone(context)
+        } else if event is ConnectionNotReading {
+            // Its answers have waited unread for too long: what is queued is dropped.
+            logger.info("closing a connection that does not read its answers", metadata: ["pid": "\(caller.map { String($0.pid) } ?? "unknown")"])
+            held.removeAll()
+            context.close(promise: nil)
         } else if event is ConnectionIdle {
             // Idle, unless an answer is still being worked on (a sign-in waits for the user).
             if pending == 0 { context.close(promise: nil) }
@@ -180,7 +263,7 @@ final class RPCHandler: ChannelInboundHandler {
     }
 
     private func closeIfDone(_ context: ChannelHandlerContext) {
-        if inputClosed && pending == 0 && context.channel.isActive { context.close(promise: nil) }
+        if inputClosed && pending == 0 && held.isEmpty && context.channel.isActive { context.close(promise: nil) }
     }
 
     private func fail(_ context: ChannelHandlerContext, _ id: RequestID, _ error: RPCError) {

@@ -50,6 +50,12 @@ public struct DaemonSettings: Sendable, Equatable {
     public var connectionIdleTimeout: Int = 300
     /// Connections served at once; more are refused with -32009.
     public var maxConnections: Int = 4096
+    /// Requests worked on at once (refreshes, sign-ins, …) by all connections together;
+    /// more are refused with -32009. Each connection has at most
+    /// `maxRequestsInFlightPerConnection` and is not read from while it has that many.
+    public var maxRequestsInFlight: Int = 1024
+    /// Requests of one connection worked on at once; more wait unread in the socket.
+    public static let maxRequestsInFlightPerConnection = 64
 
     public init(store: StoreKind = .secretService, refreshMargin: Int = 60, storeTimeout: Int = 10, httpTimeout: Int = 10) {
         self.store = store
@@ -95,8 +101,12 @@ public struct ProviderConfig: Sendable, Equatable {
     /// Confidential clients only; never logged or shown.
     public var clientSecret: String?
     public var scopes: [String]
-    /// RFC 8707 resources asked for at sign-in.
+    /// RFC 8707 resources asked for at sign-in; `token.get` serves these (and the default
+    /// audience) only, unless `anyResource`.
     public var resources: [String]
+    /// `any_resource = true`: serve tokens for any resource a caller names, not only those
+    /// in `resources` (each new one costs a request to the provider).
+    public var anyResource = false
     /// `resource` (RFC 8707) or `audience` for providers that predate it.
     public var audienceParameter: String
     /// How tokens are obtained: for a user who signs in, or for the client itself.
@@ -132,6 +142,12 @@ public struct ProviderConfig: Sendable, Equatable {
         self.scopes = scopes
         self.resources = resources
         self.audienceParameter = audienceParameter
+    }
+
+    /// True when `token.get` may ask the provider for `resource` (nil: the default audience).
+    public func serves(resource: String?) -> Bool {
+        guard let resource else { return true }
+        return anyResource || resources.contains(resource)
     }
 }
 

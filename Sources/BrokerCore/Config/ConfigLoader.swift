@@ -48,7 +48,8 @@ public enum ConfigLoader {
         var daemon = DaemonSettings()
         if let table = try reader.table(root, "daemon", at: nil) {
             try reader.checkKeys(table, allowed: ["store", "refresh_margin", "store_timeout", "http_timeout", "default_provider", "login_timeout", "idle_exit",
-                                          "request_line_timeout", "connection_idle_timeout", "max_connections"], at: "daemon")
+                                          "request_line_timeout", "connection_idle_timeout", "max_connections",
+                                          "max_requests_in_flight"], at: "daemon")
             if let store = try reader.string(table, "store", at: "daemon") {
                 guard let kind = StoreKind(rawValue: store) else {
                     throw ConfigError(file: file, key: "daemon.store", problem: "must be \"secret-service\" or \"memory\", not \"\(store)\"")
@@ -62,7 +63,8 @@ public enum ConfigLoader {
             if let v = try reader.int(table, "idle_exit", at: "daemon", range: 0...604_800) { daemon.idleExit = v }
             if let v = try reader.int(table, "request_line_timeout", at: "daemon", range: 1...600) { daemon.requestLineTimeout = v }
             if let v = try reader.int(table, "connection_idle_timeout", at: "daemon", range: 1...86_400) { daemon.connectionIdleTimeout = v }
-            if let v = try reader.int(table, "max_connections", at: "daemon", range: 1...65_536) { daemon.maxConnections = v }
+            if let v = try reader.int(table, "max_connections", at: "daemon", range: 1...65_536, unit: "a whole number") { daemon.maxConnections = v }
+            if let v = try reader.int(table, "max_requests_in_flight", at: "daemon", range: 1...65_536, unit: "a whole number") { daemon.maxRequestsInFlight = v }
             daemon.defaultProvider = try reader.string(table, "default_provider", at: "daemon")
         }
 
@@ -143,9 +145,10 @@ private struct TableReader {
         return s
     }
 
-    func int(_ t: TOMLTable, _ key: String, at parent: String?, range: ClosedRange<Int>) throws(ConfigError) -> Int? {
+    func int(_ t: TOMLTable, _ key: String, at parent: String?, range: ClosedRange<Int>,
+             unit: String = "a whole number of seconds") throws(ConfigError) -> Int? {
         guard let v = t[key] else { return nil }
-        guard let i = v.int else { throw fail(path(parent, key), "must be a whole number of seconds") }
+        guard let i = v.int else { throw fail(path(parent, key), "must be \(unit)") }
         guard range.contains(i) else {
             throw fail(path(parent, key), "must be between \(range.lowerBound) and \(range.upperBound), not \(i)")
         }
@@ -195,7 +198,7 @@ private struct TableReader {
     func provider(_ t: TOMLTable, name: String, at key: String) throws(ConfigError) -> ProviderConfig {
         let known: Set<String> = ["issuer", "client_id", "client_secret", "scopes", "resources", "audience_parameter",
                                   "grant", "authorization_params", "redirect_port", "post_logout_redirect_uri",
-                                  "dpop", "token_params",
+                                  "dpop", "token_params", "any_resource",
                                   "access_tokens", "refresh_tokens"]
         try checkKeys(t, allowed: known.union(ConfiguredEndpoints.keys.map(\.0)), at: key)
         guard name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." }) else {
@@ -276,6 +279,10 @@ private struct TableReader {
         if provider.refreshTokens == .onePerResource && provider.dpop != nil {
             // Each sign-in makes its own DPoP key; one account holds one.
             throw fail("\(key).refresh_tokens", "\"one-per-resource\" cannot be combined with dpop yet: choose one")
+        }
+        if let v = t["any_resource"] {
+            guard let b = v.bool else { throw fail("\(key).any_resource", "must be true or false") }
+            provider.anyResource = b
         }
         if provider.grant == .clientCredentials && provider.clientSecret == nil {
             throw fail("\(key).client_secret", "is missing: the client_credentials grant needs a confidential client")

@@ -11,7 +11,8 @@ extension Broker {
         // thrown errors. Anything unusual returns nil and `token(_:)` answers it, an
         // out-of-range min_ttl included (it is refused there, cached or not).
         if let minTTL = request.minTTL, !TokenGetParams.minTTLRange.contains(minTTL) { return nil }
-        guard case .found(_, let account) = resolve(provider: request.provider, account: request.account),
+        guard case .found(let provider, let account) = resolve(provider: request.provider, account: request.account),
+              provider.config.serves(resource: request.resource),
               account.state == .ready
         else { return nil }
         let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [], params: request.params)
@@ -33,6 +34,11 @@ extension Broker {
         let (provider, account) = try resolved(provider: request.provider, account: request.account)
         guard account.state == .ready else {
             throw BrokerError.signInAgain(provider.name, account.displayName)
+        }
+        // Every new resource costs a request to the provider: only configured ones are asked
+        // for, so a caller cannot make the daemon send thousands.
+        guard provider.config.serves(resource: request.resource) else {
+            throw BrokerError.invalidRequest(message: "resource is not one of the resources of [providers.\(provider.name)] in config.toml: add it there (and sign in again), or set any_resource = true there")
         }
         let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [], params: request.params)
         let minimumLife = minimumLife(request)

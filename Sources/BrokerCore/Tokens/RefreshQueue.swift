@@ -1,26 +1,60 @@
+import Synchronization
+
+/// Which connection a request came from, so an account's refresh queue can take turns
+/// between connections. The server sets it around each request's work (a task-local value,
+/// so `Broker.token` needs no extra parameter); 0 is the daemon's own work.
+public enum RequestOrigin {
+    @TaskLocal public static var current: UInt64 = 0
+
+    private static let counter = Atomic<UInt64>(0)
+
+    /// A new origin, one per connection.
+    public static func next() -> UInt64 {
+        counter.wrappingAdd(1, ordering: .relaxed).newValue
+    }
+}
+
 /// Serialises the refreshes of one account (one refresh token).
 ///
 /// Providers that rotate refresh tokens treat a second use of the same refresh token as
 /// theft and revoke the whole grant, so refreshes of one account never overlap:
 /// - concurrent requests for the same cache key share one refresh;
-/// - requests for other keys of the same account queue behind it, first come first served,
-///   and each uses the refresh token the previous one left behind.
+/// - requests for other keys of the same account wait their turn, and each uses the refresh
+///   token the previous one left behind.
+///
+/// Turns go round the connections (`RequestOrigin`): first come first served within one
+/// connection, one turn per connection in the round. A connection that asks for thousands
+/// of keys makes only itself wait behind them; another caller's refresh runs next.
 actor RefreshQueue {
     private var inflight: [CacheKey: Task<CachedToken, any Error>] = [:]
-    private var tail: Task<Void, Never>?
+    /// True while a refresh (or an exclusive operation) runs.
+    private var busy = false
+    /// Waiting turns per origin, first come first served.
+    private var waiting: [UInt64: FIFO<CheckedContinuation<Void, Never>>] = [:]
+    /// Origins with waiting turns, in the order their next turn comes.
+    private var round = FIFO<UInt64>()
 
-    func run(_ key: CacheKey, _ operation: @escaping @Sendable () async throws(BrokerError) -> CachedToken) async throws(BrokerError) -> CachedToken {
+    /// Turns waiting now (for tests).
+    var waitingCount: Int { waiting.values.reduce(0) { $0 + $1.count } }
+
+    func run(_ key: CacheKey, origin: UInt64 = RequestOrigin.current,
+             _ operation: @escaping @Sendable () async throws(BrokerError) -> CachedToken) async throws(BrokerError) -> CachedToken {
         let task: Task<CachedToken, any Error>
         if let shared = inflight[key] {
             task = shared
         } else {
-            let previous = tail
             task = Task {
-                await previous?.value
-                return try await operation()
+                await self.turn(origin)
+                let result: Result<CachedToken, BrokerError>
+                do throws(BrokerError) {
+                    result = .success(try await operation())
+                } catch {
+                    result = .failure(error)
+                }
+                self.done()
+                return try result.get()
             }
             inflight[key] = task
-            tail = Task { _ = try? await task.value }
         }
         let result = await task.result
         if inflight[key] == task { inflight[key] = nil }
@@ -34,12 +68,61 @@ actor RefreshQueue {
     /// Runs `operation` in turn with the refreshes, never beside one (store writes of the
     /// account's refresh token go through here too, so an older write can never land last).
     func exclusive<T: Sendable>(_ operation: @escaping @Sendable () async -> T) async -> T {
-        let previous = tail
-        let task = Task {
-            await previous?.value
-            return await operation()
+        await turn(0)
+        let value = await operation()
+        done()
+        return value
+    }
+
+    /// Returns when it is `origin`'s turn to run one operation.
+    private func turn(_ origin: UInt64) async {
+        guard busy else {
+            busy = true
+            return
         }
-        tail = Task { _ = await task.value }
-        return await task.value
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            if waiting[origin] == nil {
+                waiting[origin] = FIFO()
+                round.append(origin)
+            }
+            waiting[origin]?.append(continuation)
+        }
+    }
+
+    /// Hands the turn to the next origin in the round (busy stays true), or frees it.
+    private func done() {
+        guard let origin = round.popFirst(), let next = waiting[origin]?.popFirst() else {
+            busy = false
+            return
+        }
+        if waiting[origin]?.isEmpty ?? true {
+            waiting[origin] = nil
+        } else {
+            round.append(origin)
+        }
+        next.resume()
+    }
+}
+
+/// A first-in first-out queue over an array: O(1) appends and removals from the front.
+struct FIFO<Element> {
+    private var items: [Element] = []
+    private var head = 0
+
+    var isEmpty: Bool { head == items.count }
+    var count: Int { items.count - head }
+
+    mutating func append(_ element: Element) { items.append(element) }
+
+    mutating func popFirst() -> Element? {
+        guard head < items.count else { return nil }
+        let element = items[head]
+        head += 1
+        // Drop the consumed front once it is half the storage.
+        if head * 2 >= items.count {
+            items.removeFirst(head)
+            head = 0
+        }
+        return element
     }
 }
