@@ -15,7 +15,8 @@ enum ScannedValue: Equatable {
 ///
 /// The fast path only. `scan` returns nil for anything it is not sure to read exactly as
 /// JSONDecoder would — escapes it does not know, non-ASCII text, duplicate members, numbers
-/// that are not plain integers, invalid JSON of any kind — and the request then takes the
+/// that are not plain integers, objects with more than `maximumMembers` members (so the
+/// duplicate check stays linear in the line), invalid JSON of any kind — and the request then takes the
 /// JSONDecoder path, which gives the same answers and error messages as before. A profile
 /// (docs/performance.md) showed decoding each line twice with JSONDecoder as the largest
 /// cost of a cache hit.
@@ -32,12 +33,17 @@ struct ScannedRequest {
         params?.first(where: { $0.key == key })?.value
     }
 
+    /// The most members of one object the scanner reads. Requests have a handful; a line with
+    /// thousands (a 64 KiB line holds 6 400) goes to JSONDecoder, instead of costing
+    /// members² comparisons in the duplicate check on the event loop.
+    static let maximumMembers = 32
+
     static func scan(_ bytes: UnsafeRawBufferPointer) -> ScannedRequest? {
         var s = Scanner(bytes: bytes)
         var request = ScannedRequest()
         var seen: [String] = []
         guard s.object({ key, s in
-            guard !seen.contains(key) else { return false }
+            guard seen.count < maximumMembers, !seen.contains(key) else { return false }
             seen.append(key)
             switch key {
             case "jsonrpc":
@@ -62,7 +68,8 @@ struct ScannedRequest {
                 }
                 var members: [(key: String, value: ScannedValue)] = []
                 guard s.object({ key, s in
-                    guard !members.contains(where: { $0.key == key }), let v = s.value() else { return false }
+                    guard members.count < maximumMembers, !members.contains(where: { $0.key == key }),
+                          let v = s.value() else { return false }
                     members.append((key, v))
                     return true
                 }) else { return false }
@@ -162,7 +169,7 @@ private struct Scanner {
             guard depth < 16 else { return nil }
             var keys: [String] = []
             let ok = object { key, s in
-                guard !keys.contains(key) else { return false }
+                guard keys.count < ScannedRequest.maximumMembers, !keys.contains(key) else { return false }
                 keys.append(key)
                 return s.value(depth: depth + 1) != nil
             }

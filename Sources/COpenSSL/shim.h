@@ -35,7 +35,6 @@ static inline void ab_openssl_free(void *pointer) { OPENSSL_free(pointer); }
 
 /* For HTTPClient's TLS sessions: option bits and the SSL_CTX_/SSL_ macros that wrap
    SSL_ctrl, which Swift cannot import. */
-static const uint64_t AB_SSL_OP_IGNORE_UNEXPECTED_EOF = SSL_OP_IGNORE_UNEXPECTED_EOF;
 static const uint64_t AB_SSL_OP_NO_COMPRESSION = SSL_OP_NO_COMPRESSION;
 static const uint64_t AB_SSL_OP_NO_RENEGOTIATION = SSL_OP_NO_RENEGOTIATION;
 static inline long ab_SSL_CTX_set_min_proto_version(SSL_CTX *ctx, int version) {

@@ -112,7 +112,10 @@ struct ResponseParser {
             var sizeText = line
             if let semicolon = line.firstIndex(of: 0x3B) { sizeText = line[..<semicolon] }
             let digits = String(decoding: sizeText, as: UTF8.self).trimmingSpacesAndLowercased
-            guard !digits.isEmpty, digits.count <= 15, let size = Int(digits, radix: 16) else { throw .notHTTP(host: host) }
+            // Hex digits only (RFC 9112 §7.1): Int(_:radix:) alone would take "-1" and "+5e".
+            guard !digits.isEmpty, digits.count <= 15, digits.utf8.allSatisfy(Self.isHexDigit),
+                  let size = Int(digits, radix: 16)
+            else { throw .notHTTP(host: host) }
             if size == 0 { break }
             guard body.count + size <= limit else { throw .bodyTooLarge(host: host, limit: limit) }
             body += try readExactly(size)
@@ -212,6 +215,10 @@ struct ResponseParser {
         buffer.removeLast(chunk - count)
         if count == 0 { closed = true }
         return count > 0
+    }
+
+    private static func isHexDigit(_ byte: UInt8) -> Bool {
+        (0x30...0x39).contains(byte) || (0x61...0x66).contains(byte)
     }
 
     private static func isTokenByte(_ byte: UInt8) -> Bool {

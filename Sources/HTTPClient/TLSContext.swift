@@ -20,7 +20,10 @@ final class TLSContext: @unchecked Sendable {
         guard let context = SSL_CTX_new(TLS_client_method()) else { return nil }
         self.context = context
         guard ab_SSL_CTX_set_min_proto_version(context, TLS1_2_VERSION) == 1 else { return nil }
-        _ = SSL_CTX_set_options(context, AB_SSL_OP_NO_COMPRESSION | AB_SSL_OP_NO_RENEGOTIATION | AB_SSL_OP_IGNORE_UNEXPECTED_EOF)
+        // No SSL_OP_IGNORE_UNEXPECTED_EOF: an end without close_notify is an error, so a
+        // close-delimited body cut short (by an attacker on the path, too) is never taken
+        // as whole. Framed bodies never read past their end and are not affected.
+        _ = SSL_CTX_set_options(context, AB_SSL_OP_NO_COMPRESSION | AB_SSL_OP_NO_RENEGOTIATION)
         _ = ab_SSL_CTX_set_mode(context, AB_SSL_MODE_ENABLE_PARTIAL_WRITE | AB_SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER)
         SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
         switch trust {

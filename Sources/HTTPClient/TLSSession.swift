@@ -95,9 +95,10 @@ final class TLSSession: ByteStream {
             switch SSL_get_error(ssl, result) {
             case SSL_ERROR_WANT_READ: try wire.wait(socket.fd, for: Int16(POLLIN))
             case SSL_ERROR_WANT_WRITE: try wire.wait(socket.fd, for: Int16(POLLOUT))
-            // A close without close_notify counts as the end too (SSL_OP_IGNORE_UNEXPECTED_EOF):
-            // many servers skip it, and the HTTP framing catches truncated bodies.
+            // close_notify: the server ended the stream on purpose.
             case SSL_ERROR_ZERO_RETURN: return 0
+            // An end without close_notify (SSL_R_UNEXPECTED_EOF_WHILE_READING, or
+            // SSL_ERROR_SYSCALL) is lost, not ended: a close-delimited body may be cut short.
             default:
                 ERR_clear_error()
                 throw .connectionLost(host: wire.host)

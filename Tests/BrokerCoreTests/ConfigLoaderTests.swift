@@ -54,6 +54,32 @@ final class ConfigLoaderTests: XCTestCase {
         assertError("[providers.a]\nissuer=\"https://a\"\nclient_id=\"x\"\nrefresh_tokens=\"one-per-resource\"\ndpop=true", key: "providers.a.refresh_tokens", contains: "cannot be combined with dpop")
     }
 
+    /// `token.get` serves the default audience and the configured resources only, unless
+    /// `any_resource`; the cap on requests in flight is a [daemon] key.
+    func testResourcesServedAndRequestsInFlight() throws {
+        let config = try ConfigLoader.parse("""
+            [daemon]
+            max_requests_in_flight = 200
+            [providers.a]
+            issuer = "https://a.example"
+            client_id = "x"
+            resources = ["https://api.example.com"]
+            [providers.b]
+            issuer = "https://b.example"
+            client_id = "x"
+            any_resource = true
+            """, file: "c.toml")
+        XCTAssertEqual(config.daemon.maxRequestsInFlight, 200)
+        let a = try XCTUnwrap(config.provider(named: "a"))
+        XCTAssertTrue(a.serves(resource: nil))
+        XCTAssertTrue(a.serves(resource: "https://api.example.com"))
+        XCTAssertFalse(a.serves(resource: "https://other.example.com"))
+        XCTAssertTrue(try XCTUnwrap(config.provider(named: "b")).serves(resource: "https://other.example.com"))
+        XCTAssertEqual(DaemonSettings().maxRequestsInFlight, 1024)
+        assertError("[providers.a]\nissuer=\"https://a\"\nclient_id=\"x\"\nany_resource=1", key: "providers.a.any_resource", contains: "true or false")
+        assertError("[daemon]\nmax_requests_in_flight = 0\n[providers.a]\nissuer=\"https://a\"\nclient_id=\"x\"", key: "daemon.max_requests_in_flight", contains: "between 1 and 65536")
+    }
+
     func assertError(_ toml: String, key: String?, contains text: String, file: StaticString = #filePath, line: UInt = #line) {
         XCTAssertThrowsError(try ConfigLoader.parse(toml, file: "/x/config.toml"), file: file, line: line) { error in
             guard let e = error as? ConfigError else { return XCTFail("not a ConfigError: \(error)", file: file, line: line) }

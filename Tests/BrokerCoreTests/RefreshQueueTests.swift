@@ -50,6 +50,38 @@ final class RefreshQueueTests: XCTestCase {
         XCTAssertEqual(probe.maxRunning.load(ordering: .sequentiallyConsistent), 1, "refreshes of one account never overlap")
     }
 
+    /// One connection queues 100 refreshes of distinct keys; another connection's refresh
+    /// then takes the next turn instead of waiting behind all of them.
+    func testTurnsGoRoundTheConnections() async throws {
+        let queue = RefreshQueue()
+        let probe = Probe()
+        let account = AccountKey(provider: "p", subject: "s")
+        let flood = 100
+        let results = try await withThrowingTaskGroup(of: String.self) { group in
+            for i in 0..<flood {
+                group.addTask {
+                    let key = CacheKey(account: account, resource: "https://flood/\(i)", scopes: [])
+                    return try await queue.run(key, origin: 1, probe.operation("https://flood/\(i)")).accessToken
+                }
+            }
+            // All of the flood waits (one of it runs) before the other caller asks.
+            while await queue.waitingCount < flood - 1 { try await Task.sleep(for: .milliseconds(5)) }
+            group.addTask {
+                let key = CacheKey(account: account, resource: "https://other", scopes: [])
+                return try await queue.run(key, origin: 2, probe.operation("https://other")).accessToken
+            }
+            var all: [String] = []
+            for try await t in group { all.append(t) }
+            return all
+        }
+        XCTAssertEqual(results.count, flood + 1)
+        let order = probe.calls.withLock { $0 }
+        let position = try XCTUnwrap(order.firstIndex(of: "https://other"))
+        print("the other connection's refresh ran as number \(position + 1) of \(order.count)")
+        XCTAssertLessThanOrEqual(position, 2, "the other connection waited behind the flood")
+        XCTAssertEqual(probe.maxRunning.load(ordering: .sequentiallyConsistent), 1, "refreshes of one account never overlap")
+    }
+
     func testScopeOrderDoesNotSplitTheCache() {
         let a = AccountKey(provider: "p", subject: "s")
         XCTAssertEqual(CacheKey(account: a, resource: "r", scopes: ["b", "a", "a"]), CacheKey(account: a, resource: "r", scopes: ["a", "b"]))

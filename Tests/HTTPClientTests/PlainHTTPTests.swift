@@ -82,6 +82,13 @@ final class PlainHTTPTests: XCTestCase {
         XCTAssertEqual(error?.message, "\(host) answered something that is not HTTP")
     }
 
+    func testChunkSizesAreHexDigitsOnly() async {
+        for path in ["/chunk-minus", "/chunk-plus", "/chunk-0x", "/chunk-space"] {
+            let error = await expectError { () async throws(HTTPClientError) in try await testClient().send(method: "GET", url: base + path) }
+            XCTAssertEqual(error, .notHTTP(host: host), path)
+        }
+    }
+
     func testAConnectionClosedMidBodyIsLost() async {
         let error = await expectError { () async throws(HTTPClientError) in try await testClient().send(method: "GET", url: base + "/truncated") }
         XCTAssertEqual(error, .connectionLost(host: host))

@@ -29,6 +29,20 @@ final class TLSTests: XCTestCase {
         XCTAssertEqual(text(closeDelimited), "until the end")
     }
 
+    /// A close-delimited body whose connection ends without close_notify may be cut short
+    /// by anyone on the path: it is lost, not complete.
+    func testACloseDelimitedBodyWithoutCloseNotifyIsLost() async throws {
+        let port = try start("trusted")
+        let client = testClient(caFile: try certificates.caFile)
+        let error = await expectError { () async throws(HTTPClientError) in
+            try await client.send(method: "GET", url: "https://localhost:\(port)/closecut")
+        }
+        XCTAssertEqual(error, .connectionLost(host: "localhost:\(port)"))
+        // Framed bodies are whole whether or not close_notify follows.
+        let chunked = try await client.send(method: "GET", url: "https://localhost:\(port)/chunked")
+        XCTAssertEqual(text(chunked), "hello, world")
+    }
+
     /// The default trust honours SSL_CERT_FILE, as curl and the OpenSSL CLI do.
     func testSystemTrustReadsSSLCertFile() async throws {
         let port = try start("trusted")

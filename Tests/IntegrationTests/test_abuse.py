@@ -36,15 +36,16 @@ def with_daemon_settings(d, settings):
 
 
 def settled_request_count(d):
-    """The daemon's request counter once it stops moving: the daemon read all it will read."""
-    last = -1
-    for _ in range(120):
-        now = d.status()["counters"]["requests"]
-        if now == last:
-            return now
-        last = now
+    """The daemon's request counter once it stops moving (the daemon read all it will
+    read), not counting the daemon.status calls made here."""
+    last = d.status()["counters"]["requests"]
+    for calls in range(2, 120):
         time.sleep(0.5)
-    return last
+        now = d.status()["counters"]["requests"]
+        if now == last + 1:  # only this status call came in
+            return now - calls
+        last = now
+    raise AssertionError("the daemon kept reading requests")
 
 
 def flood(sock, line, batches, per_batch=1000):
@@ -106,3 +107,108 @@ def test_a_client_that_never_reads_cannot_grow_the_daemon(daemon_factory):
     assert answers < read_by_daemon, "the daemon kept the connection and answered everything"
     assert "result" in d.rpc("daemon.status")
     print(f"after it was closed: RSS {memory_kb(d, 'VmRSS') // 1024} MB")
+
+
+def stub_daemon(stub, any_resource=False, daemon_settings="", http_timeout=5):
+    """A daemon signed in at the STUB provider (device flow, approved at once), whose
+    tokens live an hour: requests for a cached key are cache hits."""
+    d = Daemon(None)
+    d.write_config(text=(
+        '[daemon]\nstore = "memory"\nrefresh_margin = 60\n' + f"http_timeout = {http_timeout}\n" + daemon_settings + '\n'
+        f"[providers.{d.name}]\nissuer = \"{stub.issuer}\"\nclient_id = \"{stub.client_id}\"\n"
+        f'scopes = ["openid", "offline_access"]\nresources = ["{API}"]\n'
+        + ("any_resource = true\n" if any_resource else "")))
+    d.start()
+    r = d.ctl("login", "--device", "--provider", d.name, timeout=30)
+    assert r.returncode == 0, f"sign-in at the stub failed ({r.returncode}): {r.stderr}\n{d.log_text()}"
+    return d
+
+
+def notification(i):
+    return (json.dumps({"jsonrpc": "2.0", "method": "token.get",
+                        "params": {"resource": f"https://flood.example.test/{i}"}}) + "\n").encode()
+
+
+def test_a_flood_of_unconfigured_resources_costs_no_provider_requests():
+    stub = StubProvider(access_token_life=3600).start()
+    d = stub_daemon(stub)
+    try:
+        refreshes_before = stub.counts()[1]
+        attacker = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        attacker.connect(d.socket)
+        attacker.settimeout(30)
+        attacker.sendall(b"".join(notification(i) for i in range(20_000)))
+        # Another caller of the account is answered, and the flood reaches the provider not once.
+        other = d.rpc("token.get", {"resource": API})
+        assert "result" in other, other
+        settled_request_count(d)
+        refreshes = stub.counts()[1] - refreshes_before
+        peak = memory_kb(d, "VmHWM")
+        print(f"\nflood of 20000 unconfigured resources: {refreshes} provider refreshes, peak RSS {peak // 1024} MB")
+        assert refreshes == 1, "only the other caller's token needed the provider"
+        assert peak < RSS_BOUND_KB
+        # The refusal names the key to set.
+        refused = d.rpc("token.get", {"resource": "https://flood.example.test/x"})
+        assert refused["error"]["code"] == -32602
+        assert "any_resource" in refused["error"]["message"] and "resources" in refused["error"]["message"]
+        attacker.close()
+    finally:
+        d.cleanup()
+        stub.stop()
+
+
+def test_one_connection_cannot_make_others_wait_behind_its_refreshes():
+    stub = StubProvider(access_token_life=3600).start()
+    d = stub_daemon(stub, any_resource=True)
+    try:
+        refreshes_before = stub.counts()[1]
+        attacker = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        attacker.connect(d.socket)
+        attacker.settimeout(30)
+        flood_size = 2_000
+        attacker.sendall(b"".join(notification(i) for i in range(flood_size)))
+        # Wait until the flood has reached the provider, then ask as another caller: its
+        # refresh takes the next turn, not the 2001st.
+        while stub.counts()[1] - refreshes_before < 5:
+            time.sleep(0.05)
+        other = d.rpc("token.get", {"resource": API})
+        done_when_answered = stub.counts()[1] - refreshes_before
+        print(f"\nflood of {flood_size} resources: the other caller was answered after {done_when_answered} provider refreshes")
+        assert "result" in other, other
+        assert done_when_answered < 100, "the other caller waited behind the flood"
+        attacker.close()
+    finally:
+        d.cleanup()
+        stub.stop()
+
+
+def test_requests_in_flight_are_capped_per_connection_and_in_total():
+    stub = StubProvider(access_token_life=3600).start()
+    d = stub_daemon(stub, daemon_settings="max_requests_in_flight = 68\n", http_timeout=10)
+    try:
+        stub.mode = "hang"  # every refresh waits: requests stay in flight
+        before = d.status()["counters"]["requests"]
+        pipelining = RPC(d.socket)
+        pipelining.send_line(b"".join(
+            (json.dumps({"jsonrpc": "2.0", "id": i, "method": "token.get",
+                         "params": {"resource": API, "scopes": [f"s{i}"]}}) + "\n").encode()
+            for i in range(100)))
+        # 64 are taken up; the rest wait unread until some are answered.
+        assert settled_request_count(d) - before == 64
+        other = RPC(d.socket)
+        other.send_line(b"".join(
+            (json.dumps({"jsonrpc": "2.0", "id": f"o{i}", "method": "token.get",
+                         "params": {"resource": API, "scopes": [f"o{i}"]}}) + "\n").encode()
+            for i in range(10)))
+        refused = [other.read() for _ in range(6)]
+        assert all(a["error"]["code"] == -32009 and a["error"]["data"]["limit"] == 68 for a in refused), refused
+        # Once the provider answers (here: times out), every request is answered, none lost.
+        stub.mode = "ok"
+        ids = {pipelining.read()["id"] for _ in range(100)}
+        assert ids == set(range(100))
+        assert len({other.read()["id"] for _ in range(4)}) == 4
+        pipelining.close()
+        other.close()
+    finally:
+        d.cleanup()
+        stub.stop()

@@ -26,7 +26,7 @@ def stub_config(name, stub, store="secret-service", refresh_margin=120, http_tim
     return (f'[daemon]\nstore = "{store}"\nrefresh_margin = {refresh_margin}\n'
             f"http_timeout = {http_timeout}\nstore_timeout = {store_timeout}\n\n"
             f"[providers.{name}]\nissuer = \"{stub.issuer}\"\nclient_id = \"{stub.client_id}\"\n"
-            'scopes = ["openid", "offline_access"]\n')
+            f'scopes = ["openid", "offline_access"]\nresources = ["{API}"]\n')
 
 
 @pytest.fixture

@@ -182,6 +182,7 @@ client_id = "{glewlwyd.client_id('machine')}"
 client_secret = "{glewlwyd.client_secret('machine')}"
 grant = "client_credentials"
 scopes = ["api"]
+resources = ["{API}", "{GIT}"]
 """)
     try:
         d.start()

@@ -39,6 +39,15 @@ def answer(status, headers, body):
     return b"\r\n".join(lines) + b"\r\n\r\n" + body
 
 
+# Chunk sizes that are not plain hex digits; each would parse with a lenient integer reader.
+SIGNED_CHUNKS = {
+    "/chunk-minus": (b"-1", b""),
+    "/chunk-plus": (b"+5e", b"a" * 0x5E),
+    "/chunk-0x": (b"0x5", b"aaaaa"),
+    "/chunk-space": (b"5 5", b"a" * 0x55),
+}
+
+
 class Handler(socketserver.BaseRequestHandler):
     def handle(self):
         sock = self.request
@@ -77,6 +86,15 @@ class Handler(socketserver.BaseRequestHandler):
                          b"7;ext=1\r\nhello, \r\n5\r\nworld\r\n0\r\nX-Trailer: t\r\n\r\n")
         elif path == "/close":
             sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the end")
+            if isinstance(sock, ssl.SSLSocket):
+                sock = sock.unwrap()  # close_notify: the body's end is certain
+        elif path == "/closecut":
+            # Over TLS: the connection ends without close_notify, as a cut-short body would.
+            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the e")
+        elif path in SIGNED_CHUNKS:
+            size, data = SIGNED_CHUNKS[path]
+            sock.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + size + b"\r\n" + data
+                         + b"\r\n0\r\n\r\n")
         elif path == "/interim":
             sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
             sock.sendall(b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>\r\n\r\n")
