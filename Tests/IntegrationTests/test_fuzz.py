@@ -1,9 +1,13 @@
-"""The request-decoding fuzz target (Fuzz/RPCFuzz, built and run by scripts/fuzz) for a
-bounded time over the corpus in Fuzz/corpus. A crash or a broken property (the fast
-scanner and JSONDecoder disagreeing, a response that does not round-trip) fails the test
-and leaves the input in .build-fuzz/crash-*: add it to Fuzz/corpus and fix the cause.
+"""The libFuzzer targets (built and run by scripts/fuzz), each for a bounded time over its
+corpus: the request decoding (Fuzz/RPCFuzz over Fuzz/corpus), the HTTP client's response
+parser (Fuzz/HTTPFuzz over Fuzz/http-corpus: what a provider answers) and the TOML reader
+(Fuzz/TOMLFuzz over Fuzz/toml-corpus: config.toml). A crash or a broken property (the fast
+scanner and JSONDecoder disagreeing, a response that does not round-trip, a response parsed
+differently when its bytes arrive differently, a TOML error naming no place) fails the test
+and leaves the input in .build-fuzz/crash-*: add it to the target's corpus and fix the cause.
 
-AUTHBROKER_FUZZ_SECONDS sets the time (default 20; 0 skips)."""
+AUTHBROKER_FUZZ_SECONDS sets the time of the request-decoding target (default 20; 0 skips
+all three); the other two run 15 s each, or that value if it is lower."""
 import os
 import shutil
 import subprocess
@@ -13,14 +17,29 @@ import pytest
 from conftest import ROOT
 
 
-def test_request_decoding_survives_fuzzing():
-    seconds = int(os.environ.get("AUTHBROKER_FUZZ_SECONDS", "20"))
+def run_target(target, seconds):
     if seconds == 0:
         pytest.skip("AUTHBROKER_FUZZ_SECONDS=0")
     if shutil.which("swiftc") is None:
         pytest.skip("no swiftc")
-    r = subprocess.run([os.path.join(ROOT, "scripts", "fuzz"), str(seconds)], cwd=ROOT,
+    r = subprocess.run([os.path.join(ROOT, "scripts", "fuzz"), target, str(seconds)], cwd=ROOT,
                        capture_output=True, text=True, timeout=seconds + 600)
     tail = "\n".join(r.stderr.splitlines()[-30:])
-    assert r.returncode == 0, f"the fuzzer found a failing input (exit {r.returncode}):\n{tail}"
+    assert r.returncode == 0, f"the {target} fuzzer found a failing input (exit {r.returncode}):\n{tail}"
     assert "Done" in r.stderr, tail
+
+
+def seconds():
+    return int(os.environ.get("AUTHBROKER_FUZZ_SECONDS", "20"))
+
+
+def test_request_decoding_survives_fuzzing():
+    run_target("rpc", seconds())
+
+
+def test_http_response_parser_survives_fuzzing():
+    run_target("http", min(seconds(), 15))
+
+
+def test_toml_reader_survives_fuzzing():
+    run_target("toml", min(seconds(), 15))
