@@ -182,6 +182,7 @@ struct BrokerHarness {
             [providers.corp]
             issuer = "\(StubTransport.issuer)"
             client_id = "authbroker"
+            resources = ["https://api", "https://git", "https://other.example"]
             \(providerKeys)
             """, file: "config.toml")
         for subject in ["sub-alice"] + alsoSignedIn {

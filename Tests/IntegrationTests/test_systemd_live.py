@@ -115,6 +115,7 @@ client_id = "{gl.client_id('machine')}"
 client_secret = "{gl.client_secret('machine')}"
 grant = "client_credentials"
 scopes = ["api"]
+resources = ["{API}", "{GIT}"]
 
 [providers.corp]
 issuer = "{gl.issuer}"
