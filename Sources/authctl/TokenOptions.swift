@@ -20,7 +20,13 @@ struct TokenOptions: ParsableArguments {
     @Option(name: .customLong("min-ttl"), help: ArgumentHelp("Seconds (\(TokenGetParams.minTTLRange.lowerBound)-\(TokenGetParams.minTTLRange.upperBound)) the token must still be valid for.", valueName: "seconds"))
     var minTTL: Int?
 
+    @Option(name: .customLong("param"), help: ArgumentHelp("An extra token request parameter, NAME=VALUE (repeat), e.g. organization_id=org-1; tokens with other parameters are other tokens.", valueName: "name=value"))
+    var extra: [String] = []
+
     func validate() throws {
+        for pair in extra where !pair.contains("=") || pair.hasPrefix("=") {
+            throw ValidationError("--param needs NAME=VALUE, e.g. --param organization_id=org-1")
+        }
         let range = TokenGetParams.minTTLRange
         if let minTTL, !range.contains(minTTL) {
             throw ValidationError("--min-ttl must be between \(range.lowerBound) and \(range.upperBound) seconds")
@@ -33,9 +39,14 @@ struct TokenOptions: ParsableArguments {
     /// The request, with `resource` standing in when no --resource was given.
     func params(resource fallback: String? = nil) -> TokenGetParams {
         let list = Token.scopeList(scopes)
+        var pairs: [String: String] = [:]
+        for pair in extra {
+            let name = pair.prefix { $0 != "=" }
+            pairs[String(name)] = String(pair.dropFirst(name.count + 1))
+        }
         return TokenGetParams(
             resource: resource ?? fallback, scopes: list.isEmpty ? nil : list,
-            provider: provider, account: account, minTTL: minTTL)
+            provider: provider, account: account, minTTL: minTTL, params: pairs.isEmpty ? nil : pairs)
     }
 }
 

@@ -57,6 +57,17 @@ def test_tokens_with_different_params_are_cached_apart_and_each_refresh_carries_
     assert "organization_id" not in last and last.get("tenant") == ["t-1"]
 
 
+def test_authctl_param_sends_them(stub, daemon):
+    r = daemon.ctl("token", "--provider", daemon.name, "--param", "organization_id=org-9", "--param", "claims={\"a\":1}")
+    assert r.returncode == 0, r.stderr
+    form = refresh_forms(stub)[-1]
+    assert form.get("organization_id") == ["org-9"] and form.get("claims") == ['{"a":1}']
+    r = daemon.ctl("token", "--provider", daemon.name, "--param", "grant_type=x")
+    assert r.returncode != 0 and "grant_type" in r.stderr, r.stderr
+    r = daemon.ctl("token", "--provider", daemon.name, "--param", "novalue")
+    assert r.returncode != 0 and "NAME=VALUE" in r.stderr, r.stderr
+
+
 def test_the_protocols_own_names_are_refused(stub, daemon):
     before = len(stub.token_forms)
     for name in ("grant_type", "refresh_token", "resource", "scope", "client_id"):
