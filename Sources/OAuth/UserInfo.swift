@@ -3,15 +3,17 @@
 extension OAuthClient {
     /// The claims the provider returns for the holder of `accessToken`. With `subject` (the
     /// ID token's `sub`), an answer about anyone else is refused (§5.3.2); without it, the
-    /// answer must name a `sub`.
-    public func userinfo(_ metadata: ProviderMetadata, accessToken: String, subject: String?) async throws(OAuthError) -> [String: JSONValue] {
+    /// answer must name a `sub`. A `tokenType` of "DPoP" sends the token with that scheme;
+    /// the client's `DPoPTransport` adds the proof.
+    public func userinfo(_ metadata: ProviderMetadata, accessToken: String, subject: String?,
+                         tokenType: String = "Bearer") async throws(OAuthError) -> [String: JSONValue] {
         guard let endpoint = metadata.userinfoEndpoint else {
             throw .configuration("provider \(EndpointPolicy.describe(metadata.issuer)) has no userinfo endpoint")
         }
         try EndpointPolicy.check(endpoint, what: "the provider's userinfo endpoint")
         let response = try await transport.send(HTTPRequest(
             method: "GET", url: endpoint,
-            headers: ["Authorization": "Bearer \(accessToken)", "Accept": "application/json"]))
+            headers: ["Authorization": "\(tokenType == "DPoP" ? "DPoP" : "Bearer") \(accessToken)", "Accept": "application/json"]))
         if response.status == 401 || response.status == 403 {
             throw .provider(oauthCode: "invalid_token", description: "the userinfo endpoint refused the access token", httpStatus: response.status)
         }

@@ -108,6 +108,14 @@ def test_bound_token_works_at_userinfo_with_a_proof_and_not_as_bearer(daemon_fac
     assert status == 200, status
 
 
+def test_the_daemons_own_userinfo_request_sends_the_bound_token_with_a_proof(daemon_factory):
+    d = dpop_daemon(daemon_factory)
+    d.login_device("alice")
+    r = d.ctl("userinfo", "--provider", d.name, "--json")
+    assert r.returncode == 0, r.stderr + d.log_text()
+    assert json.loads(r.stdout)["claims"]["sub"]
+
+
 def test_refresh_needs_the_proof_and_the_key_survives_a_restart(daemon_factory):
     d = dpop_daemon(daemon_factory)
     d.login_device("alice")

@@ -80,7 +80,8 @@ final class DPoPTests: XCTestCase {
         XCTAssertNotEqual(proofs[0]["jti"] as? String, proofs[1]["jti"] as? String)
         XCTAssertEqual(proofs[0]["htu"] as? String, stub.baseURL + "/token")
         XCTAssertEqual(proofs[0]["htm"] as? String, "POST")
-        XCTAssertEqual(nonces.current, "nonce-1")
+        XCTAssertEqual(nonces.current(for: stub.baseURL + "/token?x"), "nonce-1")
+        XCTAssertNil(nonces.current(for: "https://other.example/token"))
     }
 
     func testASecondChallengeIsNotRetriedAgain() async throws {
@@ -102,6 +103,29 @@ final class DPoPTests: XCTestCase {
                                  transport: transport(try DPoPSigner(key: SigningKey.generate(.es256)), nonces: DPoPNonces()))
         try await client.revoke(stubMetadata(stub), token: "t", tokenTypeHint: "refresh_token")
         XCTAssertNil(stub.requests.first?.headers["dpop"])
+    }
+
+    func testUserinfoWithABoundTokenCarriesAProofWithATHAndAnswersTheResourceServersNonce() async throws {
+        let challenge = StubAnswer(status: 401, headers: ["WWW-Authenticate": #"DPoP error="use_dpop_nonce""#, "DPoP-Nonce": "rs-1"])
+        stub.route("/userinfo", challenge, .json(#"{"sub":"s-1"}"#))
+        let nonces = DPoPNonces()
+        let client = OAuthClient(configuration: ClientConfiguration(issuer: stub.baseURL, clientID: "broker-test"),
+                                 transport: transport(try DPoPSigner(key: SigningKey.generate(.es256)), nonces: nonces))
+        var metadata = stubMetadata(stub)
+        metadata.userinfoEndpoint = stub.baseURL + "/userinfo"
+        let claims = try await client.userinfo(metadata, accessToken: "fake-bound", subject: "s-1", tokenType: "DPoP")
+        XCTAssertEqual(claims["sub"]?.stringValue, "s-1")
+        XCTAssertEqual(stub.requests.count, 2)
+        XCTAssertEqual(stub.requests[1].headers["authorization"], "DPoP fake-bound")
+        let proof = try open(try XCTUnwrap(stub.requests[1].headers["dpop"])).claims
+        XCTAssertEqual(proof["ath"] as? String, Base64URL.encode(SHA256.hash(Array("fake-bound".utf8))))
+        XCTAssertEqual(proof["nonce"] as? String, "rs-1")
+        XCTAssertEqual(proof["htm"] as? String, "GET")
+        // A bearer token through the same transport gets no proof.
+        stub.route("/userinfo", .json(#"{"sub":"s-1"}"#))
+        _ = try await client.userinfo(metadata, accessToken: "fake-bearer", subject: "s-1")
+        XCTAssertNil(stub.requests[2].headers["dpop"])
+        XCTAssertEqual(stub.requests[2].headers["authorization"], "Bearer fake-bearer")
     }
 
     func testExtraTokenParametersAreSentAndReservedNamesKnown() async throws {

@@ -80,12 +80,12 @@ class Daemon:
         self.wrap = None
         self.env = dict(os.environ, AUTHBROKER_SOCKET=self.socket)
         text = '[daemon]\nstore = "secret-service"\nrefresh_margin = 60\n'
-        for name, (gl, resources) in providers.items():
+        for name, (gl, resources, *extra) in providers.items():
             text += (f"\n[providers.{name}]\nissuer = \"{gl.issuer}\"\n"
                      f"client_id = \"{gl.client_id('authbroker')}\"\n"
                      f"scopes = {json.dumps(SCOPES)}\nresources = {json.dumps(resources)}\n"
                      # Glewlwyd's access tokens outlive later refreshes (docs/providers.md).
-                     'access_tokens = "independent"\n')
+                     'access_tokens = "independent"\n' + "".join(extra))
         with open(self.config, "w") as f:
             f.write(text)
 
@@ -240,12 +240,14 @@ def main():
             subprocess.run([os.path.join(ROOT, "scripts", "glewlwyd"), "start", d, "--refresh-token-one-use", mode],
                            check=True, stdout=subprocess.DEVNULL)
         rot, static = Glewlwyd(gl_dirs[0]), Glewlwyd(gl_dirs[1])
-        daemon = Daemon(work, {"rot": (rot, [API]), "static": (static, [API, GIT])})
+        # "dpop": the static provider again, with DPoP-bound tokens (docs/dpop.md).
+        daemon = Daemon(work, {"rot": (rot, [API]), "static": (static, [API, GIT]), "dpop": (static, [API], "dpop = true\n")})
 
-        log("starting authbrokerd and signing alice in to both (device grant)")
+        log("starting authbrokerd and signing alice in to all three (device grant)")
         results["ready_empty_ms"] = daemon.start()
         daemon.login(rot, "rot")
         daemon.login(static, "static")
+        daemon.login(static, "dpop")
         daemon.stop()
 
         if a.profile:
@@ -294,6 +296,18 @@ def main():
                     loads[f"{name}.{mode}.{n}"] = bench("load", "--socket", path, "--mode", mode, "--connections", n,
                                                         "--seconds", a.seconds, "--line", line)
         results["load"] = loads
+
+        log("warm dpop.proof: a proof signed (ES256) for each request, beside token.get of the same account")
+        proof_line = rpc_line("dpop.proof", {"provider": "dpop", "resource": API, "htm": "GET", "htu": API + "/v1/items"})
+        answer = call(daemon.socket, "dpop.proof", json.loads(proof_line)["params"])
+        if "result" not in answer:
+            raise SystemExit(f"bench: dpop.proof failed: {answer.get('error', {}).get('message')}")
+        results["dpop"] = {
+            "token": bench("load", "--socket", daemon.socket, "--mode", "persistent", "--connections", 1,
+                           "--seconds", a.seconds, "--line", rpc_line("token.get", {"provider": "dpop", "resource": API})),
+            "proof": bench("load", "--socket", daemon.socket, "--mode", "persistent", "--connections", 1,
+                           "--seconds", a.seconds, "--line", proof_line),
+        }
 
         log(f"authctl token and the C client, {a.runs} process starts each")
         results["authctl"] = bench("spawn", "--runs", a.runs, "--", AUTHCTL, "token", "--resource", API, "--provider", "rot")
@@ -356,6 +370,9 @@ def table(r):
         target, ok = ("≥ ½ floor", b["rps"] >= e["rps"] / 2) if n == 16 else ("", None)
         row(f"warm token.get, {n} connection{'s' if n > 1 else ''}", rate(b["rps"]), rate(e["rps"]),
             f"{b['rps'] / e['rps']:.2f}", target, ok)
+    t, p = r["dpop"]["token"], r["dpop"]["proof"]
+    row("warm dpop.proof p50, 1 connection", us(p["p50_us"]), f"token.get {us(t['p50_us'])}", f"{p['p50_us'] / t['p50_us']:.2f}×")
+    row("warm dpop.proof, 1 connection", rate(p["rps"]), f"token.get {rate(t['rps'])}", f"{p['rps'] / t['rps']:.2f}")
     b, e = L["broker.connect.1"], L["echo.connect.1"]
     row("new connection per request p50", us(b["p50_us"]), us(e["p50_us"]), f"{b['p50_us'] / e['p50_us']:.2f}×")
     for n in (1, 16, 64):

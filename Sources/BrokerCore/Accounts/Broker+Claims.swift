@@ -21,8 +21,12 @@ extension Broker {
         }
         let token = try await token(TokenGetParams(provider: provider.name, account: account.key.subject))
         let metadata = try await provider.discovered()
+        // Read again after the token: a refresh may just have given the account its DPoP key.
+        let (_, current) = try resolved(provider: provider.name, account: account.key.subject)
+        let client = provider.client(provider.signer(of: current), metadata: metadata, clock: clock)
         do {
-            let claims = try await provider.client.userinfo(metadata, accessToken: token.accessToken, subject: account.key.subject)
+            let claims = try await client.userinfo(metadata, accessToken: token.accessToken, subject: account.key.subject,
+                                                   tokenType: token.tokenType)
             return ClaimsResult(provider: provider.name, subject: account.key.subject, claims: claims.mapValues(\.claimValue))
         } catch {
             counters.providerErrors.increment()

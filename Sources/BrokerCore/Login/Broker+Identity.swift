@@ -25,12 +25,15 @@ extension Broker {
     /// caller then revokes `issued`.
     func identify(_ tokens: TokenResponse, provider: Provider, metadata: ProviderMetadata, nonce: String?,
                   dpop signer: DPoPSigner?, issued: inout IssuedTokens) async throws(BrokerError) -> SignInIdentity {
+        // With DPoP, the sign-in's tokens are bound to its new key: every request proves it.
+        let client = provider.client(signer, metadata: metadata, clock: clock)
         if let idToken = tokens.idToken {
             let claims = try await verifyIDToken(idToken, provider: provider, metadata: metadata, nonce: nonce)
             var username = claims.preferredUsername ?? claims.email ?? claims.name
             if username == nil, metadata.userinfoEndpoint != nil {
                 // Best effort: the ID token names nobody a person would recognise.
-                let claims = try? await provider.client.userinfo(metadata, accessToken: tokens.accessToken, subject: claims.sub)
+                let claims = try? await client.userinfo(metadata, accessToken: tokens.accessToken, subject: claims.sub,
+                                                        tokenType: tokens.tokenType)
                 username = claims.flatMap(Self.username(in:))
             }
             return SignInIdentity(subject: claims.sub, username: username, idToken: idToken)
@@ -45,14 +48,15 @@ extension Broker {
     private func identifyWithoutIDToken(_ tokens: TokenResponse, provider: Provider, metadata: ProviderMetadata,
                                         dpop signer: DPoPSigner?, issued: inout IssuedTokens) async throws(BrokerError) -> SignInIdentity {
         let name = provider.name
-        let client = provider.client
+        // With DPoP, the sign-in's tokens are bound to its new key: every request proves it.
+        let client = provider.client(signer, metadata: metadata, clock: clock)
         var reasons: [String] = []
         var audienceRefused = false
         if metadata.userinfoEndpoint == nil {
             reasons.append("it has no userinfo endpoint")
         } else {
             do {
-                let claims = try await client.userinfo(metadata, accessToken: tokens.accessToken, subject: nil)
+                let claims = try await client.userinfo(metadata, accessToken: tokens.accessToken, subject: nil, tokenType: tokens.tokenType)
                 return SignInIdentity(subject: claims["sub"]?.stringValue ?? "", username: Self.username(in: claims))
             } catch {
                 if case .provider("invalid_token", _, _) = error { audienceRefused = true }
@@ -72,11 +76,11 @@ extension Broker {
         if audienceRefused, let current = issued.refreshToken {
             do {
                 // A DPoP-bound refresh token needs its proof at the token endpoint.
-                let unrestricted = try await provider.client(signer, metadata: metadata, clock: clock)
-                    .refresh(metadata, refreshToken: current, resource: nil, scopes: nil)
+                let unrestricted = try await client.refresh(metadata, refreshToken: current, resource: nil, scopes: nil)
                 issued.accessTokens.append(unrestricted.accessToken)
                 if let rotated = unrestricted.refreshToken { issued.refreshToken = rotated }
-                let claims = try await client.userinfo(metadata, accessToken: unrestricted.accessToken, subject: nil)
+                let claims = try await client.userinfo(metadata, accessToken: unrestricted.accessToken, subject: nil,
+                                                       tokenType: unrestricted.tokenType)
                 return SignInIdentity(subject: claims["sub"]?.stringValue ?? "", username: Self.username(in: claims),
                                       refreshToken: issued.refreshToken)
             } catch {
