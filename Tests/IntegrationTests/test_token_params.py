@@ -18,7 +18,9 @@ def stub():
 @pytest.fixture
 def daemon(stub):
     d = Daemon(None)
-    d.write_config(text=stub_config(d.name, stub, refresh_margin=60) + 'token_params = { tenant = "t-1" }\n')
+    # "independent": each token lives until it expires, so tokens of different params stay cached.
+    d.write_config(text=stub_config(d.name, stub, refresh_margin=60)
+                   + 'token_params = { tenant = "t-1" }\naccess_tokens = "independent"\n')
     d.start()
     r = d.ctl("login", "--device", "--provider", d.name, timeout=30)
     assert r.returncode == 0, f"sign-in at the STUB failed ({r.returncode}): {r.stderr}\n{d.log_text()}"
