@@ -60,6 +60,12 @@ final class UnixSocket {
                 throw .cannotConnect(path: path, reason: UnixSocket.reason(code))
             }
         }
+        // Before anything is sent: the socket's folder may be another user's, and whoever
+        // listens there would read the request (a client secret, for `set-secret`).
+        if let reason = UnixSocket.foreignServer(fd) {
+            close(fd)
+            throw .cannotConnect(path: path, reason: reason)
+        }
         self.fd = fd
         self.path = path
     }
@@ -131,6 +137,22 @@ final class UnixSocket {
                 throw .io("cannot wait for data on \(path): \(UnixSocket.reason(code))")
             }
         }
+    }
+
+    /// Why the process listening on `fd` is not to be trusted (it runs as another user, or
+    /// the kernel would not say who it is), or nil when it runs as this process's user.
+    private static func foreignServer(_ fd: Int32) -> String? {
+        // `struct ucred` (pid, uid, gid): Glibc does not export it to Swift.
+        var cred: (pid: Int32, uid: UInt32, gid: UInt32) = (0, 0, 0)
+        var length = socklen_t(MemoryLayout.size(ofValue: cred))
+        let me = geteuid()
+        guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &length) == 0 else {
+            return "cannot tell which user serves this socket (\(reason(errno))), so nothing was sent"
+        }
+        guard cred.uid == me else {
+            return "the socket is served by uid \(cred.uid), not by you (uid \(me)), so nothing was sent"
+        }
+        return nil
     }
 
     static func reason(_ code: Int32) -> String {

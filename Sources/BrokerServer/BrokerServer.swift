@@ -62,6 +62,9 @@ public final class BrokerServer: Sendable {
         let activity = self.activity
         let counters = broker.counters
         let logger = self.logger
+        let refusals = RefusalLog()
+        // The user's namespaces, taken now while the daemon's parent is the one that started it.
+        _ = PeerCredentials.userNamespaces
         let bootstrap = ServerBootstrap(group: group)
             // A burst of clients (a build farm's jobs all starting at once) waits in the
             // queue rather than failing to connect; the kernel caps it at somaxconn.
@@ -75,7 +78,7 @@ public final class BrokerServer: Sendable {
                     try Self.addHandlers(
                         to: channel.pipeline.syncOperations, stall: stall, idle: idle, table: table, counters: counters,
                         logger: logger, activity: activity, maxConnections: maxConnections,
-                        maxInFlightTotal: maxInFlightTotal)
+                        maxInFlightTotal: maxInFlightTotal, refusals: refusals)
                 }
             }
         if let inherited {
@@ -107,14 +110,14 @@ public final class BrokerServer: Sendable {
         to pipeline: ChannelPipeline.SynchronousOperations, stall: TimeAmount, idle: TimeAmount, table: MethodTable,
         counters: BrokerCounters, logger: Logger, activity: ServerActivity, maxConnections: Int,
         maxInFlightTotal: Int = DaemonSettings().maxRequestsInFlight,
-        identify: @escaping PeerIdentifier = PeerCredentials.caller(of:)
+        refusals: RefusalLog = RefusalLog(), identify: @escaping PeerIdentifier = PeerCredentials.credentials(of:)
     ) throws {
         try pipeline.addHandler(ConnectionGuard(stallTimeout: stall, idleTimeout: idle))
         try pipeline.addHandler(ByteToMessageHandler(LineFrameDecoder(maxLength: maxLineLength)))
         try pipeline.addHandler(
             RPCHandler(table: table, counters: counters, logger: logger, activity: activity, maxConnections: maxConnections,
                        maxInFlight: DaemonSettings.maxRequestsInFlightPerConnection, maxInFlightTotal: maxInFlightTotal,
-                       identify: identify))
+                       refusals: refusals, identify: identify))
     }
 
     /// Stops accepting, removes the socket file if it is still the one this daemon made

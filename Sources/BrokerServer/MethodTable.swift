@@ -51,8 +51,10 @@ struct RequestLine {
 }
 
 struct MethodTable: Sendable {
-    typealias Handler = @Sendable (_ line: RequestLine, _ id: RequestID, _ codec: RPCCodec, _ caller: Caller?) -> Reply
+    typealias Handler = @Sendable (_ line: RequestLine, _ id: RequestID, _ codec: RPCCodec, _ identify: CallerIdentification) -> Reply
     private var handlers: [String: Handler] = [:]
+    /// The `[[allow]]` policy in force now: with rules, the caller is identified at accept.
+    var callerPolicy: @Sendable () -> CallerPolicy = { CallerPolicy() }
 
     subscript(method: String) -> Handler? { handlers[method] }
 
@@ -62,12 +64,12 @@ struct MethodTable: Sendable {
     mutating func register<P: Decodable & Sendable, R: Encodable & Sendable>(
         _ method: RPCMethod, _ params: P.Type, empty: P,
         scanned: (@Sendable (ScannedRequest) -> P?)? = nil,
-        authorize: (@Sendable (Caller?, P) throws(BrokerError) -> Void)? = nil,
+        authorize: (@Sendable (CallerIdentification, P) throws(BrokerError) -> Void)? = nil,
         fast: (@Sendable (P) -> R?)? = nil,
         cancelledOnClose: Bool = false,
         slow: @escaping @Sendable (P) async throws(BrokerError) -> R
     ) {
-        handlers[method.rawValue] = { line, id, codec, caller in
+        handlers[method.rawValue] = { line, id, codec, identify in
             let decoded: P
             if let scan = line.scanned, let read = scanned?(scan) {
                 decoded = read
@@ -81,7 +83,7 @@ struct MethodTable: Sendable {
             // The policy is asked before the cache, so a cache hit never skips it.
             if let authorize {
                 do throws(BrokerError) {
-                    try authorize(caller, decoded)
+                    try authorize(identify, decoded)
                 } catch {
                     return .now(codec.failure(id, error.rpcError))
                 }
@@ -130,17 +132,18 @@ extension MethodTable {
     /// The daemon's methods, wired to the broker.
     static func broker(_ broker: Broker) -> MethodTable {
         var t = MethodTable()
+        t.callerPolicy = { broker.callerPolicy }
         t.register(.tokenGet, TokenGetParams.self, empty: TokenGetParams(),
                    scanned: { TokenGetParams(scanned: $0) },
-                   authorize: { caller, p throws(BrokerError) in try broker.authorizeToken(caller, p) },
+                   authorize: { identify, p throws(BrokerError) in try broker.authorizeToken(identify, p) },
                    fast: { broker.cachedToken($0) },
                    slow: { p throws(BrokerError) in try await broker.token(p) })
         t.register(.dpopProof, DPoPProofParams.self, empty: DPoPProofParams(token: TokenGetParams(), htm: "", htu: ""),
-                   authorize: { caller, p throws(BrokerError) in try broker.authorizeToken(caller, p.token) },
+                   authorize: { identify, p throws(BrokerError) in try broker.authorizeToken(identify, p.token) },
                    fast: { broker.cachedDPoPProof($0) },
                    slow: { p throws(BrokerError) in try await broker.dpopProof(p) })
         t.register(.tokenReject, TokenRejectParams.self, empty: TokenRejectParams(),
-                   authorize: { caller, p throws(BrokerError) in try broker.authorizeReject(caller, p) },
+                   authorize: { identify, p throws(BrokerError) in try broker.authorizeReject(identify, p) },
                    slow: { p throws(BrokerError) in try broker.rejectToken(p) })
         t.register(.accountList, NoParams.self, empty: NoParams(),
                    fast: { _ in broker.accountList() },
@@ -155,10 +158,10 @@ extension MethodTable {
         t.register(.logout, LogoutParams.self, empty: LogoutParams(),
                    slow: { p throws(BrokerError) in try await broker.logout(p) })
         t.register(.accountWhoami, AccountParams.self, empty: AccountParams(),
-                   authorize: { caller, p throws(BrokerError) in try broker.authorizeClaims(caller, p) },
+                   authorize: { identify, p throws(BrokerError) in try broker.authorizeClaims(identify, p) },
                    slow: { p throws(BrokerError) in try broker.whoami(p) })
         t.register(.accountUserinfo, AccountParams.self, empty: AccountParams(),
-                   authorize: { caller, p throws(BrokerError) in try broker.authorizeClaims(caller, p) },
+                   authorize: { identify, p throws(BrokerError) in try broker.authorizeClaims(identify, p) },
                    slow: { p throws(BrokerError) in try await broker.userinfo(p) })
         t.register(.providerSetSecret, SetSecretParams.self, empty: SetSecretParams(clientSecret: ""),
                    slow: { p throws(BrokerError) in try await broker.setClientSecret(p) })

@@ -4,9 +4,8 @@ import Glibc
 import BrokerCore
 import NIOCore
 
-/// The peer of a connection: SO_PEERCRED from the kernel, and the executable and cgroup
-/// read from /proc when the connection is accepted (a process that execs afterwards keeps
-/// the identity it connected with).
+/// The peer of a connection as the kernel reports it: SO_PEERCRED, and SO_PEERPIDFD (a
+/// handle on the connecting process itself, Linux 6.5+) when the kernel has it.
 enum PeerCredentials {
     /// `struct ucred` (12 bytes): Glibc does not export it to Swift.
     struct UCred: Sendable {
@@ -15,16 +14,63 @@ enum PeerCredentials {
         var gid: UInt32 = 0
     }
 
-    /// The caller on `channel`, or nil when the kernel would not say. Call on its event loop.
-    static func caller(of channel: any Channel) -> Caller? {
+    /// `SO_PEERPIDFD` (Linux 6.5); Glibc's headers may not have it yet.
+    static let peerPIDFD: Int32 = 77
+
+    /// The connecting process's credentials, or nil when the kernel would not say. Call on
+    /// the channel's event loop.
+    static func credentials(of channel: any Channel) -> UCred? {
         guard let provider = channel as? any SocketOptionProvider else { return nil }
         let future: EventLoopFuture<UCred> = provider.unsafeGetSocketOption(
             level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
         var cred: UCred?
-        future.whenSuccess { cred = $0 }
+        future.assumeIsolated().whenSuccess { cred = $0 }  // completed already: on the event loop
         guard let cred, cred.pid > 0 else { return nil }
-        return Caller(uid: cred.uid, gid: cred.gid, pid: cred.pid,
-                      executable: executable(of: cred.pid), cgroup: cgroup(of: cred.pid))
+        return cred
+    }
+
+    /// A pidfd for the connecting process: `.some(fd)`, `.gone` when the kernel has
+    /// SO_PEERPIDFD but the process has exited, `.unsupported` on older kernels.
+    enum PIDFD { case some(CInt), gone, unsupported }
+
+    static func pidfd(of channel: any Channel) -> PIDFD {
+        guard let provider = channel as? any SocketOptionProvider else { return .unsupported }
+        let future: EventLoopFuture<CInt> = provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(peerPIDFD))
+        var result = PIDFD.unsupported
+        future.assumeIsolated().whenComplete {
+            switch $0 {
+            case .success(let fd): result = fd >= 0 ? .some(fd) : .gone
+            case .failure(let error):
+                // ENOPROTOOPT (or EINVAL): an older kernel. Anything else: no such process now.
+                if let io = error as? IOError, io.errnoCode != ENOPROTOOPT, io.errnoCode != EINVAL { result = .gone }
+            }
+        }
+        return result
+    }
+
+    /// Whether the process behind `pidfd` still runs: a pidfd turns readable when it exits.
+    static func isAlive(_ pidfd: CInt) -> Bool {
+        var p = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
+        return poll(&p, 1, 0) == 0
+    }
+
+    /// The process's start time in clock ticks after boot (field 22 of /proc/PID/stat),
+    /// which tells one process from a later one given the same pid.
+    static func startTime(of pid: Int32) -> UInt64? {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1024) { buffer -> UInt64? in
+            let fd = open("/proc/\(pid)/stat", O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { return nil }
+            defer { close(fd) }
+            let n = read(fd, buffer.baseAddress, buffer.count)
+            guard n > 0 else { return nil }
+            let text = buffer[0..<n]
+            // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
+            guard let paren = text.lastIndex(of: UInt8(ascii: ")")) else { return nil }
+            let fields = text[(paren + 1)...].split(separator: UInt8(ascii: " "))
+            guard fields.count > 19 else { return nil }
+            return UInt64(String(decoding: fields[19], as: UTF8.self))  // fields[0] is field 3
+        }
     }
 
     static func executable(of pid: Int32) -> String? {
@@ -45,6 +91,24 @@ enum PeerCredentials {
         }
         return nil
     }
+
+    /// The mount and user namespaces of `pid`, or nil when they cannot be read.
+    static func namespaces(of pid: String) -> [FileID]? {
+        guard let mnt = FileID(path: "/proc/\(pid)/ns/mnt"), let user = FileID(path: "/proc/\(pid)/ns/user") else { return nil }
+        return [mnt, user]
+    }
+
+    /// The user's own namespaces: those of the process that started the daemon (the user
+    /// manager under systemd, whose service sandbox gives the daemon namespaces of its
+    /// own), when it is the user's and readable; the daemon's own otherwise. Read at start.
+    static let userNamespaces: [FileID]? = {
+        let parent = getppid()
+        var st = stat()
+        if parent > 1, stat("/proc/\(parent)", &st) == 0, st.st_uid == getuid(), let ns = namespaces(of: String(parent)) {
+            return ns
+        }
+        return namespaces(of: "self")
+    }()
 }
 
 private extension String {

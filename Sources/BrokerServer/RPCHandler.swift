@@ -11,8 +11,8 @@ import Glibc
 import Logging
 import NIOCore
 
-/// Who is on the other end of a new connection, or nil when that cannot be known.
-typealias PeerIdentifier = @Sendable (any Channel) -> Caller?
+/// The kernel's word on who opened a new connection (SO_PEERCRED), or nil when it cannot be known.
+typealias PeerIdentifier = @Sendable (any Channel) -> PeerCredentials.UCred?
 
 /// Turns each line into a JSON-RPC call and writes its answer. Answers go out in the order
 /// they are ready, matched by `id`; the connection stays open after any error in a request.
@@ -32,10 +32,13 @@ final class RPCHandler: ChannelDuplexHandler {
     private let activity: ServerActivity
     private let codec = RPCCodec()
     private let maxConnections: Int
-    /// Reads who is on the other end of a new connection.
+    private let refusals: RefusalLog
+    /// Reads the kernel's word on who opened a new connection.
     private let identify: PeerIdentifier
-    /// The peer, read once when the connection opens (SO_PEERCRED, /proc).
-    private var caller: Caller?
+    /// The peer: its uid at accept, the rest when a policy needs it (PeerIdentity).
+    private var peer: PeerIdentity?
+    /// Whether this connection counts toward max_connections (another user's does not).
+    private var counted = false
     private var refused = false
     /// Async answers not yet written; a half-closed connection closes when this reaches 0.
     private var pending = 0
@@ -58,13 +61,14 @@ final class RPCHandler: ChannelDuplexHandler {
     private let origin = RequestOrigin.next()
 
     /// - Parameter identify: the peer of a new connection; production reads the kernel's
-    ///   word (`PeerCredentials.caller(of:)`). Tests on an `EmbeddedChannel`, which has no
-    ///   peer, say who connects; the check of the uid stays the same.
+    ///   word (`PeerCredentials.credentials(of:)`). Tests on an `EmbeddedChannel`, which has
+    ///   no peer, say who connects; the check of the uid stays the same.
     init(table: MethodTable, counters: BrokerCounters, logger: Logger, activity: ServerActivity, maxConnections: Int,
          maxInFlight: Int = 64, maxInFlightTotal: Int = 1024,
-         identify: @escaping PeerIdentifier = PeerCredentials.caller(of:)) {
+         refusals: RefusalLog, identify: @escaping PeerIdentifier = PeerCredentials.credentials(of:)) {
         self.identify = identify
         self.table = table
+        self.refusals = refusals
         self.counters = counters
         self.logger = logger
         self.activity = activity
@@ -74,16 +78,33 @@ final class RPCHandler: ChannelDuplexHandler {
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        activity.opened()
-        caller = identify(context.channel)
+        let peer = PeerIdentity(channel: context.channel, credentials: identify(context.channel))
+        self.peer = peer
         let me = getuid()
-        if caller?.uid != me {
+        guard let cred = peer.credentials, cred.uid == me else {
             // Even with the socket's mode loosened, only the daemon's own user is served.
-            refuse(context, RPCError(.forbidden, "connections from uid \(caller.map { String($0.uid) } ?? "unknown") are refused: authbrokerd serves only its own user (uid \(me))"))
-            logger.warning("refused a connection from another user", metadata: ["uid": "\(caller.map { String($0.uid) } ?? "unknown")", "pid": "\(caller.map { String($0.pid) } ?? "unknown")"])
-        } else if activity.openConnections > maxConnections {
+            // Another user's connection is closed at once and not counted, so it can
+            // neither hold connection slots nor fill the log.
+            let uid = peer.credentials.map { String($0.uid) } ?? "unknown"
+            refusals.refused(uid: uid, pid: peer.credentials.map { String($0.pid) } ?? "unknown", logger: logger)
+            refused = true
+            counters.errors.increment()
+            var out = context.channel.allocator.buffer(capacity: 160)
+            out.writeBytes(codec.failure(.null, RPCError(.forbidden, "connections from uid \(uid) are refused: authbrokerd serves only its own user (uid \(me))")))
+            out.writeInteger(UInt8(ascii: "\n"))
+            let channel = context.channel
+            context.writeAndFlush(wrapOutboundOut(out)).whenComplete { _ in channel.close(promise: nil) }
+            return
+        }
+        counted = true
+        activity.opened()
+        if activity.openConnections > maxConnections {
             refuse(context, RPCError(.overloaded, "authbrokerd has \(maxConnections) connections open already; close some and try again", data: ErrorData(limit: maxConnections)))
             logger.warning("connection limit reached", metadata: ["limit": "\(maxConnections)"])
+        } else {
+            let policy = table.callerPolicy()
+            // Read who connected before it can run another program (docs/security.md).
+            if !policy.isOpen { peer.bind(needsCgroup: policy.needsCgroup) }
         }
         context.fireChannelActive()
     }
@@ -106,7 +127,7 @@ final class RPCHandler: ChannelDuplexHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        activity.closed()
+        if counted { activity.closed() }
         // A peer that hung up fully (not a half-close: that one still reads its answers).
         for task in cancelledOnClose.values { task.cancel() }
         cancelledOnClose = [:]
@@ -188,12 +209,24 @@ final class RPCHandler: ChannelDuplexHandler {
         guard let handler = table[method] else {
             return fail(context, id, RPCError(.methodNotFound, "there is no method \"\(method.prefix(64))\": see docs/protocol.md for the methods"))
         }
-        let reply = handler(line, id, codec, caller)
+        guard let peer else { return }
+        let reply = handler(line, id, codec, peer.identify)
         // A notification (no id) is carried out but never answered (JSON-RPC 2.0 §4.1).
         let answer = header.hasID
         switch reply {
         case .now(let data):
-            if answer { write(context, data) }
+            if peer.changed {
+                // The process that connected is gone or runs another program: nothing more
+                // is served on this connection.
+                refused = true
+                var out = context.channel.allocator.buffer(capacity: data.count + 1)
+                out.writeBytes(data)
+                out.writeInteger(UInt8(ascii: "\n"))
+                let channel = context.channel
+                context.writeAndFlush(wrapOutboundOut(out)).whenComplete { _ in channel.close(promise: nil) }
+            } else if answer {
+                write(context, data)
+            }
         case .later(let work), .untilClosed(let work):
             guard activity.requestsInFlight < maxInFlightTotal else {
                 // Every connection's work together is capped; one caller pausing its own
@@ -235,7 +268,7 @@ final class RPCHandler: ChannelDuplexHandler {
             closeIfDone(context)
         } else if event is ConnectionNotReading {
             // Its answers have waited unread for too long: what is queued is dropped.
-            logger.info("closing a connection that does not read its answers", metadata: ["pid": "\(caller.map { String($0.pid) } ?? "unknown")"])
+            logger.info("closing a connection that does not read its answers", metadata: ["pid": "\(peer?.credentials.map { String($0.pid) } ?? "unknown")"])
             held.removeAll()
             context.close(promise: nil)
         } else if event is ConnectionIdle {

@@ -19,10 +19,15 @@ enum SocketListener {
             guard mkdir(folder, 0o700) == 0 || errno == EEXIST else {
                 throw Failure(description: "cannot create \(folder): \(String(cString: strerror(errno)))")
             }
-        } else if isDefaultFolder(folder), st.st_mode & 0o077 != 0 {
+            guard stat(folder, &st) == 0 else {
+                throw Failure(description: "cannot read \(folder): \(String(cString: strerror(errno)))")
+            }
+        } else if isDefaultFolder(folder), st.st_uid == geteuid(), st.st_mode & 0o077 != 0 {
             // Our own folder under XDG_RUNTIME_DIR: keep it private even if something loosened it.
             chmod(folder, 0o700)
+            st.st_mode &= ~0o077
         }
+        try checkOwned(folder, st)
         if lstat(path, &st) == 0 {
             guard st.st_mode & S_IFMT == S_IFSOCK else {
                 throw Failure(description: "\(path) exists and is not a socket: move it away or set AUTHBROKER_SOCKET")
@@ -31,6 +36,18 @@ enum SocketListener {
                 throw Failure(description: "another authbrokerd is already serving \(path): stop it first (`systemctl --user stop authbroker.service`) or set AUTHBROKER_SOCKET to another path")
             }
             unlink(path)
+        }
+    }
+
+    /// Refuses a socket folder another user owns or may write to: its owner (or anyone who
+    /// may write there) could replace the socket and read what clients send.
+    private static func checkOwned(_ folder: String, _ st: stat) throws(Failure) {
+        let me = geteuid()
+        if st.st_uid != me {
+            throw Failure(description: "the socket folder \(folder) belongs to uid \(st.st_uid), not to uid \(me) that runs authbrokerd: set AUTHBROKER_SOCKET to a path in a folder of your own (mode 700)")
+        }
+        if st.st_mode & 0o022 != 0 {
+            throw Failure(description: "the socket folder \(folder) may be written by other users (mode \(String(st.st_mode & 0o7777, radix: 8))): make it private (`chmod 700 \(folder)`) or set AUTHBROKER_SOCKET to a path in a folder of your own")
         }
     }
 

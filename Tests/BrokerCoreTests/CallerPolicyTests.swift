@@ -1,8 +1,9 @@
 @testable import BrokerCore
+import Foundation
 import XCTest
 
 final class CallerPolicyTests: XCTestCase {
-    let git = Caller(uid: 1000, gid: 1000, pid: 42, executable: "/usr/bin/git",
+    let git = Caller(uid: 1000, gid: 1000, pid: 42, executable: "/usr/bin/git", executableID: FileID(path: "/usr/bin/git"),
                      cgroup: "/user.slice/user-1000.slice/user@1000.service/app.slice/app-org.gnome.Terminal.scope")
 
     func testNoRulesAllowEverything() {
@@ -20,6 +21,7 @@ final class CallerPolicyTests: XCTestCase {
         XCTAssertFalse(policy.allowsClaims(git, provider: "corp"), "claims need claims = true")
         var curl = git
         curl.executable = "/usr/bin/curl"
+        curl.executableID = FileID(path: "/usr/bin/curl")
         XCTAssertFalse(policy.allowsToken(curl, provider: "corp", resource: "https://git.example.com"))
         XCTAssertFalse(policy.allowsToken(nil, provider: "corp", resource: "https://git.example.com"), "an unidentified caller gets nothing")
     }
@@ -54,11 +56,47 @@ final class CallerPolicyTests: XCTestCase {
             """, file: "c.toml")
         XCTAssertEqual(config.policy.rules.count, 2)
         XCTAssertEqual(config.policy.rules[1], AllowRule(executable: "/usr/bin/python3", unit: "batch.service", resources: ["*"], claims: true))
+        XCTAssertEqual(config.policy.rules[1].namespaces, .user, "only the user's own namespaces unless a rule says otherwise")
+        let any = try ConfigLoader.parse("[providers.corp]\nissuer=\"https://a\"\nclient_id=\"x\"\n[[allow]]\nexe=\"/usr/bin/git\"\nnamespaces=\"any\"\n", file: "c.toml")
+        XCTAssertEqual(any.policy.rules[0].namespaces, .any)
+        XCTAssertThrowsError(try ConfigLoader.parse("[providers.corp]\nissuer=\"https://a\"\nclient_id=\"x\"\n[[allow]]\nexe=\"/usr/bin/git\"\nnamespaces=\"some\"\n", file: "c.toml")) { error in
+            XCTAssertEqual((error as? ConfigError)?.key, "allow[0].namespaces")
+        }
         XCTAssertThrowsError(try ConfigLoader.parse("[providers.corp]\nissuer=\"https://a\"\nclient_id=\"x\"\n[[allow]]\nexe=\"git\"\n", file: "c.toml")) { error in
             XCTAssertEqual((error as? ConfigError)?.key, "allow[0].exe")
         }
         XCTAssertThrowsError(try ConfigLoader.parse("[providers.corp]\nissuer=\"https://a\"\nclient_id=\"x\"\n[[allow]]\nexe=\"/usr/bin/git\"\nproviders=[\"nope\"]\n", file: "c.toml")) { error in
             XCTAssertEqual((error as? ConfigError)?.key, "allow[0].providers")
         }
+    }
+
+    /// A rule names a file, not a path: a copy is refused, a hard link is the same program,
+    /// and a package upgrade (a new file renamed over the path) is followed.
+    func testRulesMatchTheFileNotThePath() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ab-policy-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let tool = dir + "/tool", copy = dir + "/copy", link = dir + "/link"
+        try Data("v1".utf8).write(to: URL(fileURLWithPath: tool))
+        try FileManager.default.copyItem(atPath: tool, toPath: copy)
+        try FileManager.default.linkItem(atPath: tool, toPath: link)
+        let policy = CallerPolicy(rules: [AllowRule(executable: tool, resources: ["*"])])
+        func caller(_ path: String, namespaces: Bool? = true) -> Caller {
+            Caller(uid: 1000, gid: 1000, pid: 7, executable: tool, executableID: FileID(path: path), cgroup: nil, inUserNamespaces: namespaces)
+        }
+        XCTAssertTrue(policy.allowsToken(caller(tool), provider: "corp", resource: "r"))
+        XCTAssertTrue(policy.allowsToken(caller(link), provider: "corp", resource: "r"), "a hard link is the same file")
+        XCTAssertFalse(policy.allowsToken(caller(copy), provider: "corp", resource: "r"), "a copy is another file, whatever path it reports")
+        XCTAssertFalse(policy.allowsToken(caller(tool, namespaces: false), provider: "corp", resource: "r"), "another namespace needs namespaces = \"any\"")
+        XCTAssertFalse(policy.allowsToken(caller(tool, namespaces: nil), provider: "corp", resource: "r"), "unknown namespaces are not the user's")
+        let anywhere = CallerPolicy(rules: [AllowRule(executable: tool, namespaces: .any, resources: ["*"])])
+        XCTAssertTrue(anywhere.allowsToken(caller(tool, namespaces: false), provider: "corp", resource: "r"))
+
+        // An upgrade writes the new version beside the old one and renames it over the path.
+        let old = caller(tool)
+        try Data("v2".utf8).write(to: URL(fileURLWithPath: dir + "/tool.new"))
+        XCTAssertEqual(rename(dir + "/tool.new", tool), 0)
+        XCTAssertTrue(policy.allowsToken(caller(tool), provider: "corp", resource: "r"), "the rule follows the path to the new file")
+        XCTAssertFalse(policy.allowsToken(old, provider: "corp", resource: "r"), "the replaced file is no longer the rule's")
     }
 }

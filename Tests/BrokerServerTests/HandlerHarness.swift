@@ -51,7 +51,7 @@ enum Handlers {
     }
 
     /// Whoever runs the tests, as SO_PEERCRED would report them.
-    static let me: PeerIdentifier = { _ in Caller(uid: getuid(), gid: getgid(), pid: getpid(), executable: nil, cgroup: nil) }
+    static let me: PeerIdentifier = { _ in PeerCredentials.UCred(pid: getpid(), uid: getuid(), gid: getgid()) }
 
     /// The daemon's pipeline (`BrokerServer.addHandlers`) on `channel`, with `identify`
     /// standing in for SO_PEERCRED, which an embedded channel has not.

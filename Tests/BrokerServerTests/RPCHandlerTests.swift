@@ -63,16 +63,17 @@ final class RPCHandlerTests: XCTestCase {
     // MARK: Who may connect, and how many
 
     func testCallersOfAnotherUserOrUnidentifiedAreRefused() throws {
-        let other: PeerIdentifier = { _ in Caller(uid: getuid() + 1, gid: 0, pid: 4242, executable: nil, cgroup: nil) }
+        let other: PeerIdentifier = { _ in PeerCredentials.UCred(pid: 4242, uid: getuid() + 1, gid: 0) }
         for (identify, uid) in [(other, "\(getuid() + 1)"), ({ _ in nil }, "unknown")] as [(PeerIdentifier, String)] {
-            let channel = try EmbeddedChannel.daemon(identify: identify)
+            let activity = ServerActivity()
+            let channel = try EmbeddedChannel.daemon(identify: identify, activity: activity)
             let refusal = try channel.answers()
             XCTAssertEqual(refusal.map(\.errorCode), [-32002])
             XCTAssertEqual(refusal.first?.errorMessage,
                            "connections from uid \(uid) are refused: authbrokerd serves only its own user (uid \(getuid()))")
-            // What the refused caller sends is not served.
-            try channel.send(Handlers.request(id: 1, resource: "now") + "\n")
-            XCTAssertEqual(try channel.answers().count, 0)
+            // Closed at once, and not counted toward max_connections.
+            XCTAssertFalse(channel.isActive)
+            XCTAssertEqual(activity.openConnections, 0)
         }
     }
 

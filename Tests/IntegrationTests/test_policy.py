@@ -77,7 +77,8 @@ def test_a_process_of_another_uid_is_refused_even_with_a_loosened_socket(daemon_
     probe = (
         "import json,socket,sys\n"
         "s=socket.socket(socket.AF_UNIX);s.settimeout(10);s.connect(sys.argv[1])\n"
-        "s.sendall(b'{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon.status\"}\\n')\n"
+        "try: s.sendall(b'{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon.status\"}\\n')\n"
+        "except OSError: pass\n"  # closed at once: the refusal may already be there to read
         "data=b''\n"
         "while True:\n"
         "    chunk=s.recv(65536)\n"
@@ -92,3 +93,41 @@ def test_a_process_of_another_uid_is_refused_even_with_a_loosened_socket(daemon_
     assert "-32002" in r.stdout and "uid" in r.stdout
     assert "result" in d.rpc("daemon.status")  # its own user is still served
     assert stat.S_IMODE(os.stat(d.socket).st_mode) == 0o666  # the test really loosened it
+
+
+def test_another_uid_can_neither_take_the_connection_slots_nor_flood_the_log(glewlwyd):
+    d = Daemon(glewlwyd)
+    d.write_config(text=f"""
+[daemon]
+store = "memory"
+max_connections = 2
+[providers.{d.name}]
+issuer = "{glewlwyd.issuer}"
+client_id = "{glewlwyd.client_id('authbroker')}"
+""")
+    try:
+        d.start()
+        os.chmod(d.dir, 0o755)
+        os.chmod(d.socket, 0o666)
+        # 40 connections from another user, each kept open on its side.
+        hog = (
+            "import socket,sys,time\n"
+            "held=[]\n"
+            "for _ in range(40):\n"
+            "    s=socket.socket(socket.AF_UNIX);s.connect(sys.argv[1]);held.append(s)\n"
+            "print('held',flush=True)\n"
+            "time.sleep(30)\n"
+        )
+        p = subprocess.Popen(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", PYTHON, "-c", hog, d.socket],
+                             stdout=subprocess.PIPE, text=True)
+        try:
+            assert p.stdout.readline().strip() == "held"
+            for _ in range(2):
+                assert "result" in d.rpc("daemon.status"), "the user's own connections are still served"
+        finally:
+            p.kill()
+            p.wait()
+        refusals = [line for line in d.log_text().splitlines() if "refused a connection from another user" in line]
+        assert 1 <= len(refusals) <= 2, refusals  # at most one line per 10 s
+    finally:
+        d.cleanup()

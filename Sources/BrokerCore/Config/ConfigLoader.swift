@@ -178,7 +178,7 @@ private struct TableReader {
     }
 
     func rule(_ t: TOMLTable, at key: String, providers known: Set<String>) throws(ConfigError) -> AllowRule {
-        try checkKeys(t, allowed: ["exe", "unit", "cgroup", "resources", "providers", "claims"], at: key)
+        try checkKeys(t, allowed: ["exe", "namespaces", "unit", "cgroup", "resources", "providers", "claims"], at: key)
         guard let exe = try string(t, "exe", at: key), exe.hasPrefix("/") else {
             throw fail("\(key).exe", "is missing or not an absolute path: name the caller's executable, e.g. \"/usr/bin/git\"")
         }
@@ -191,7 +191,14 @@ private struct TableReader {
             guard let b = v.bool else { throw fail("\(key).claims", "must be true or false") }
             claims = b
         }
-        return AllowRule(executable: exe, unit: try string(t, "unit", at: key), cgroupPrefix: try string(t, "cgroup", at: key),
+        var namespaces = NamespaceScope.user
+        if let v = try string(t, "namespaces", at: key) {
+            guard let scope = NamespaceScope(rawValue: v) else {
+                throw fail("\(key).namespaces", "must be \"user\" (the default: only callers in the user's own namespaces) or \"any\"")
+            }
+            namespaces = scope
+        }
+        return AllowRule(executable: exe, namespaces: namespaces, unit: try string(t, "unit", at: key), cgroupPrefix: try string(t, "cgroup", at: key),
                          resources: try strings(t, "resources", at: key) ?? [], providers: providers, claims: claims)
     }
 

@@ -1,11 +1,21 @@
 import BrokerProtocol
 
+/// Reads the caller's identity when a policy needs it: `needsCgroup` says whether a rule
+/// names a unit or cgroup. Throws when the connection's process is no longer the one that
+/// connected.
+public typealias CallerIdentification = (_ needsCgroup: Bool) throws(BrokerError) -> Caller?
+
 extension Broker {
+    /// The `[[allow]]` rules in force (none: every process of the user is served).
+    public var callerPolicy: CallerPolicy { table.withLock { $0.config.policy } }  // not `config`: no copy of the whole configuration
+
     /// Refuses a token request the caller policy does not grant, naming the executable and
-    /// the resource. Cheap enough for every request: no policy, no work.
-    public func authorizeToken(_ caller: Caller?, _ request: TokenGetParams) throws(BrokerError) {
-        let policy = table.withLock { $0.config.policy }  // not `config`: no copy of the whole configuration per request
+    /// the resource. Cheap enough for every request: no policy, no work (the caller is not
+    /// even identified).
+    public func authorizeToken(_ identify: CallerIdentification, _ request: TokenGetParams) throws(BrokerError) {
+        let policy = callerPolicy
         guard !policy.isOpen else { return }
+        let caller = try identify(policy.needsCgroup)
         let provider = request.provider ?? provider(orDefault: nil)?.name ?? ""
         guard policy.allowsToken(caller, provider: provider, resource: request.resource) else {
             let who = caller?.description ?? "an unidentified caller"
@@ -15,9 +25,10 @@ extension Broker {
     }
 
     /// Refuses `account.whoami` / `account.userinfo` to callers without `claims = true`.
-    public func authorizeClaims(_ caller: Caller?, _ params: AccountParams) throws(BrokerError) {
-        let policy = table.withLock { $0.config.policy }
+    public func authorizeClaims(_ identify: CallerIdentification, _ params: AccountParams) throws(BrokerError) {
+        let policy = callerPolicy
         guard !policy.isOpen else { return }
+        let caller = try identify(policy.needsCgroup)
         let provider = params.provider ?? provider(orDefault: nil)?.name ?? ""
         guard policy.allowsClaims(caller, provider: provider) else {
             logger.notice("claims refused by policy", metadata: ["caller": "\(caller?.description ?? "unknown")", "provider": "\(provider)"])

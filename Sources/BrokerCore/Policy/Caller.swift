@@ -1,20 +1,29 @@
 /// Who is asking: the peer of a socket connection, as the kernel reports it (SO_PEERCRED)
-/// and as /proc showed it when the connection was accepted.
+/// and as /proc showed it (read when a policy first needs it, re-checked on every request).
 public struct Caller: Sendable, Equatable, CustomStringConvertible {
     public var uid: UInt32
     public var gid: UInt32
     public var pid: Int32
-    /// The executable (`/proc/PID/exe`), or nil when it could not be read.
+    /// The executable's path (`/proc/PID/exe`), for messages only, or nil when it could not
+    /// be read. Rules match ``executableID``: a path can be bind-mounted over.
     public var executable: String?
+    /// The device and inode of the file the process runs (a stat through `/proc/PID/exe`).
+    public var executableID: FileID?
     /// The cgroup path (`/proc/PID/cgroup`, unified hierarchy), or nil.
     public var cgroup: String?
+    /// Whether the caller's mount and user namespaces are the user's own (those the daemon
+    /// was started in); nil when they could not be read.
+    public var inUserNamespaces: Bool?
 
-    public init(uid: UInt32, gid: UInt32, pid: Int32, executable: String?, cgroup: String?) {
+    public init(uid: UInt32, gid: UInt32, pid: Int32, executable: String?, executableID: FileID? = nil,
+                cgroup: String?, inUserNamespaces: Bool? = true) {
         self.uid = uid
         self.gid = gid
         self.pid = pid
         self.executable = executable
+        self.executableID = executableID
         self.cgroup = cgroup
+        self.inUserNamespaces = inUserNamespaces
     }
 
     /// The systemd unit the caller runs in (`app-foo.scope`, `bar.service`), from its cgroup.

@@ -1,9 +1,23 @@
+import Synchronization
+
+/// Whether a rule also serves callers in other mount or user namespaces (`namespaces`).
+public enum NamespaceScope: String, Sendable, Equatable {
+    /// Only callers in the namespaces the daemon was started in (the default): inside a
+    /// namespace of its own, a process of the user can mount anything over any path.
+    case user
+    /// Callers in any namespace (containers, sandboxes) whose executable is the same file.
+    case any
+}
+
 /// One `[[allow]]` rule: which callers (by executable, and optionally systemd unit or
 /// cgroup) may get tokens for which resources of which providers, and whether they may read
 /// the account's claims (`account.whoami`, `account.userinfo`).
 public struct AllowRule: Sendable, Equatable {
-    /// The caller's executable path, exactly as the kernel reports it.
+    /// The executable's path as configured. The caller matches when it runs this very file
+    /// (same device and inode), whatever path it was started by.
     public var executable: String
+    /// Which namespaces the caller may be in.
+    public var namespaces: NamespaceScope
     /// The systemd unit the caller must run in, when set.
     public var unit: String?
     /// A cgroup path prefix the caller's cgroup must start with, when set.
@@ -15,9 +29,14 @@ public struct AllowRule: Sendable, Equatable {
     /// Whether ID-token claims and UserInfo may be read.
     public var claims: Bool
 
-    public init(executable: String, unit: String? = nil, cgroupPrefix: String? = nil, resources: [String],
-                providers: [String] = [], claims: Bool = false) {
+    /// The file `executable` named when last stat'ed.
+    private let file: ExecutableFile
+
+    public init(executable: String, namespaces: NamespaceScope = .user, unit: String? = nil, cgroupPrefix: String? = nil,
+                resources: [String], providers: [String] = [], claims: Bool = false) {
         self.executable = executable
+        self.namespaces = namespaces
+        self.file = ExecutableFile(path: executable)
         self.unit = unit
         self.cgroupPrefix = cgroupPrefix
         self.resources = resources
@@ -25,8 +44,14 @@ public struct AllowRule: Sendable, Equatable {
         self.claims = claims
     }
 
+    public static func == (a: AllowRule, b: AllowRule) -> Bool {
+        a.executable == b.executable && a.namespaces == b.namespaces && a.unit == b.unit && a.cgroupPrefix == b.cgroupPrefix
+            && a.resources == b.resources && a.providers == b.providers && a.claims == b.claims
+    }
+
     func matches(_ caller: Caller) -> Bool {
-        guard caller.executable == executable else { return false }
+        guard let id = caller.executableID, file.identifies(id) else { return false }
+        if namespaces == .user, caller.inUserNamespaces != true { return false }
         if let unit, caller.unit != unit { return false }
         if let cgroupPrefix, !(caller.cgroup ?? "").hasPrefix(cgroupPrefix) { return false }
         return true
@@ -50,17 +75,42 @@ public struct CallerPolicy: Sendable, Equatable {
 
     public var isOpen: Bool { rules.isEmpty }
 
+    /// Whether some rule names a unit or cgroup, so the caller's cgroup must be read.
+    public var needsCgroup: Bool { rules.contains { $0.unit != nil || $0.cgroupPrefix != nil } }
+
     /// Whether `caller` may have a token for `resource` of `provider`.
     public func allowsToken(_ caller: Caller?, provider: String, resource: String?) -> Bool {
         if rules.isEmpty { return true }
         guard let caller else { return false }
-        return rules.contains { $0.matches(caller) && $0.grants(provider: provider, resource: resource) }
+        // What a rule grants is asked first: it costs nothing, and the executable may need a stat.
+        return rules.contains { $0.grants(provider: provider, resource: resource) && $0.matches(caller) }
     }
 
     /// Whether `caller` may read the claims of accounts of `provider`.
     public func allowsClaims(_ caller: Caller?, provider: String) -> Bool {
         if rules.isEmpty { return true }
         guard let caller else { return false }
-        return rules.contains { $0.matches(caller) && $0.claims && ($0.providers.isEmpty || $0.providers.contains(provider)) }
+        return rules.contains { $0.claims && ($0.providers.isEmpty || $0.providers.contains(provider)) && $0.matches(caller) }
+    }
+}
+
+/// The device and inode of a rule's executable, stat'ed when the configuration is loaded
+/// and again whenever a caller's executable does not match: a package upgrade replaces the
+/// file (a new inode) under the same path, and the rule follows it.
+final class ExecutableFile: Sendable {
+    private let path: String
+    private let id: Mutex<FileID?>
+
+    init(path: String) {
+        self.path = path
+        self.id = Mutex(FileID(path: path))
+    }
+
+    /// Whether `caller` is this file; a stat of the path only when the cached one differs.
+    func identifies(_ caller: FileID) -> Bool {
+        if id.withLock({ $0 }) == caller { return true }
+        let now = FileID(path: path)
+        id.withLock { $0 = now }
+        return now == caller
     }
 }

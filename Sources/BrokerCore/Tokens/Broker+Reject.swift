@@ -5,13 +5,13 @@ extension Broker {
     /// A caller may reject only what it may get: the token's (or key's) provider and
     /// resource must be granted to it by the `[[allow]]` rules, as for `token.get`.
     /// Otherwise one program could make the broker refresh another's tokens at will.
-    public func authorizeReject(_ caller: Caller?, _ params: TokenRejectParams) throws(BrokerError) {
+    public func authorizeReject(_ identify: CallerIdentification, _ params: TokenRejectParams) throws(BrokerError) {
         if let token = params.accessToken {
             // A token that is not cached has nothing to drop and nothing to guard.
             guard let key = cache.key(holding: token) else { return }
-            try authorizeToken(caller, TokenGetParams(resource: key.resource, provider: key.account.provider))
+            try authorizeToken(identify, TokenGetParams(resource: key.resource, provider: key.account.provider))
         } else {
-            try authorizeToken(caller, TokenGetParams(resource: params.resource, provider: params.provider))
+            try authorizeToken(identify, TokenGetParams(resource: params.resource, provider: params.provider))
         }
     }
 

@@ -1,0 +1,86 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import BrokerCore
+import NIOCore
+
+/// The process at the other end of one connection, bound to the process that connected.
+///
+/// SO_PEERCRED's uid is read at accept, always (only the daemon's user is served). The rest
+/// (executable, namespaces, start time, cgroup) is read only when an `[[allow]]` policy is
+/// in force: at accept then, or at the first request that needs it after a reload brought
+/// rules in. Every later request checks, for a few microseconds, that the process is still
+/// the one that connected (same process, same start time, same executable file); one that
+/// ran another program since, or a sibling holding the socket after it exited, loses the
+/// connection. Used on the channel's event loop only.
+final class PeerIdentity {
+    let credentials: PeerCredentials.UCred?
+    private let channel: any Channel
+    private var pidfd: CInt = -1
+    private var caller: Caller?
+    private var startTime: UInt64?
+    private var read = false
+    /// Set when the process no longer is the one that connected; the connection then closes.
+    private(set) var changed = false
+
+    init(channel: any Channel, credentials: PeerCredentials.UCred?) {
+        self.channel = channel
+        self.credentials = credentials
+    }
+
+    deinit {
+        if pidfd >= 0 { close(pidfd) }
+    }
+
+    /// Reads the identity now, as close to the connect as the daemon can.
+    func bind(needsCgroup: Bool) {
+        guard !read, let cred = credentials else { return }
+        read = true
+        switch PeerCredentials.pidfd(of: channel) {
+        case .some(let fd): pidfd = fd
+        case .gone: return  // exited already: whatever holds the socket now is no one we know
+        case .unsupported: break
+        }
+        let pid = cred.pid
+        guard let start = PeerCredentials.startTime(of: pid), let exe = FileID(path: "/proc/\(pid)/exe") else { return }
+        let ns = PeerCredentials.namespaces(of: String(pid))
+        let home = PeerCredentials.userNamespaces
+        let found = Caller(uid: cred.uid, gid: cred.gid, pid: pid, executable: PeerCredentials.executable(of: pid),
+                           executableID: exe, cgroup: needsCgroup ? PeerCredentials.cgroup(of: pid) : nil,
+                           inUserNamespaces: ns.flatMap { ns in home.map { $0 == ns } })
+        // What /proc showed belongs to the connecting process only if it still runs now
+        // (with a pidfd) or still has the start time read first (without: pid reuse).
+        guard pidfd >= 0 ? PeerCredentials.isAlive(pidfd) : PeerCredentials.startTime(of: pid) == start else { return }
+        startTime = start
+        caller = found
+    }
+
+    /// The caller, for a policy decision on the current request (a `CallerIdentification`).
+    /// - Throws: `forbidden` when the process ran another program or ended since it
+    ///   connected; the connection is closed after the answer.
+    func identify(needsCgroup: Bool) throws(BrokerError) -> Caller? {
+        if changed { throw Self.changedError }
+        guard read else {
+            bind(needsCgroup: needsCgroup)
+            return caller
+        }
+        guard var known = caller, let start = startTime else { return nil }
+        let pid = known.pid
+        let same = PeerCredentials.startTime(of: pid) == start
+            && FileID(path: "/proc/\(pid)/exe") == known.executableID
+            && (pidfd < 0 || PeerCredentials.isAlive(pidfd))
+        guard same else {
+            changed = true
+            caller = nil
+            throw Self.changedError
+        }
+        if needsCgroup, known.cgroup == nil {
+            known.cgroup = PeerCredentials.cgroup(of: pid)
+            caller = known
+        }
+        return known
+    }
+
+    static let changedError = BrokerError.forbidden(
+        message: "forbidden by policy: the process that opened this connection has since ended or run another program; the connection is closed: connect again from the program that asks")
+}
