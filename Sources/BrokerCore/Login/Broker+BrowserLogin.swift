@@ -22,6 +22,7 @@ extension Broker {
         guard let redirects else {
             throw BrokerError.invalidRequest(message: "this daemon cannot receive a browser sign-in's redirect: sign in with `authctl login --device`")
         }
+        await logins.replace(provider: provider.name)
         let state = SecureRandom.token()
         let listener = try await redirects.listen(
             port: UInt16(provider.config.redirectPort ?? 0), screen: .expecting(state: state, provider: provider.name))

@@ -19,9 +19,6 @@ extension Broker {
         if let resource = params.resource, !provider.config.resources.contains(resource) {
             throw BrokerError.invalidRequest(message: "\(resource) is not among the resources of \(provider.name): add it to resources in config.toml first")
         }
-        // A new `authctl login` means the user gave up on the previous one (a closed tab, a
-        // terminal left behind): end it, and free its port for a fixed `redirect_port`.
-        await logins.replace(provider: provider.name)
         switch params.flow ?? "browser" {
         case "device": return try await startDeviceLogin(provider, resource: params.resource)
         case "browser": return try await startBrowserLogin(provider, params)
@@ -37,6 +34,7 @@ extension Broker {
             // one anyway), and config.toml does not name one either.
             throw BrokerError.configuration(provider: provider.name, message: "\(provider.name) names no device authorization endpoint in its discovery document: set device_authorization_endpoint under [providers.\(provider.name)] in config.toml to the URL its documentation gives, or sign in with the browser (`authctl login` without --device)")
         }
+        await logins.replace(provider: provider.name)
         let started = clock.now()
         let authorization: DeviceAuthorization
         do {

@@ -77,6 +77,8 @@ final class LoginSessions: Sendable {
 
     /// Cancels the provider's sign-ins still in progress and waits until they are over
     /// (their ports free), so that a new sign-in can take the same fixed `redirect_port`.
+    /// Called once a new sign-in's request has been checked: a new `authctl login` means
+    /// the user gave up on the previous one (a closed tab, a terminal left behind).
     func replace(provider: String) async {
         await cancel(where: { $0.provider == provider }, because: "a newer sign-in to \(provider) replaced this one: finish that one instead")
     }
