@@ -175,3 +175,34 @@ def test_proofs_follow_the_caller_policy_and_need_dpop(daemon_factory):
     t = d.rpc("token.get", {"provider": d.name})
     p = d.rpc("dpop.proof", {"provider": d.name, "htm": "GET", "htu": "https://api.example.test/"})
     assert t["error"]["code"] == p["error"]["code"] == -32002, (t, p)
+
+
+def test_code_redemption_and_client_credentials_carry_proofs(daemon_factory, glewlwyd):
+    from test_sign_in import browser_login
+    d = dpop_daemon(daemon_factory, provider="rotating")
+    _, done = browser_login(d, glewlwyd)
+    assert done["result"]["account"]["state"] == "ready", done
+    token = d.rpc("token.get", {"provider": d.name})["result"]
+    assert token["token_type"] == "DPoP"
+    proof = d.rpc("dpop.proof", {"provider": d.name, "htm": "GET", "htu": glewlwyd.issuer + "/userinfo"})["result"]
+    assert decode_jwt(proof["access_token"])[1]["cnf"]["jkt"] == thumbprint(verified_proof(proof["proof"])[0]["jwk"])
+
+    m = daemon_factory(name="machine" + d.name)
+    m.write_config(text=f"""
+[daemon]
+store = "memory"
+[providers.{m.name}]
+issuer = "{glewlwyd.issuer}"
+client_id = "{glewlwyd.client_id('machine')}"
+client_secret = "{glewlwyd.client_secret('machine')}"
+grant = "client_credentials"
+scopes = ["api"]
+resources = ["{API}"]
+dpop = "EdDSA"
+""")
+    m.start()
+    answer = m.rpc("dpop.proof", {"provider": m.name, "resource": API, "htm": "POST", "htu": API + "/v1/x"})
+    assert "result" in answer, answer
+    header, claims = verified_proof(answer["result"]["proof"])
+    assert header["alg"] == "EdDSA" and claims["htm"] == "POST"
+    assert decode_jwt(answer["result"]["access_token"])[1]["cnf"]["jkt"] == thumbprint(header["jwk"])
