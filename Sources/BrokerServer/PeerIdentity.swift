@@ -66,9 +66,11 @@ final class PeerIdentity {
         }
         guard var known = caller, let start = startTime else { return nil }
         let pid = known.pid
-        let same = PeerCredentials.startTime(of: pid) == start
-            && FileID(path: "/proc/\(pid)/exe") == known.executableID
-            && (pidfd < 0 || PeerCredentials.isAlive(pidfd))
+        // The same process: with a pidfd, it still runs (a pid reused since is another
+        // process, and the pidfd would show the first one ended); without, the same start
+        // time. Running the same file: exec keeps pid and start time but changes the file.
+        let alive = pidfd >= 0 ? PeerCredentials.isAlive(pidfd) : PeerCredentials.startTime(of: pid) == start
+        let same = alive && FileID(path: "/proc/\(pid)/exe") == known.executableID
         guard same else {
             changed = true
             caller = nil

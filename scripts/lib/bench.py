@@ -70,6 +70,35 @@ def rss_kb(pid):
     return 0
 
 
+def policy_cost(daemon, line, seconds):
+    """token.get with an [[allow]] rule in force (the caller identified at accept and checked
+    per request), then the rule taken out again for the rest of the run."""
+    with open(daemon.config) as f:
+        base = f.read()
+    params = json.loads(line)["params"]
+
+    def reload(text, code):
+        with open(daemon.config, "w") as f:
+            f.write(text)
+        os.kill(daemon.pid, signal.SIGHUP)
+        for _ in range(100):  # this script is not authbench: the rule refuses it
+            if call(daemon.socket, "token.get", params).get("error", {}).get("code") == code:
+                return
+            time.sleep(0.05)
+        raise SystemExit(f"bench: the daemon did not take up its reloaded config; see {daemon.log}")
+
+    reload(base + f'\n[[allow]]\nexe = "{os.path.realpath(AUTHBENCH)}"\nresources = ["*"]\n', -32002)
+    try:
+        r = {mode: bench("load", "--socket", daemon.socket, "--mode", mode, "--connections", 1, "--seconds", seconds,
+                         "--line", line) for mode in ("connect", "persistent")}
+    finally:
+        reload(base, None)
+    for mode, x in r.items():
+        if x["errors"]:
+            raise SystemExit(f"bench: {x['errors']} token.get refused or failed with the [[allow]] rule ({mode})")
+    return r
+
+
 class Daemon:
     def __init__(self, work, providers):
         self.work = work
@@ -297,6 +326,9 @@ def main():
                                                         "--seconds", a.seconds, "--line", line)
         results["load"] = loads
 
+        log("the [[allow]] policy's cost: one rule naming authbench, new connection per request and persistent")
+        results["policy"] = policy_cost(daemon, warm_line, a.seconds)
+
         log("warm dpop.proof: a proof signed (ES256) for each request, beside token.get of the same account")
         proof_line = rpc_line("dpop.proof", {"provider": "dpop", "resource": API, "htm": "GET", "htu": API + "/v1/items"})
         answer = call(daemon.socket, "dpop.proof", json.loads(proof_line)["params"])
@@ -378,6 +410,12 @@ def table(r):
     for n in (1, 16, 64):
         b, e = L[f"broker.connect.{n}"], L[f"echo.connect.{n}"]
         row(f"new connection per request, {n} at once", rate(b["rps"]), rate(e["rps"]), f"{b['rps'] / e['rps']:.2f}")
+    none, rule = L["broker.connect.1"], r["policy"]["connect"]
+    row("new connection per request p50, one [[allow]] rule", us(rule["p50_us"]), f"no rule {us(none['p50_us'])}",
+        f"{rule['p50_us'] / none['p50_us']:.2f}×")
+    none, rule = L["broker.persistent.1"], r["policy"]["persistent"]
+    row("warm token.get p50, 1 connection, one [[allow]] rule", us(rule["p50_us"]), f"no rule {us(none['p50_us'])}",
+        f"{rule['p50_us'] / none['p50_us']:.2f}×")
     ac, cc = r["authctl"], r["c_client"]
     row("authctl token, whole process, median", ms(ac["p50_ms"]), f"C {ms(cc['p50_ms'])}",
         f"{ac['p50_ms'] / cc['p50_ms']:.2f}×", "≤ 2× C", ac["p50_ms"] <= 2 * cc["p50_ms"])
