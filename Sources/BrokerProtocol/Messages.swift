@@ -1,66 +1,6 @@
 /// Params and results of every method. Member names on the wire are snake_case and are
 /// part of the protocol documented in docs/protocol.md.
 
-/// `token.get` params: all optional; the provider defaults to the only one configured.
-public struct TokenGetParams: Codable, Sendable, Equatable {
-    public var resource: String?
-    public var scopes: [String]?
-    public var provider: String?
-    public var account: String?
-    public var minTTL: Int?
-    /// Extra token request parameters (Auth0's `audience`, Azure's `claims`, …), sent on the
-    /// refresh and part of the cache key; the protocol's own names are refused.
-    public var params: [String: String]?
-
-    public init(resource: String? = nil, scopes: [String]? = nil, provider: String? = nil, account: String? = nil,
-                minTTL: Int? = nil, params: [String: String]? = nil) {
-        self.resource = resource
-        self.scopes = scopes
-        self.provider = provider
-        self.account = account
-        self.minTTL = minTTL
-        self.params = params
-    }
-
-    enum CodingKeys: String, CodingKey {
-        case resource, scopes, provider, account, params
-        case minTTL = "min_ttl"
-    }
-
-    /// The `min_ttl` a request may ask for, in seconds: up to a day. The daemon, authctl's
-    /// parser and its fast path all check this one range.
-    @inlinable public static var minTTLRange: ClosedRange<Int> { 0...86_400 }
-}
-
-/// `token.get` result.
-public struct TokenGetResult: Codable, Sendable, Equatable {
-    public var accessToken: String
-    public var tokenType: String
-    /// Unix seconds.
-    public var expiresAt: Int64
-    public var scope: String?
-    public var resource: String?
-    public var provider: String
-    public var account: String
-
-    public init(accessToken: String, tokenType: String, expiresAt: Int64, scope: String?, resource: String?, provider: String, account: String) {
-        self.accessToken = accessToken
-        self.tokenType = tokenType
-        self.expiresAt = expiresAt
-        self.scope = scope
-        self.resource = resource
-        self.provider = provider
-        self.account = account
-    }
-
-    enum CodingKeys: String, CodingKey {
-        case accessToken = "access_token"
-        case tokenType = "token_type"
-        case expiresAt = "expires_at"
-        case scope, resource, provider, account
-    }
-}
-
 /// An account as `account.list`, `login.wait` and `daemon.status` show it.
 public struct AccountInfo: Codable, Sendable, Equatable {
     public var provider: String
