@@ -9,6 +9,12 @@ import NIOCore
 /// Sent up the pipeline when a connection had no traffic for the idle timeout.
 struct ConnectionIdle: Sendable {}
 
+/// Sent down the pipeline by the RPC handler when it stops (true) or resumes (false)
+/// reading a connection's requests.
+struct ReadsHeld: Sendable {
+    let held: Bool
+}
+
 /// Sent up the pipeline when a connection's answers stayed unread (the channel not
 /// writable) for the stall timeout: the peer does not read, and the connection is closed.
 struct ConnectionNotReading: Sendable {}
@@ -30,6 +36,9 @@ final class ConnectionGuard: ChannelDuplexHandler {
     private var stallTimer: Scheduled<Void>?
     private var idleTimer: Scheduled<Void>?
     private var drainTimer: Scheduled<Void>?
+    /// The RPC handler holds reads back (`ReadsHeld`): the rest of a started line may be
+    /// waiting in the socket, unread by the daemon, so the stall timer does not count.
+    private var readsHeld = false
     /// When the connection last read or wrote. The idle timer is not re-armed on each
     /// request (scheduling and cancelling a task cost a fifth of a cache hit in a profile):
     /// when it fires early it looks here and sleeps for the rest.
@@ -72,19 +81,38 @@ final class ConnectionGuard: ChannelDuplexHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = unwrapInboundIn(data)
-        if buffer.readableBytesView.last == UInt8(ascii: "\n") {
+        // The timer runs from the start of the line not yet finished: a chunk ending in a
+        // newline finishes every line; one with a newline inside starts a new line.
+        let bytes = buffer.readableBytesView
+        if bytes.last == UInt8(ascii: "\n") {
             stallTimer?.cancel()
             stallTimer = nil
-        } else if stallTimer == nil, buffer.readableBytes > 0 {
-            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-            stallTimer = context.eventLoop.scheduleTask(in: stallTimeout) { [stallTimeout] in
-                let context = bound.value
-                let seconds = stallTimeout.nanoseconds / 1_000_000_000
-                Self.closeWith(context, RPCError(.invalidRequest, "the request line was not finished within \(seconds) s; the connection is closed"))
-            }
+        } else if bytes.contains(UInt8(ascii: "\n")) {
+            stallTimer?.cancel()
+            armStall(context)
+        } else if stallTimer == nil, !bytes.isEmpty {
+            armStall(context)
         }
         armIdle(context)
         context.fireChannelRead(data)
+    }
+
+    private func armStall(_ context: ChannelHandlerContext) {
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        stallTimer = context.eventLoop.scheduleTask(in: stallTimeout) { [stallTimeout] in
+            let (guardian, context) = bound.value
+            // The rest of the line may be waiting in the socket because the daemon stopped
+            // reading (back-pressure): that is not the client's stall, so wait again.
+            guard !guardian.readsHeld else { return guardian.armStall(context) }
+            let seconds = stallTimeout.nanoseconds / 1_000_000_000
+            Self.closeWith(context, RPCError(.invalidRequest, "the request line was not finished within \(seconds) s; the connection is closed"))
+        }
+    }
+
+    func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
+        guard let held = event as? ReadsHeld else { return context.triggerUserOutboundEvent(event, promise: promise) }
+        readsHeld = held.held
+        promise?.succeed(())
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {

@@ -56,6 +56,8 @@ final class RPCHandler: ChannelDuplexHandler {
     private var readWanted = false
     /// Handling held lines now (a write inside may report writability again).
     private var resuming = false
+    /// Reads are held back now, as last told to the connection guard (`ReadsHeld`).
+    private var holding = false
     /// Names this connection's requests to the refresh queue, which takes turns between
     /// connections (`RequestOrigin`).
     private let origin = RequestOrigin.next()
@@ -140,9 +142,19 @@ final class RPCHandler: ChannelDuplexHandler {
         if refused { return }
         if !held.isEmpty || paused(context) {
             held.append(buffer)
-            return
+        } else {
+            handle(context, buffer)
         }
-        handle(context, buffer)
+        tellGuard(context)
+    }
+
+    /// Tells the connection guard when reading stops or resumes, so the time a started line
+    /// waits unread in the socket is not taken for the client's stall.
+    private func tellGuard(_ context: ChannelHandlerContext) {
+        let now = !held.isEmpty || paused(context)
+        guard now != holding else { return }
+        holding = now
+        context.triggerUserOutboundEvent(ReadsHeld(held: now), promise: nil)
     }
 
     /// Reading stops while the peer does not drain its answers or while the connection has
@@ -172,6 +184,7 @@ final class RPCHandler: ChannelDuplexHandler {
         while !paused(context), let line = held.popFirst() {
             handle(context, line)
         }
+        tellGuard(context)
         guard held.isEmpty, !paused(context) else { return }
         closeIfDone(context)
         if readWanted, context.channel.isActive {
