@@ -191,6 +191,12 @@ public final class BrokerConnection {
     /// `dpop.proof`: the token (as `token.get` gives it) and a DPoP proof (RFC 9449) for one
     /// request with it, signed inside the daemon. Send `Authorization: DPoP <access_token>`
     /// and `DPoP: <proof>`; a proof is good for one request only.
+    /// `token.exchange`: a token for a downstream service, minted by the provider from the
+    /// account's token (RFC 8693).
+    public func exchangeToken(_ params: TokenExchangeParams, timeout: Duration? = nil) throws(ClientError) -> TokenGetResult {
+        try call(.tokenExchange, params, as: TokenGetResult.self, timeout: timeout)
+    }
+
     public func dpopProof(_ params: DPoPProofParams, timeout: Duration? = nil) throws(ClientError) -> DPoPProofResult {
         try call(.dpopProof, params, as: DPoPProofResult.self, timeout: timeout)
     }
@@ -228,6 +234,12 @@ public final class BrokerConnection {
     public func loginWait(_ params: LoginWaitParams, timeout: Duration? = nil,
                           whenSent: () -> Void = {}) throws(ClientError) -> LoginWaitResult {
         try send(.loginWait, params, as: LoginWaitResult.self, timeout: timeout, whenSent: whenSent)
+    }
+
+    /// `login.answer`: the user's answer to the question a terminal sign-in's `login.wait`
+    /// returned. Follow it with another `login.wait`.
+    public func loginAnswer(_ params: LoginAnswerParams, timeout: Duration? = nil) throws(ClientError) -> LoginAnswerResult {
+        try call(.loginAnswer, params, as: LoginAnswerResult.self, timeout: timeout)
     }
 
     /// `logout`: revokes the account's refresh token at the provider, removes it from the

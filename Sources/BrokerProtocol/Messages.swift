@@ -40,7 +40,8 @@ public struct AccountListResult: Codable, Sendable, Equatable {
 /// `login.start` params.
 public struct LoginStartParams: Codable, Sendable, Equatable {
     public var provider: String?
-    /// `browser` (authorization code + PKCE, the default) or `device` (RFC 8628).
+    /// `browser` (authorization code + PKCE, the default), `device` (RFC 8628) or `terminal`
+    /// (questions asked through `login.wait` / `login.answer`, docs/sign-in.md).
     public var flow: String?
     /// Extra authorization parameters for this sign-in (`login_hint`, `prompt`, …), on top of
     /// the provider's configured ones. Parameters the protocol owns are refused.
@@ -115,9 +116,13 @@ public struct LoginWaitParams: Codable, Sendable, Equatable {
     }
 }
 
+/// `login.wait` result: the signed-in account, or (flow `terminal` only) the question the
+/// sign-in waits on, to be answered with `login.answer` and followed by another `login.wait`.
 public struct LoginWaitResult: Codable, Sendable, Equatable {
-    public var account: AccountInfo
+    public var account: AccountInfo?
+    public var prompt: LoginPrompt?
     public init(account: AccountInfo) { self.account = account }
+    public init(prompt: LoginPrompt) { self.prompt = prompt }
 }
 
 /// `logout` params.

@@ -142,6 +142,9 @@ extension MethodTable {
                    authorize: { identify, p throws(BrokerError) in try broker.authorizeToken(identify, p.token) },
                    fast: { broker.cachedDPoPProof($0) },
                    slow: { p throws(BrokerError) in try await broker.dpopProof(p) })
+        t.register(.tokenExchange, TokenExchangeParams.self, empty: TokenExchangeParams(),
+                   authorize: { caller, p throws(BrokerError) in try broker.authorizeExchange(caller, p) },
+                   slow: { p throws(BrokerError) in try await broker.exchangeToken(p) })
         t.register(.tokenReject, TokenRejectParams.self, empty: TokenRejectParams(),
                    authorize: { identify, p throws(BrokerError) in try broker.authorizeReject(identify, p) },
                    slow: { p throws(BrokerError) in try broker.rejectToken(p) })
@@ -155,6 +158,8 @@ extension MethodTable {
                    slow: { p throws(BrokerError) in try await broker.startLogin(p) })
         t.register(.loginWait, LoginWaitParams.self, empty: LoginWaitParams(), cancelledOnClose: true,
                    slow: { p throws(BrokerError) in try await broker.waitLogin(p) })
+        t.register(.loginAnswer, LoginAnswerParams.self, empty: LoginAnswerParams(loginID: "", value: ""),
+                   slow: { p throws(BrokerError) in try broker.answerLogin(p) })
         t.register(.logout, LogoutParams.self, empty: LogoutParams(),
                    slow: { p throws(BrokerError) in try await broker.logout(p) })
         t.register(.accountWhoami, AccountParams.self, empty: AccountParams(),

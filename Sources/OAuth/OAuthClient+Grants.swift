@@ -19,6 +19,15 @@ extension OAuthClient {
         return try await tokenRequest(metadata, [("grant_type", "client_credentials")] + resourceAndScope(resource, scopes) + extra)
     }
 
+    /// The resource owner password credentials grant (RFC 6749 §4.3), which OAuth 2.1 drops:
+    /// only for providers configured with `password_grant = true`. Like any sign-in it asks
+    /// for every resource the grant is for (RFC 8707 allows several).
+    public func password(_ metadata: ProviderMetadata, username: String, password: String,
+                         scopes: [String], resources: [String]) async throws(OAuthError) -> TokenResponse {
+        try await tokenRequest(metadata, [("grant_type", "password"), ("username", username), ("password", password)]
+            + resources.map { (configuration.audienceParameter, $0) } + resourceAndScope(nil, scopes))
+    }
+
     /// Redeems an authorization code with its PKCE verifier (RFC 6749 §4.1.3, RFC 7636 §4.5).
     public func exchangeCode(_ metadata: ProviderMetadata, code: String, redirectURI: String,
                              codeVerifier: String, resource: String?) async throws(OAuthError) -> TokenResponse {

@@ -42,7 +42,8 @@ public enum ProviderAnswer {
 
     /// A token answer (RFC 6749 §5.1). `token_type` must be Bearer or DPoP (RFC 9449 §5),
     /// in any case (§7.1); it is returned as "Bearer" or "DPoP". `expires_in` may be a number or a string of digits.
-    static func tokens(_ json: [String: JSONValue]) throws(OAuthError) -> TokenResponse {
+    /// `untyped` also takes RFC 8693's "N_A", for an exchanged token that is no access token.
+    static func tokens(_ json: [String: JSONValue], untyped: Bool = false) throws(OAuthError) -> TokenResponse {
         guard let accessToken = json["access_token"]?.stringValue, !accessToken.isEmpty else {
             throw .invalidResponse("the provider's token answer has no access_token")
         }
@@ -54,6 +55,7 @@ public enum ProviderAnswer {
         switch tokenType.lowercased() {
         case "bearer": normalized = "Bearer"
         case "dpop": normalized = "DPoP"
+        case "n_a" where untyped: normalized = "N_A"
         default:
             throw .invalidResponse("the provider issued a token of type \(printable(tokenType, limit: 32)), which authbroker cannot use")
         }

@@ -26,6 +26,11 @@ struct Login: ParsableCommand {
             (docs/providers.md):
 
               authctl login --resource https://api.example.com --resource https://git.example.com
+
+            With --terminal, no browser: the daemon asks what the provider needs (user \
+            name, password) and authctl asks you in the terminal; secrets are not echoed. \
+            Answers may also come line by line from a pipe. Needs password_grant = true for \
+            the provider in config.toml (docs/sign-in.md).
             """
     )
 
@@ -34,6 +39,9 @@ struct Login: ParsableCommand {
 
     @Flag(help: "Use the device authorization grant (RFC 8628): a code to enter in any browser.")
     var device = false
+
+    @Flag(help: "Sign in in the terminal, no browser: answer the provider's questions here (password_grant = true).")
+    var terminal = false
 
     @Option(help: "Pre-fill the sign-in page with this account (the login_hint parameter).")
     var loginHint: String?
@@ -51,6 +59,9 @@ struct Login: ParsableCommand {
     var noBrowser = false
 
     func validate() throws {
+        if terminal && device {
+            throw ValidationError("--terminal and --device cannot be used together: choose one")
+        }
         for p in params where !p.contains("=") {
             throw ValidationError("--param takes NAME=VALUE, not \"\(p)\"")
         }
@@ -70,6 +81,10 @@ struct Login: ParsableCommand {
     func run() throws {
         for resource in resources.isEmpty ? [nil] : resources.map(Optional.some) {
             if let resource { Output.note("Signing in for \(Output.safe(resource))…") }
+            if terminal {
+                try signInHere(LoginStartParams(provider: provider, flow: "terminal", resource: resource))
+                continue
+            }
             try signIn(LoginStartParams(provider: provider, flow: device ? "device" : "browser", params: extraParameters,
                                         resource: resource))
         }
@@ -82,7 +97,7 @@ struct Login: ParsableCommand {
             // No timeout: the user takes the time they take; the daemon ends the wait
             // with an error when the sign-in expires. The instructions follow the wait's
             // request, so that Ctrl-C at any point after them cancels the sign-in too.
-            return try broker.loginWait(LoginWaitParams(loginID: start.loginID)) {
+            let done = try broker.loginWait(LoginWaitParams(loginID: start.loginID)) {
                 for line in Self.instructions(for: start) { Output.note(line) }
                 guard let url = start.authorizationURL else { return }
                 if openBrowser {
@@ -93,7 +108,25 @@ struct Login: ParsableCommand {
                     }
                 }
                 Self.hintIfSilent(provider: start.provider)
-            }.account
+            }
+            guard let account = done.account else { throw .badResponse("login.wait answered without the account") }
+            return account
+        }
+        Output.line("Signed in to \(Output.safe(account.provider)) as \(Output.safe(account.shownName)).")
+    }
+
+    /// The terminal sign-in: answers the daemon's questions until it has the account.
+    private func signInHere(_ params: LoginStartParams) throws {
+        let account = try Broker.session { broker throws(ClientError) -> AccountInfo in
+            let start = try broker.loginStart(params)
+            Output.note("Signing in to \(Output.safe(start.provider)) (expires in \(Self.remaining(until: start.expiresAt, now: TimeText.now)))…")
+            while true {
+                let step = try broker.loginWait(LoginWaitParams(loginID: start.loginID))
+                if let account = step.account { return account }
+                guard let prompt = step.prompt else { throw .badResponse("login.wait answered neither an account nor a question") }
+                let value = try TerminalPrompt.read(prompt)
+                _ = try broker.loginAnswer(LoginAnswerParams(loginID: start.loginID, value: value))
+            }
         }
         Output.line("Signed in to \(Output.safe(account.provider)) as \(Output.safe(account.shownName)).")
     }

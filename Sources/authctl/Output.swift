@@ -22,6 +22,11 @@ enum Output {
         write(text + "\n", to: STDERR_FILENO)
     }
 
+    /// Writes `text` to stderr without a newline: a question the next input line answers.
+    static func prompt(_ text: String) {
+        write(text, to: STDERR_FILENO)
+    }
+
     /// Writes `authctl: <sentence>` to stderr: the one line a failed command prints.
     static func error(_ sentence: String) {
         note("authctl: " + sentence)

@@ -23,6 +23,12 @@ struct Token: ParsableCommand {
             When an API refuses a token it was given (HTTP 401), ask again with --fresh: \
             the daemon drops the cached token and refreshes, for providers that revoke \
             tokens early (docs/providers.md).
+
+            --exchange-for AUDIENCE prints a token for a downstream service instead, \
+            minted by the provider from the account's token (RFC 8693 token exchange; \
+            the provider must offer it): --resource then names the service's URL, \
+            --subject-token-type id_token exchanges the ID token, and \
+            --requested-token-type asks for a type of token.
             """
     )
 
@@ -36,6 +42,15 @@ struct Token: ParsableCommand {
 
     @OptionGroup var proof: ProofOptions
 
+    @Option(name: .customLong("exchange-for"), help: ArgumentHelp("Exchange the account's token for one for this audience (RFC 8693).", valueName: "audience"))
+    var exchangeFor: String?
+
+    @Option(name: .customLong("subject-token-type"), help: ArgumentHelp("With --exchange-for: the token exchanged, access_token (default) or id_token.", valueName: "type"))
+    var subjectTokenType: String?
+
+    @Option(name: .customLong("requested-token-type"), help: ArgumentHelp("With --exchange-for: the type of token wanted: access_token, id_token, jwt or a URN.", valueName: "type"))
+    var requestedTokenType: String?
+
     @Flag(help: "Drop the cached token for this request first and get a new one: for when an API answered 401 to the token printed before.")
     var fresh = false
 
@@ -43,9 +58,32 @@ struct Token: ParsableCommand {
         if json && header {
             throw ValidationError("--json and --header cannot be used together: choose one")
         }
+        if exchangeFor == nil, subjectTokenType != nil || requestedTokenType != nil {
+            throw ValidationError("--subject-token-type and --requested-token-type need --exchange-for AUDIENCE")
+        }
+        if exchangeFor != nil, proof.url != nil || fresh {
+            throw ValidationError("--exchange-for cannot be used with --url or --fresh")
+        }
+        if exchangeFor?.isEmpty == true {
+            throw ValidationError("--exchange-for needs the audience the new token is for")
+        }
     }
 
     func run() throws {
+        if let exchangeFor {
+            let p = options.params()
+            let request = TokenExchangeParams(
+                audience: exchangeFor, resource: p.resource, scopes: p.scopes, provider: p.provider, account: p.account,
+                subjectTokenType: subjectTokenType, requestedTokenType: requestedTokenType, minTTL: p.minTTL)
+            let text = try Broker.session { broker throws(ClientError) -> String in
+                let result = try broker.exchangeToken(request)
+                try Broker.checkPrintable(result)
+                if json { return try Output.json(result) }
+                if header { return "Authorization: \(result.tokenType) \(result.accessToken)" }
+                return result.accessToken
+            }
+            return Output.line(text)
+        }
         guard let request = proof.params(options.params()) else {
             return try Self.printToken(options.params(), json: json, header: header, fresh: fresh)
         }

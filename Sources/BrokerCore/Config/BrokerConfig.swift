@@ -123,6 +123,9 @@ public struct ProviderConfig: Sendable, Equatable {
     public var endpoints = ConfiguredEndpoints()
     /// The DPoP (RFC 9449) proof algorithm, or nil for bearer tokens (docs/dpop.md).
     public var dpop: JWSAlgorithm? = nil
+    /// `authctl login --terminal` may use the resource owner password grant (OAuth 2.1
+    /// drops it) when the provider offers no authorization challenge endpoint.
+    public var passwordGrant = false
     /// Parameters sent on every token request (`token_params`), before a caller's own.
     public var tokenParams: [String: String] = [:]
     /// Whether a refresh revokes the access tokens issued before it (docs/providers.md).

@@ -205,7 +205,7 @@ private struct TableReader {
     func provider(_ t: TOMLTable, name: String, at key: String) throws(ConfigError) -> ProviderConfig {
         let known: Set<String> = ["issuer", "client_id", "client_secret", "scopes", "resources", "audience_parameter",
                                   "grant", "authorization_params", "redirect_port", "post_logout_redirect_uri",
-                                  "dpop", "token_params", "any_resource",
+                                  "dpop", "token_params", "any_resource", "password_grant",
                                   "access_tokens", "refresh_tokens"]
         try checkKeys(t, allowed: known.union(ConfiguredEndpoints.keys.map(\.0)), at: key)
         guard name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." }) else {
@@ -250,6 +250,10 @@ private struct TableReader {
             }
         }
         provider.dpop = try dpop(t, at: key)
+        if let v = t["password_grant"] {
+            guard let b = v.bool else { throw fail("\(key).password_grant", "must be true or false") }
+            provider.passwordGrant = b
+        }
         if let params = try table(t, "token_params", at: key) {
             for (name, value) in params {
                 guard let s = value.string else { throw fail("\(key).token_params.\(name)", "must be a string") }

@@ -22,8 +22,9 @@ extension Broker {
         switch params.flow ?? "browser" {
         case "device": return try await startDeviceLogin(provider, resource: params.resource)
         case "browser": return try await startBrowserLogin(provider, params)
+        case "terminal": return try await startTerminalLogin(provider, params)
         case let other:
-            throw BrokerError.invalidRequest(message: "flow must be \"browser\" or \"device\", not \"\(other)\"")
+            throw BrokerError.invalidRequest(message: "flow must be \"browser\", \"device\" or \"terminal\", not \"\(other)\"")
         }
     }
 
@@ -68,6 +69,20 @@ extension Broker {
         // The server cancels this call when the waiter's connection closes (Ctrl-C on
         // `authctl login`); a sign-in nobody waits for any more is cancelled with it.
         session.attachWaiter()
+        if let conversation = session.conversation {
+            // A terminal sign-in's question ends this wait; the answer comes by `login.answer`.
+            let prompt = await withTaskCancellationHandler {
+                await conversation.nextPrompt()
+            } onCancel: {
+                session.waiterLeft()
+            }
+            // Gone already (waiterLeft ran): nobody reads the answer.
+            if Task.isCancelled { throw BrokerError.signInCancelled(session.provider) }
+            if let prompt {
+                session.waiterDone()
+                return LoginWaitResult(prompt: prompt)
+            }
+        }
         let result = await withTaskCancellationHandler {
             await session.task.result
         } onCancel: {

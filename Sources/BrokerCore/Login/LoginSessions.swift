@@ -8,17 +8,21 @@ final class LoginSession: Sendable {
     let provider: String
     let expiresAt: Double
     let task: Task<AccountInfo, any Error>
+    /// The questions of a `terminal` sign-in; nil for the other flows.
+    let conversation: Conversation?
     /// Waiters attached now, and whether one ever was.
     private let waiters = Mutex<(now: Int, ever: Bool)>((0, false))
     /// Why the sign-in was cancelled, when it was: its waiters read this instead of the
     /// task's own "cancelled".
     private let cancelReason = Mutex<String?>(nil)
 
-    init(id: String, provider: String, expiresAt: Double, task: Task<AccountInfo, any Error>) {
+    init(id: String, provider: String, expiresAt: Double, task: Task<AccountInfo, any Error>,
+         conversation: Conversation? = nil) {
         self.id = id
         self.provider = provider
         self.expiresAt = expiresAt
         self.task = task
+        self.conversation = conversation
     }
 
     /// Ends the sign-in (its listener closes, its polling stops) unless it is over already.

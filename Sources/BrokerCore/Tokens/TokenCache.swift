@@ -10,12 +10,17 @@ struct CacheKey: Hashable, Sendable {
     /// Extra token request parameters (`params` of `token.get`); different ones are
     /// different tokens.
     var params: [String: String]
+    /// Set for a token minted by `token.exchange`: never the same token as a `token.get`
+    /// of the same resource and scopes.
+    var exchange: ExchangeTarget?
 
-    init(account: AccountKey, resource: String?, scopes: [String], params: [String: String]? = nil) {
+    init(account: AccountKey, resource: String?, scopes: [String], params: [String: String]? = nil,
+         exchange: ExchangeTarget? = nil) {
         self.account = account
         self.resource = resource
         self.scopes = Self.normalized(scopes)
         self.params = params ?? [:]
+        self.exchange = exchange
     }
 
     /// Sorted and without duplicates. What callers send is usually none, one, or an already
@@ -29,6 +34,14 @@ struct CacheKey: Hashable, Sendable {
         }
         return scopes
     }
+}
+
+/// What an exchanged token (RFC 8693) is for, besides its resource and scopes.
+struct ExchangeTarget: Hashable, Sendable {
+    var audience: String?
+    /// Token type URNs.
+    var subjectTokenType: String
+    var requestedTokenType: String?
 }
 
 /// An access token in memory. Never written anywhere.

@@ -38,6 +38,10 @@ resource endpoint, `GET /resource` with `Authorization: Bearer …`, answers 200
 token and 401 for a revoked or unknown one, as an API would (`stub.alive(token)` asks it
 without HTTP). `stub.revoke(token)` revokes one access token out of band.
 
+Extensions add endpoints and grants without growing this file: `grant_handlers[grant_type]`
+and `post_handlers[path]` are functions of the form ({name: [values]}) returning (status,
+JSON body); `discovery_extra` adds discovery members (stub_exchange.py, stub_first_party.py).
+
 Nothing here prints a token.
 """
 import base64
@@ -97,6 +101,9 @@ class StubProvider:
         self.chain_of = {}  # refresh token -> its chain (the grant it descends from)
         self.chain_access = {}  # chain -> the access token its last grant or refresh issued
         self.resource_calls = []  # what /resource answered, True (200) or False (401), in order
+        self.grant_handlers = {}
+        self.post_handlers = {}
+        self.discovery_extra = {}
         self.server = None
         self.port = None
         self.thread = None
@@ -222,6 +229,7 @@ class StubProvider:
                "grant_types_supported": ["refresh_token", "urn:ietf:params:oauth:grant-type:device_code"],
                "id_token_signing_alg_values_supported": ["RS256"],
                "response_types_supported": ["code"], "subject_types_supported": ["public"]}
+        doc.update(self.discovery_extra)
         return {k: v for k, v in doc.items() if k not in self.discovery_omits}
 
     def _bearer(self, headers):
@@ -322,6 +330,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                              "verification_uri": p.issuer + "/activate", "expires_in": p.device_expires_in,
                              "interval": 1})
             return
+        if self.path in p.post_handlers:
+            self._json(*p.post_handlers[self.path](form))
+            return
         if self.path != p.token_path:
             self._json(404, {"error": "not_found"})
             return
@@ -376,5 +387,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             answer = p._tokens(with_id_token=False, resources=resources, grant=grant_resources)
             p._keep(answer, presented=presented)
             self._json(200, answer)
+        elif grant in p.grant_handlers:
+            self._json(*p.grant_handlers[grant](form))
         else:
             self._json(400, {"error": "unsupported_grant_type"})

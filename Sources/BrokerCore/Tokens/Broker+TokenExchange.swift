@@ -1,0 +1,103 @@
+import BrokerProtocol
+import OAuth
+
+extension Broker {
+    /// A token for a downstream service (RFC 8693), minted at the provider's token endpoint
+    /// from the account's access token (or ID token), and cached under its own key.
+    public func exchangeToken(_ request: TokenExchangeParams) async throws(BrokerError) -> TokenGetResult {
+        let target = try Self.exchangeTarget(request)
+        let range = TokenGetParams.minTTLRange
+        if let minTTL = request.minTTL, !range.contains(minTTL) {
+            throw BrokerError.invalidRequest(message: "min_ttl must be between \(range.lowerBound) and \(range.upperBound) seconds")
+        }
+        let (provider, account) = try resolved(provider: request.provider, account: request.account)
+        guard account.state == .ready else { throw BrokerError.signInAgain(provider.name, account.displayName) }
+        let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [], exchange: target)
+        let minimumLife = Double(max(config.daemon.refreshMargin, request.minTTL ?? 0))
+        if let token = cache.lookup(key, now: clock.now(), minimumLife: minimumLife) {
+            counters.cacheHits.increment()
+            return result(token, key: key, account: account)
+        }
+        // Got before the account's queue is entered: a refresh of the subject token runs
+        // in that queue itself.
+        let subjectToken: String
+        if target.subjectTokenType == OAuthClient.tokenTypeURN("id_token") {
+            guard let idToken = accounts[account.key]?.idToken else {
+                throw BrokerError.invalidRequest(message: "\(provider.name) gave no ID token for \(account.displayName): exchange its access token instead (subject_token_type access_token)")
+            }
+            subjectToken = idToken
+        } else {
+            subjectToken = try await token(TokenGetParams(provider: provider.name, account: account.key.subject)).accessToken
+        }
+        let token = try await queue(for: account.key).run(key) { () async throws(BrokerError) -> CachedToken in
+            if let token = self.cache.lookup(key, now: self.clock.now(), minimumLife: minimumLife) { return token }
+            return try await self.exchange(subjectToken, key: key, target: target, provider: provider)
+        }
+        return result(token, key: key, account: account)
+    }
+
+    /// One exchange at the provider, with a DPoP proof when the provider uses DPoP.
+    private func exchange(_ subjectToken: String, key: CacheKey, target: ExchangeTarget,
+                          provider: Provider) async throws(BrokerError) -> CachedToken {
+        guard var account = accounts[key.account] else { throw BrokerError.notSignedIn(provider.name) }
+        let metadata = try await provider.discovered()
+        try await provider.checkBackoff()
+        account = try await withDPoPKey(account, provider: provider, metadata: metadata)
+        let client = provider.client(provider.signer(of: account), metadata: metadata, clock: clock)
+        let sentAt = clock.now()
+        let response: TokenResponse
+        do {
+            response = try await client.exchangeToken(
+                metadata, subjectToken: subjectToken, subjectTokenType: target.subjectTokenType,
+                requestedTokenType: target.requestedTokenType, audience: target.audience,
+                resource: key.resource, scopes: key.scopes)
+        } catch {
+            counters.providerErrors.increment()
+            if case .provider("unsupported_grant_type", _, _) = error {
+                await provider.succeeded()
+                throw BrokerError.configuration(provider: provider.name, message: "\(provider.name) does not offer token exchange (RFC 8693) to this client: ask its administrator to allow the grant \(OAuthClient.tokenExchangeGrant), or use `authctl token` for a token of the account itself")
+            }
+            let failure = await provider.failed(error, doing: "token exchange")
+            logger.warning("token exchange failed", metadata: ["account": "\(account.key)", "error": "\(failure.message)"])
+            throw failure
+        }
+        await provider.succeeded()
+        let token = CachedToken(
+            accessToken: response.accessToken, tokenType: response.tokenType,
+            expiresAt: sentAt + Double(response.expiresIn ?? 300), scope: response.scope)
+        cache.store(token, for: key, now: clock.now())
+        logger.debug("exchanged", metadata: ["account": "\(account.key)", "audience": "\(target.audience ?? "-")", "resource": "\(key.resource ?? "-")"])
+        return token
+    }
+
+    /// The checked target of a request, with token types as URNs.
+    static func exchangeTarget(_ request: TokenExchangeParams) throws(BrokerError) -> ExchangeTarget {
+        guard request.audience?.isEmpty == false || request.resource?.isEmpty == false else {
+            throw BrokerError.invalidRequest(message: "token.exchange needs an audience or a resource: the service the new token is for")
+        }
+        let values = [request.audience, request.resource, request.requestedTokenType, request.subjectTokenType].compactMap { $0 }
+        guard values.allSatisfy({ $0.utf8.count <= 2048 }), (request.scopes ?? []).count <= 64 else {
+            throw BrokerError.invalidRequest(message: "token.exchange values may be up to 2048 bytes long, with up to 64 scopes")
+        }
+        let subject = request.subjectTokenType ?? "access_token"
+        guard let subjectType = OAuthClient.tokenTypeURN(subject),
+              [OAuthClient.tokenTypeURN("access_token"), OAuthClient.tokenTypeURN("id_token")].contains(subjectType)
+        else {
+            throw BrokerError.invalidRequest(message: "subject_token_type must be access_token or id_token")
+        }
+        var requested: String?
+        if let name = request.requestedTokenType {
+            guard let urn = OAuthClient.tokenTypeURN(name) else {
+                throw BrokerError.invalidRequest(message: "requested_token_type must be access_token, id_token, jwt or a token type URN")
+            }
+            requested = urn
+        }
+        return ExchangeTarget(audience: request.audience, subjectTokenType: subjectType, requestedTokenType: requested)
+    }
+
+    /// Refuses an exchange the caller policy does not grant: the same rules as `token.get`,
+    /// with the new token's resource (else its audience) as the resource.
+    public func authorizeExchange(_ caller: Caller?, _ request: TokenExchangeParams) throws(BrokerError) {
+        try authorizeToken(caller, TokenGetParams(resource: request.resource ?? request.audience, provider: request.provider))
+    }
+}

@@ -1,0 +1,126 @@
+"""`authctl login --terminal`: the daemon drives the sign-in and asks its questions through
+`login.wait`; authctl asks the user and answers with `login.answer`. The password grant
+(`password_grant = true`) against the real Glewlwyd, client authbroker-password, answered
+from a pipe and from a pseudo-terminal (secrets typed there are not echoed). The typed
+password must appear in no output, log line or file."""
+import os
+import pty
+import select
+import subprocess
+import time
+
+from conftest import API, AUTHCTL, Daemon, files_outside_the_keyring
+
+
+def password_daemon(gl, password_grant=True):
+    d = Daemon(gl, client="authbroker-password")
+    with open(d.config, "a") as f:
+        f.write(f"password_grant = {'true' if password_grant else 'false'}\n")
+    return d.start()
+
+
+def login_from_pipe(d, answers, *args):
+    return subprocess.run([AUTHCTL, "login", "--terminal", "--provider", d.name, *args], env=d.env,
+                          input="".join(a + "\n" for a in answers), capture_output=True, text=True, timeout=60)
+
+
+def assert_nowhere(secret, d, *texts):
+    for text in texts + (d.log_text(),):
+        assert secret not in text
+    for path, data in files_outside_the_keyring(d.dir):
+        assert secret.encode() not in data, path
+
+
+def test_password_grant_from_a_pipe_signs_in_and_keeps_no_password(glewlwyd_static):
+    gl = glewlwyd_static
+    d = password_daemon(gl)
+    try:
+        password = gl.user_password("alice")
+        r = login_from_pipe(d, ["alice", password])
+        assert r.returncode == 0, f"{r.stderr}\n{d.log_text()}"
+        assert "User name at" in r.stderr and "Password" in r.stderr
+        assert f"Signed in to {d.name} as alice@" in r.stdout
+        # The account's refresh token works. (Glewlwyd's password grant ignores `resource`,
+        # which the daemon sends: its grant is for the default audience only, and a token
+        # for API is refused with invalid_target — docs/providers.md.)
+        token = d.rpc("token.get", {})
+        assert "result" in token, token
+        narrowed = d.rpc("token.get", {"resource": API})
+        assert narrowed["error"]["data"]["oauth_error"] == "invalid_target", narrowed
+        assert d.rpc("account.list")["result"]["accounts"][0]["username"].startswith("alice")
+        assert_nowhere(password, d, r.stdout, r.stderr)
+    finally:
+        d.cleanup()
+
+
+def test_wrong_password_is_one_sentence_and_not_repeated(glewlwyd_static):
+    d = password_daemon(glewlwyd_static)
+    try:
+        wrong = "not-alices-password-4711"
+        r = login_from_pipe(d, ["alice", wrong])
+        assert r.returncode != 0
+        assert "the user name or password is wrong" in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()[-1:]) == 1
+        assert d.rpc("account.list")["result"]["accounts"] == []
+        assert_nowhere(wrong, d, r.stdout, r.stderr)
+    finally:
+        d.cleanup()
+
+
+def test_without_password_grant_the_terminal_sign_in_says_what_to_set(glewlwyd_static):
+    d = password_daemon(glewlwyd_static, password_grant=False)
+    try:
+        r = login_from_pipe(d, [])
+        assert r.returncode != 0
+        assert "password_grant = true" in r.stderr and "authctl login --device" in r.stderr, r.stderr
+    finally:
+        d.cleanup()
+
+
+def test_input_that_ends_early_fails_plainly(glewlwyd_static):
+    d = password_daemon(glewlwyd_static)
+    try:
+        r = login_from_pipe(d, ["alice"])
+        assert r.returncode != 0
+        assert "input ended" in r.stderr, r.stderr
+    finally:
+        d.cleanup()
+
+
+def read_until(fd, marker, seen, timeout=30):
+    deadline = time.time() + timeout
+    while marker not in seen[0]:
+        assert time.time() < deadline, f"no {marker!r} in {seen[0]!r}"
+        ready, _, _ = select.select([fd], [], [], 1)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096).decode(errors="replace")
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen[0] += chunk
+
+
+def test_password_typed_on_a_terminal_is_not_echoed(glewlwyd_static):
+    gl = glewlwyd_static
+    d = password_daemon(gl)
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.Popen([AUTHCTL, "login", "--terminal", "--provider", d.name], env=d.env,
+                             stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+        os.close(slave)
+        seen = [""]
+        read_until(master, "User name at", seen)
+        os.write(master, b"alice\n")
+        read_until(master, "Password: ", seen)
+        password = gl.user_password("alice")
+        os.write(master, password.encode() + b"\n")
+        read_until(master, "Signed in to", seen)
+        assert p.wait(timeout=30) == 0, seen[0]
+        assert "alice" in seen[0]  # the user name is echoed as typed
+        assert password not in seen[0], "the password was echoed"
+        assert_nowhere(password, d)
+    finally:
+        os.close(master)
+        d.cleanup()

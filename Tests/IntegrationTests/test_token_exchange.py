@@ -1,0 +1,110 @@
+"""`token.exchange` / `authctl token --exchange-for`: RFC 8693 token exchange. Neither
+Glewlwyd nor any other provider run here implements it, so the provider is a STUB
+(support/stub_exchange.py) that checks the form RFC 8693 §2.1 gives and mints a token."""
+import json
+import os
+
+import pytest
+
+from conftest import AUTHCTL, RPC, Daemon, fingerprint
+from stub_exchange import ACCESS, GRANT, ID, enable
+from stub_provider import StubProvider
+from test_faults import stub_config
+
+DOWNSTREAM = "https://downstream.example.com"
+
+
+@pytest.fixture
+def stub():
+    s = StubProvider(access_token_life=600).start()
+    yield s
+    s.stop()
+
+
+def signed_in(stub, extra=""):
+    d = Daemon(None)
+    d.write_config(text=stub_config(d.name, stub, refresh_margin=60) + extra)
+    d.start()
+    r = d.ctl("login", "--device", "--provider", d.name, timeout=30)
+    assert r.returncode == 0, f"sign-in at the STUB failed ({r.returncode}): {r.stderr}\n{d.log_text()}"
+    return d
+
+
+def exchange_forms(stub):
+    return [f for f in stub.token_forms if f.get("grant_type") == [GRANT]]
+
+
+def test_exchange_sends_the_accounts_token_and_caches_the_new_one(stub):
+    exchanges = enable(stub)
+    d = signed_in(stub)
+    try:
+        own = d.rpc("token.get", {})["result"]["access_token"]
+        r = d.ctl("token", "--exchange-for", "orders-api", "--resource", DOWNSTREAM, "--json")
+        assert r.returncode == 0, r.stderr
+        new = json.loads(r.stdout)
+        assert new["resource"] == DOWNSTREAM and new["token_type"] == "Bearer"
+        assert fingerprint(new["access_token"]) != fingerprint(own)
+        [form] = exchange_forms(stub)
+        assert form["subject_token_type"] == [ACCESS] and form["audience"] == ["orders-api"]
+        assert form["resource"] == [DOWNSTREAM]
+        assert fingerprint(form["subject_token"][0]) == fingerprint(own)
+        assert "requested_token_type" not in form
+
+        # Cached under its own key: the second call reaches no provider.
+        before = len(stub.token_forms)
+        again = d.ctl("token", "--exchange-for", "orders-api", "--resource", DOWNSTREAM)
+        assert again.returncode == 0, again.stderr
+        assert fingerprint(again.stdout.strip()) == fingerprint(new["access_token"])
+        assert len(stub.token_forms) == before
+        # …and it is not the token token.get serves for the same resource.
+        plain = d.rpc("token.get", {"resource": DOWNSTREAM})["result"]["access_token"]
+        assert fingerprint(plain) != fingerprint(new["access_token"])
+
+        # Another audience or the ID token as subject: other tokens.
+        other = d.ctl("token", "--exchange-for", "billing-api", "--subject-token-type", "id_token",
+                      "--requested-token-type", "jwt")
+        assert other.returncode == 0, other.stderr
+        form = exchange_forms(stub)[-1]
+        assert form["subject_token_type"] == [ID] and form["audience"] == ["billing-api"]
+        assert form["requested_token_type"] == ["urn:ietf:params:oauth:token-type:jwt"]
+        assert [kind for _, kind in exchanges] == ["access", "id"]
+        for text in (r.stdout + r.stderr + again.stderr + other.stderr, d.log_text()):
+            assert form["subject_token"][0] not in text and own not in text
+    finally:
+        d.cleanup()
+
+
+def test_a_provider_without_token_exchange_gets_a_clear_sentence(stub):
+    d = signed_in(stub)  # the stub without stub_exchange: unsupported_grant_type
+    try:
+        r = d.ctl("token", "--exchange-for", "orders-api")
+        assert r.returncode != 0
+        assert "does not offer token exchange (RFC 8693)" in r.stderr, r.stderr
+        assert "`authctl token`" in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
+        c = RPC(d.socket)
+        refused = c.call("token.exchange", {"audience": "orders-api"})
+        assert refused["error"]["code"] == -32010, refused
+        bad = c.call("token.exchange", {"provider": d.name})
+        assert "audience or a resource" in bad["error"]["message"], bad
+        bad = c.call("token.exchange", {"audience": "a", "subject_token_type": "refresh_token"})
+        assert "subject_token_type must be access_token or id_token" in bad["error"]["message"], bad
+        c.close()
+        assert d.ctl("status").returncode == 0  # the daemon is still there
+    finally:
+        d.cleanup()
+
+
+def test_exchange_is_refused_where_the_policy_does_not_allow_the_resource(stub):
+    enable(stub)
+    d = signed_in(stub, f'\n[[allow]]\nexe = "{os.path.realpath(AUTHCTL)}"\nresources = ["{DOWNSTREAM}"]\n')
+    try:
+        ok = d.ctl("token", "--exchange-for", "orders-api", "--resource", DOWNSTREAM)
+        assert ok.returncode == 0, ok.stderr
+        before = len(stub.token_forms)
+        refused = d.ctl("token", "--exchange-for", "billing-api")
+        assert refused.returncode == 5, refused.stderr
+        assert "forbidden by policy" in refused.stderr and "billing-api" in refused.stderr
+        assert len(stub.token_forms) == before
+    finally:
+        d.cleanup()
