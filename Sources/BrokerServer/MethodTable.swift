@@ -143,7 +143,7 @@ extension MethodTable {
                    fast: { broker.cachedDPoPProof($0) },
                    slow: { p throws(BrokerError) in try await broker.dpopProof(p) })
         t.register(.tokenExchange, TokenExchangeParams.self, empty: TokenExchangeParams(),
-                   authorize: { caller, p throws(BrokerError) in try broker.authorizeExchange(caller, p) },
+                   authorize: { identify, p throws(BrokerError) in try broker.authorizeExchange(identify, p) },
                    slow: { p throws(BrokerError) in try await broker.exchangeToken(p) })
         t.register(.tokenReject, TokenRejectParams.self, empty: TokenRejectParams(),
                    authorize: { identify, p throws(BrokerError) in try broker.authorizeReject(identify, p) },

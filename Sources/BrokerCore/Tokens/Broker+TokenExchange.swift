@@ -97,7 +97,7 @@ extension Broker {
 
     /// Refuses an exchange the caller policy does not grant: the same rules as `token.get`,
     /// with the new token's resource (else its audience) as the resource.
-    public func authorizeExchange(_ caller: Caller?, _ request: TokenExchangeParams) throws(BrokerError) {
-        try authorizeToken(caller, TokenGetParams(resource: request.resource ?? request.audience, provider: request.provider))
+    public func authorizeExchange(_ identify: CallerIdentification, _ request: TokenExchangeParams) throws(BrokerError) {
+        try authorizeToken(identify, TokenGetParams(resource: request.resource ?? request.audience, provider: request.provider))
     }
 }
