@@ -6,7 +6,9 @@ password must appear in no output, log line or file."""
 import os
 import pty
 import select
+import signal
 import subprocess
+import termios
 import time
 
 from conftest import API, AUTHCTL, Daemon, files_outside_the_keyring
@@ -122,5 +124,27 @@ def test_password_typed_on_a_terminal_is_not_echoed(glewlwyd_static):
         assert password not in seen[0], "the password was echoed"
         assert_nowhere(password, d)
     finally:
+        os.close(master)
+        d.cleanup()
+
+
+def test_ctrl_c_at_the_password_question_gives_the_terminal_its_echo_back(glewlwyd_static):
+    d = password_daemon(glewlwyd_static)
+    master, slave = pty.openpty()
+    try:
+        echo_before = termios.tcgetattr(slave)[3] & termios.ECHO
+        assert echo_before
+        p = subprocess.Popen([AUTHCTL, "login", "--terminal", "--provider", d.name], env=d.env,
+                             stdin=slave, stdout=slave, stderr=slave, close_fds=True, start_new_session=True)
+        seen = [""]
+        read_until(master, "User name at", seen)
+        os.write(master, b"alice\n")
+        read_until(master, "Password: ", seen)
+        assert not termios.tcgetattr(slave)[3] & termios.ECHO  # echo is off while the password is typed
+        os.killpg(p.pid, signal.SIGINT)
+        assert p.wait(timeout=30) == 130
+        assert termios.tcgetattr(slave)[3] & termios.ECHO, "Ctrl-C left the terminal without echo"
+    finally:
+        os.close(slave)
         os.close(master)
         d.cleanup()
