@@ -26,12 +26,17 @@ public final class Broker: Sendable {
     /// Accounts whose newest refresh token is being written again (see `retrySave`).
     let resaving = Mutex<Set<AccountKey>>([])
     let logins = LoginSessions()
+    /// Subscribers to the broker's events (`events.subscribe`).
+    public let events = EventHub()
     /// Opens the browser sign-in's loopback listener; without one only device sign-ins work.
     let redirects: (any RedirectListening)?
+    /// The background refreshes of `refresh_ahead` providers.
+    let ahead: RefreshAhead
 
     public init(config: BrokerConfig, store: any CredentialStore, transport: any HTTPTransport,
                 socketPath: String, clock: WallClock = .system, logger: Logger,
-                redirects: (any RedirectListening)? = nil) {
+                redirects: (any RedirectListening)? = nil, refreshAheadTick: Duration = .seconds(15)) {
+        self.ahead = RefreshAhead(tick: refreshAheadTick)
         self.store = store
         self.redirects = redirects
         self.transport = transport
@@ -40,7 +45,8 @@ public final class Broker: Sendable {
         self.logger = logger
         self.socketPath = socketPath
         self.startedAt = clock.now()
-        self.table = Mutex(ProviderTable(config: config, keeping: [:], transport: transport, clock: clock))
+        let events = self.events
+        self.table = Mutex(ProviderTable(config: config, keeping: [:], transport: transport, clock: clock, events: events))
     }
 
     /// The configuration in force.
@@ -160,6 +166,7 @@ public final class Broker: Sendable {
     }
 
     func forget(_ key: AccountKey) {
+        stopRefreshingAhead(key)
         accounts.remove(key)
         cache.removeAll(for: key)
     }

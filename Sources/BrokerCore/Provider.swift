@@ -1,3 +1,4 @@
+import BrokerProtocol
 import OAuth
 
 /// One configured provider at run time: its OAuth client, its discovery document (fetched
@@ -13,6 +14,8 @@ actor Provider {
     /// The last `DPoP-Nonce` the provider gave, for the next proof (RFC 9449 §8).
     nonisolated let dpopNonces = DPoPNonces()
     private let clock: WallClock
+    /// Told when the provider stops answering and when it answers again.
+    private let events: EventHub
     private var metadata: ProviderMetadata?
     private var fetchedAt: Double = 0
     private var discovery: Task<ProviderMetadata, any Error>?
@@ -22,8 +25,9 @@ actor Provider {
     /// is backed off like any broken answer instead of reading the document once more.
     private var notFoundAfterRereading = false
 
-    init(config: ProviderConfig, transport: any HTTPTransport, clock: WallClock) {
+    init(config: ProviderConfig, transport: any HTTPTransport, clock: WallClock, events: EventHub = EventHub()) {
         self.config = config
+        self.events = events
         self.clock = clock
         self.client = OAuthClient(
             configuration: ClientConfiguration(
@@ -54,6 +58,8 @@ actor Provider {
             let merged = config.endpoints.applied(to: m)
             metadata = merged
             fetchedAt = clock.now()
+            // Not `succeeded()`: an endpoint that answered 404 is still suspect.
+            if failures > 0 { events.emit(BrokerEvent(kind: .providerBack, provider: config.name)) }
             failures = 0
             retryAt = 0
             return merged
@@ -77,6 +83,7 @@ actor Provider {
 
     /// An endpoint answered: the back-off ends.
     func succeeded() {
+        if failures > 0 { events.emit(BrokerEvent(kind: .providerBack, provider: config.name)) }
         failures = 0
         retryAt = 0
         notFoundAfterRereading = false
@@ -126,6 +133,7 @@ actor Provider {
 
     private func backOff() -> Int {
         failures += 1
+        if failures == 1 { events.emit(BrokerEvent(kind: .providerUnreachable, provider: config.name)) }
         let delay = min(30, 1 << min(failures - 1, 5))
         retryAt = clock.now() + Double(delay)
         return delay

@@ -14,6 +14,8 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case accountUserinfo = "account.userinfo"
     case providerSetSecret = "provider.set_secret"
     case daemonStatus = "daemon.status"
+    case eventsSubscribe = "events.subscribe"
+    case eventsUnsubscribe = "events.unsubscribe"
 }
 
 /// Params of methods that take none.

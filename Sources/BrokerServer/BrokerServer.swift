@@ -61,6 +61,7 @@ public final class BrokerServer: Sendable {
         let maxInFlightTotal = limits.maxRequestsInFlight
         let activity = self.activity
         let counters = broker.counters
+        let events = broker.events
         let logger = self.logger
         let refusals = RefusalLog()
         // The user's namespaces, taken now while the daemon's parent is the one that started it.
@@ -78,7 +79,7 @@ public final class BrokerServer: Sendable {
                     try Self.addHandlers(
                         to: channel.pipeline.syncOperations, stall: stall, idle: idle, table: table, counters: counters,
                         logger: logger, activity: activity, maxConnections: maxConnections,
-                        maxInFlightTotal: maxInFlightTotal, refusals: refusals)
+                        maxInFlightTotal: maxInFlightTotal, refusals: refusals, events: events)
                 }
             }
         if let inherited {
@@ -110,14 +111,15 @@ public final class BrokerServer: Sendable {
         to pipeline: ChannelPipeline.SynchronousOperations, stall: TimeAmount, idle: TimeAmount, table: MethodTable,
         counters: BrokerCounters, logger: Logger, activity: ServerActivity, maxConnections: Int,
         maxInFlightTotal: Int = DaemonSettings().maxRequestsInFlight,
-        refusals: RefusalLog = RefusalLog(), identify: @escaping PeerIdentifier = PeerCredentials.credentials(of:)
+        refusals: RefusalLog = RefusalLog(), events: EventHub? = nil,
+        identify: @escaping PeerIdentifier = PeerCredentials.credentials(of:)
     ) throws {
         try pipeline.addHandler(ConnectionGuard(stallTimeout: stall, idleTimeout: idle))
         try pipeline.addHandler(ByteToMessageHandler(LineFrameDecoder(maxLength: maxLineLength)))
         try pipeline.addHandler(
             RPCHandler(table: table, counters: counters, logger: logger, activity: activity, maxConnections: maxConnections,
                        maxInFlight: DaemonSettings.maxRequestsInFlightPerConnection, maxInFlightTotal: maxInFlightTotal,
-                       refusals: refusals, identify: identify))
+                       refusals: refusals, events: events, identify: identify))
     }
 
     /// Stops accepting, removes the socket file if it is still the one this daemon made
@@ -127,6 +129,7 @@ public final class BrokerServer: Sendable {
         // Sign-ins hold listeners on these loops: end them (and answer their waiters)
         // while the loops still run.
         await broker.endSignIns()
+        broker.stopRefreshingAhead()
         for _ in 0..<20 where activity.requestsInFlight > 0 {
             try? await Task.sleep(for: .milliseconds(50))
         }

@@ -27,10 +27,10 @@ final class RPCHandler: ChannelDuplexHandler {
     typealias OutboundOut = ByteBuffer
 
     private let table: MethodTable
-    private let counters: BrokerCounters
-    private let logger: Logger
+    let counters: BrokerCounters
+    let logger: Logger
     private let activity: ServerActivity
-    private let codec = RPCCodec()
+    let codec = RPCCodec()
     private let maxConnections: Int
     private let refusals: RefusalLog
     /// Reads the kernel's word on who opened a new connection.
@@ -61,13 +61,19 @@ final class RPCHandler: ChannelDuplexHandler {
     /// Names this connection's requests to the refresh queue, which takes turns between
     /// connections (`RequestOrigin`).
     private let origin = RequestOrigin.next()
+    /// Where `events.subscribe` registers this connection; nil where events are not served.
+    let events: EventHub?
+    /// This connection's id at the hub while it is subscribed.
+    var subscription: Int?
 
     /// - Parameter identify: the peer of a new connection; production reads the kernel's
     ///   word (`PeerCredentials.credentials(of:)`). Tests on an `EmbeddedChannel`, which has
     ///   no peer, say who connects; the check of the uid stays the same.
     init(table: MethodTable, counters: BrokerCounters, logger: Logger, activity: ServerActivity, maxConnections: Int,
          maxInFlight: Int = 64, maxInFlightTotal: Int = 1024,
-         refusals: RefusalLog, identify: @escaping PeerIdentifier = PeerCredentials.credentials(of:)) {
+         refusals: RefusalLog, events: EventHub? = nil,
+         identify: @escaping PeerIdentifier = PeerCredentials.credentials(of:)) {
+        self.events = events
         self.identify = identify
         self.table = table
         self.refusals = refusals
@@ -130,6 +136,8 @@ final class RPCHandler: ChannelDuplexHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         if counted { activity.closed() }
+        if let subscription { events?.unsubscribe(subscription) }
+        subscription = nil
         // A peer that hung up fully (not a half-close: that one still reads its answers).
         for task in cancelledOnClose.values { task.cancel() }
         cancelledOnClose = [:]
@@ -219,6 +227,9 @@ final class RPCHandler: ChannelDuplexHandler {
         guard let method = header.method else {
             return fail(context, id, RPCError(.invalidRequest, "the request has no \"method\" string"))
         }
+        if method == RPCMethod.eventsSubscribe.rawValue || method == RPCMethod.eventsUnsubscribe.rawValue {
+            return subscribe(context, method: method, line: line, id: id, answer: header.hasID)
+        }
         guard let handler = table[method] else {
             return fail(context, id, RPCError(.methodNotFound, "there is no method \"\(method.prefix(64))\": see docs/protocol.md for the methods"))
         }
@@ -286,7 +297,8 @@ final class RPCHandler: ChannelDuplexHandler {
             context.close(promise: nil)
         } else if event is ConnectionIdle {
             // Idle, unless an answer is still being worked on (a sign-in waits for the user).
-            if pending == 0 { context.close(promise: nil) }
+            // A subscriber waits for events, however long none comes.
+            if pending == 0 && subscription == nil { context.close(promise: nil) }
         } else {
             context.fireUserInboundEventTriggered(event)
         }
@@ -312,12 +324,12 @@ final class RPCHandler: ChannelDuplexHandler {
         if inputClosed && pending == 0 && held.isEmpty && context.channel.isActive { context.close(promise: nil) }
     }
 
-    private func fail(_ context: ChannelHandlerContext, _ id: RequestID, _ error: RPCError) {
+    func fail(_ context: ChannelHandlerContext, _ id: RequestID, _ error: RPCError) {
         counters.errors.increment()
         write(context, codec.failure(id, error))
     }
 
-    private func write(_ context: ChannelHandlerContext, _ data: Data) {
+    func write(_ context: ChannelHandlerContext, _ data: Data) {
         guard context.channel.isActive else { return }
         var out = context.channel.allocator.buffer(capacity: data.count + 1)
         out.writeBytes(data)

@@ -173,7 +173,10 @@ struct BrokerHarness {
 
     /// - Parameter alsoSignedIn: subjects of further accounts, with the same username.
     /// - Parameter providerKeys: further lines for `[providers.corp]`.
-    init(refreshMargin: Int = 60, alsoSignedIn: [String] = [], providerKeys: String = "") async throws {
+    /// - Parameter refreshAheadTick: the longest sleep of a background refresh between
+    ///   readings of the (moved) clock.
+    init(refreshMargin: Int = 60, alsoSignedIn: [String] = [], providerKeys: String = "",
+         refreshAheadTick: Duration = .milliseconds(10)) async throws {
         let config = try ConfigLoader.parse("""
             [daemon]
             store = "memory"
@@ -192,7 +195,8 @@ struct BrokerHarness {
             try await store.memory.save(AccountSecret.credential(for: account))
         }
         broker = Broker(config: config, store: store, transport: transport, socketPath: "/nonexistent/socket",
-                        clock: clock.wallClock, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+                        clock: clock.wallClock, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() },
+                        refreshAheadTick: refreshAheadTick)
         try await broker.start()
     }
 

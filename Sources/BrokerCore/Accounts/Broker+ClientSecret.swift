@@ -59,7 +59,7 @@ extension Broker {
 
     func useStoredSecrets(_ secrets: [String: String]) {
         table.withLock { t in
-            t = ProviderTable(config: t.config, storedSecrets: secrets, keeping: t.providers, transport: transport, clock: clock)
+            t = ProviderTable(config: t.config, storedSecrets: secrets, keeping: t.providers, transport: transport, clock: clock, events: events)
         }
     }
 }

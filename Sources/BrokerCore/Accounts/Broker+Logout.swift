@@ -30,6 +30,8 @@ extension Broker {
         }
         forget(account.key)
         logger.info("signed out", metadata: ["account": "\(account.key)", "revoked": "\(revoked)"])
+        events.emit(BrokerEvent(kind: .signedOut, provider: provider.name, account: account.displayName,
+                                subject: account.key.subject))
         return LogoutResult(provider: provider.name, account: account.displayName, revoked: revoked,
                             revocationNote: note, endSessionURL: endSession)
     }

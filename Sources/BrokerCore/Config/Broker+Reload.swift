@@ -12,7 +12,7 @@ struct ProviderTable: Sendable {
     /// Builds the providers of `config`, keeping those whose configuration did not change
     /// (with their discovery document and back-off).
     init(config: BrokerConfig, storedSecrets: [String: String] = [:], keeping old: [String: Provider],
-         transport: any HTTPTransport, clock: WallClock) {
+         transport: any HTTPTransport, clock: WallClock, events: EventHub) {
         self.config = config
         self.storedSecrets = storedSecrets
         var providers: [String: Provider] = [:]
@@ -21,7 +21,7 @@ struct ProviderTable: Sendable {
             if let kept = old[p.name], kept.config == p {
                 providers[p.name] = kept
             } else {
-                providers[p.name] = Provider(config: p, transport: transport, clock: clock)
+                providers[p.name] = Provider(config: p, transport: transport, clock: clock, events: events)
             }
         }
         self.providers = providers
@@ -55,9 +55,11 @@ extension Broker {
                 }
             }
             summary.removed = table.config.providers.map(\.name).filter { new.provider(named: $0) == nil }
-            table = ProviderTable(config: new, storedSecrets: table.storedSecrets, keeping: table.providers, transport: transport, clock: clock)
+            table = ProviderTable(config: new, storedSecrets: table.storedSecrets, keeping: table.providers, transport: transport, clock: clock, events: events)
             return summary
         }
+        // Restarted by the next requests, under the new configuration.
+        stopRefreshingAhead()
         for account in accounts.list() where summary.removed.contains(account.key.provider) || summary.changed.contains(account.key.provider) {
             forget(account.key)
         }

@@ -132,6 +132,11 @@ public struct ProviderConfig: Sendable, Equatable {
     public var accessTokens: AccessTokenRule = .onePerRefreshToken
     /// One refresh token for every resource, or one per resource (docs/providers.md).
     public var refreshTokens: RefreshTokenRule = .shared
+    /// Tokens asked for within `refreshAheadWindow` seconds are refreshed in the background
+    /// before `refresh_margin` would make a caller wait (`refresh_ahead`).
+    public var refreshAhead = false
+    /// How recently a token must have been asked for to be refreshed ahead, in seconds.
+    public var refreshAheadWindow = 600
 
     public static let defaultScopes = ["openid", "profile", "email", "offline_access"]
 

@@ -206,7 +206,7 @@ private struct TableReader {
         let known: Set<String> = ["issuer", "client_id", "client_secret", "scopes", "resources", "audience_parameter",
                                   "grant", "authorization_params", "redirect_port", "post_logout_redirect_uri",
                                   "dpop", "token_params", "any_resource", "password_grant",
-                                  "access_tokens", "refresh_tokens"]
+                                  "access_tokens", "refresh_tokens", "refresh_ahead", "refresh_ahead_window"]
         try checkKeys(t, allowed: known.union(ConfiguredEndpoints.keys.map(\.0)), at: key)
         guard name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." }) else {
             throw fail(key, "provider names may hold letters, digits, '-', '_' and '.' only")
@@ -294,6 +294,16 @@ private struct TableReader {
         if let v = t["any_resource"] {
             guard let b = v.bool else { throw fail("\(key).any_resource", "must be true or false") }
             provider.anyResource = b
+        }
+        if let v = t["refresh_ahead"] {
+            guard let b = v.bool else { throw fail("\(key).refresh_ahead", "must be true or false") }
+            provider.refreshAhead = b
+        }
+        provider.refreshAheadWindow = try int(t, "refresh_ahead_window", at: key, range: 60...86_400) ?? provider.refreshAheadWindow
+        if provider.refreshAhead && provider.accessTokens == .onePerRefreshToken {
+            // A refresh there revokes the token programs hold: one in the background would
+            // break them mid-use, which is worse than the wait it saves.
+            throw fail("\(key).refresh_ahead", "needs access_tokens = \"independent\": with \"one-per-refresh-token\" (the default) every refresh revokes the token programs hold; set access_tokens only if \(name) keeps earlier tokens alive (docs/providers.md), or remove refresh_ahead")
         }
         if provider.grant == .clientCredentials && provider.clientSecret == nil {
             throw fail("\(key).client_secret", "is missing: the client_credentials grant needs a confidential client")

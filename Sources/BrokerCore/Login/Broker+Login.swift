@@ -190,6 +190,7 @@ extension Broker {
         cache.removeAll(for: account.key)
         accounts.put(account)
         logger.info("signed in", metadata: ["account": "\(account.key)"])
+        events.emit(BrokerEvent(kind: .signedIn, provider: name, account: account.displayName, subject: account.key.subject))
         return account.info
     }
 }

@@ -1,3 +1,5 @@
+import BrokerProtocol
+
 /// Refresh tokens narrowed to one resource (docs/providers.md): a provider such as Glewlwyd
 /// binds a rotated refresh token to the one resource it was used for, so other resources
 /// need refresh tokens of their own (`refresh_tokens = "one-per-resource"`).
@@ -48,6 +50,8 @@ extension Broker {
         if let changed = accounts[account.key] { try? await store.save(AccountSecret.credential(for: changed)) }
         logger.warning("a resource's refresh token was refused: sign-in for it required",
                        metadata: ["account": "\(account.key)", "resource": "\(chain)"])
+        events.emit(BrokerEvent(kind: .loginRequired, provider: provider.name, account: account.displayName,
+                                subject: account.key.subject, resource: chain))
         return BrokerError.loginRequired(
             provider: provider.name,
             message: "the sign-in of \(account.displayName) at \(provider.name) for \(chain) is no longer valid: run `authctl login --provider \(provider.name) --resource \(chain)`")

@@ -20,6 +20,7 @@ extension Broker {
         let minimumLife = Double(max(margin, request.minTTL ?? 0))
         guard let token = cache.lookup(key, now: clock.now(), minimumLife: minimumLife) else { return nil }
         counters.cacheHits.increment()
+        askedFor(key, provider: provider)
         return result(token, key: key, account: account)
     }
 
@@ -41,6 +42,8 @@ extension Broker {
             throw BrokerError.invalidRequest(message: "resource is not one of the resources of [providers.\(provider.name)] in config.toml: add it there (and sign in again), or set any_resource = true there")
         }
         let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [], params: request.params)
+        // After the answer is in the cache: the background refresh starts from it.
+        defer { askedFor(key, provider: provider) }
         let minimumLife = minimumLife(request)
         if let token = cache.lookup(key, now: clock.now(), minimumLife: minimumLife) {
             counters.cacheHits.increment()
@@ -81,7 +84,7 @@ extension Broker {
 
     /// One refresh at the provider. Runs inside the account's RefreshQueue, so it always
     /// uses the newest refresh token and never overlaps another refresh of the account.
-    private func refresh(_ key: CacheKey, provider: Provider) async throws(BrokerError) -> CachedToken {
+    func refresh(_ key: CacheKey, provider: Provider) async throws(BrokerError) -> CachedToken {
         guard var account = accounts[key.account] else { throw BrokerError.notSignedIn(provider.name) }
         guard account.state == .ready else {
             throw BrokerError.signInAgain(provider.name, account.displayName)
@@ -124,6 +127,8 @@ extension Broker {
                 // Remembered in the item, so `account.list` says so after a restart too.
                 if let marked = accounts[account.key] { try? await store.save(AccountSecret.credential(for: marked)) }
                 logger.warning("refresh token refused: sign-in required", metadata: ["account": "\(account.key)"])
+                events.emit(BrokerEvent(kind: .loginRequired, provider: provider.name, account: account.displayName,
+                                        subject: account.key.subject))
                 throw BrokerError.signInAgain(provider.name, account.displayName)
             }
             if case .provider("invalid_target", _, _) = error {
@@ -154,6 +159,9 @@ extension Broker {
             accessToken: response.accessToken, tokenType: response.tokenType,
             expiresAt: sentAt + Double(response.expiresIn ?? 300), scope: response.scope, chain: chain)
         cache.store(token, for: key, now: clock.now())
+        events.emit(BrokerEvent(kind: .tokenRefreshed, provider: key.account.provider, account: account.displayName,
+                                subject: key.account.subject, resource: key.resource, scopes: key.scopes,
+                                expiresAt: Int64(token.expiresAt)))
         logger.debug("refreshed", metadata: ["account": "\(account.key)", "resource": "\(key.resource ?? "-")", "expires_in": "\(response.expiresIn ?? 300)"])
         return token
     }

@@ -1,0 +1,89 @@
+import Synchronization
+
+/// Background refresh of tokens in use (`refresh_ahead = true`): a token some caller asked
+/// for within the provider's `refresh_ahead_window` is refreshed shortly before
+/// `refresh_margin` would make the next caller wait for the provider. One task per cache
+/// key, started by a request and ended when nobody asked recently, on sign-out, reload or
+/// stop; its refreshes go through the account's RefreshQueue like any other.
+final class RefreshAhead: Sendable {
+    struct State {
+        /// When a caller last asked for each key of a refresh-ahead provider.
+        var lastAsked: [CacheKey: Double] = [:]
+        /// The running task of each key, with an id so a task ending removes only itself.
+        var tasks: [CacheKey: (id: Int, task: Task<Void, Never>)] = [:]
+        var nextID = 0
+    }
+
+    let state = Mutex(State())
+    /// The longest single sleep: the wall clock is read again after each (it may have been
+    /// moved, or the machine suspended).
+    let tick: Duration
+
+    init(tick: Duration) { self.tick = tick }
+}
+
+extension Broker {
+    /// Notes that a caller asked for `key`; starts its background refresh if none runs.
+    /// Costs one flag test for providers without `refresh_ahead`.
+    func askedFor(_ key: CacheKey, provider: Provider) {
+        guard provider.config.refreshAhead else { return }
+        let now = clock.now()
+        ahead.state.withLock { s in
+            s.lastAsked[key] = now
+            guard s.tasks[key] == nil else { return }
+            let id = s.nextID
+            s.nextID += 1
+            let task = Task { [weak self] in
+                await self?.refreshAheadLoop(key, provider: provider)
+                self?.ahead.state.withLock { s in
+                    if s.tasks[key]?.id == id {
+                        s.tasks[key] = nil
+                        s.lastAsked[key] = nil
+                    }
+                }
+            }
+            s.tasks[key] = (id, task)
+        }
+    }
+
+    /// Ends the background refreshes of one account, or of all (reload, stop).
+    public func stopRefreshingAhead(_ account: AccountKey? = nil) {
+        let ended = ahead.state.withLock { s -> [Task<Void, Never>] in
+            let keys = s.tasks.keys.filter { account == nil || $0.account == account }
+            defer { for k in keys { s.tasks[k] = nil; s.lastAsked[k] = nil } }
+            return keys.compactMap { s.tasks[$0]?.task }
+        }
+        for task in ended { task.cancel() }
+    }
+
+    private func refreshAheadLoop(_ key: CacheKey, provider: Provider) async {
+        var refreshedHere = false
+        while !Task.isCancelled {
+            guard let token = cache.lookup(key, now: clock.now(), minimumLife: 0) else { return }
+            let margin = Double(config.daemon.refreshMargin)
+            // A little before the margin: a quarter of it, at most 30 s.
+            let due = token.expiresAt - margin - min(30, margin / 4)
+            // A provider whose tokens are due as soon as issued would be asked without pause.
+            if refreshedHere && clock.now() >= due { return }
+            while clock.now() < due {
+                let step = min(Duration.seconds(due - clock.now()), ahead.tick)
+                do { try await Task.sleep(for: step) } catch { return }
+            }
+            let window = Double(provider.config.refreshAheadWindow)
+            guard let asked = ahead.state.withLock({ $0.lastAsked[key] }), clock.now() - asked <= window else { return }
+            do {
+                _ = try await queue(for: key.account).run(key) { () async throws(BrokerError) -> CachedToken in
+                    // A caller may have refreshed it while this one waited its turn.
+                    if let current = self.cache.lookup(key, now: self.clock.now(), minimumLife: 0),
+                       current.expiresAt > token.expiresAt { return current }
+                    return try await self.refresh(key, provider: provider)
+                }
+                refreshedHere = true
+            } catch {
+                // The next caller refreshes (or is served the cached token while the provider is down).
+                logger.notice("background refresh failed", metadata: ["account": "\(key.account)", "error": "\(error.message)"])
+                return
+            }
+        }
+    }
+}

@@ -1,0 +1,69 @@
+import BrokerCore
+import BrokerProtocol
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import NIOCore
+
+/// `events.subscribe` / `events.unsubscribe`: the connection itself is the subscriber, so
+/// these are served here rather than through the method table.
+extension RPCHandler {
+    func subscribe(_ context: ChannelHandlerContext, method: String, line: RequestLine, id: RequestID, answer: Bool) {
+        guard let events else {
+            return fail(context, id, RPCError(.methodNotFound, "this server does not send events"))
+        }
+        if let subscription { events.unsubscribe(subscription) }
+        subscription = nil
+        if method == RPCMethod.eventsUnsubscribe.rawValue {
+            if answer { write(context, codec.success(id, EventsSubscribeResult(subscribed: false, kinds: []))) }
+            return
+        }
+        let params: EventsSubscribeParams
+        do {
+            params = try codec.decoder.decode(RequestParams<EventsSubscribeParams>.self, from: line.data).params ?? EventsSubscribeParams()
+        } catch {
+            return fail(context, id, RPCError(.invalidParams, "invalid params for events.subscribe: \(MethodTable.describe(error))"))
+        }
+        var kinds: Set<EventKind>?
+        if let names = params.kinds {
+            var wanted = Set<EventKind>()
+            for name in names {
+                guard let kind = EventKind(rawValue: name) else {
+                    let known = EventKind.allCases.map(\.rawValue).joined(separator: ", ")
+                    return fail(context, id, RPCError(.invalidParams, "there is no event kind \"\(name.prefix(64))\": choose from \(known)"))
+                }
+                wanted.insert(kind)
+            }
+            kinds = wanted
+        }
+        let loop = context.eventLoop
+        let bound = NIOLoopBound((self, context), eventLoop: loop)
+        subscription = events.subscribe(providers: params.providers.map(Set.init), kinds: kinds) { event in
+            loop.execute {
+                let (handler, context) = bound.value
+                handler.send(context, event)
+            }
+        }
+        let sent = (kinds ?? Set(EventKind.allCases)).map(\.rawValue).sorted()
+        if answer { write(context, codec.success(id, EventsSubscribeResult(subscribed: true, kinds: sent))) }
+    }
+
+    /// Writes one `event` notification. A subscriber that does not read is dropped, not
+    /// buffered for: once its unwritten bytes pass the channel's high-water mark (64 KiB,
+    /// on top of what the kernel's socket buffer holds) the connection is closed.
+    private func send(_ context: ChannelHandlerContext, _ event: BrokerEvent) {
+        guard let subscription, context.channel.isActive else { return }
+        guard context.channel.isWritable else {
+            events?.unsubscribe(subscription)
+            self.subscription = nil
+            counters.errors.increment()
+            logger.notice("an event subscriber stopped reading; its connection is closed")
+            context.close(promise: nil)
+            return
+        }
+        guard let data = try? codec.encoder.encode(EventNotification(event)) else { return }
+        write(context, data)
+    }
+}

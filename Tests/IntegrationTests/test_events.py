@@ -1,0 +1,142 @@
+"""Events (`events.subscribe`) from the real daemon, against a STUB provider (tokens of a
+chosen short life and refreshes on demand, which the real Glewlwyd cannot be made to do on
+cue): a subscriber is told of sign-in, refresh (key and expiry, never a token) and sign-out,
+and one that stops reading is dropped while the daemon's memory stays bounded.
+
+No test prints a token: the raw event lines are checked against every token the stub issued."""
+import json
+import socket
+import time
+
+import pytest
+
+from conftest import RPC, Daemon
+from stub_provider import StubProvider
+
+
+@pytest.fixture
+def stub():
+    s = StubProvider(access_token_life=600).start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def daemon(stub):
+    d = Daemon(None)
+    d.write_config(text=(
+        '[daemon]\nstore = "memory"\nrefresh_margin = 60\n\n'
+        f'[providers.{d.name}]\nissuer = "{stub.issuer}"\nclient_id = "{stub.client_id}"\n'
+        'scopes = ["openid", "offline_access"]\n'))
+    d.start()
+    yield d
+    d.cleanup()
+
+
+def subscribe(d, **params):
+    c = RPC(d.socket, timeout=30)
+    answer = c.call("events.subscribe", params or None)
+    assert answer["result"]["subscribed"] is True, answer
+    return c
+
+
+def read_raw(c):
+    """The next line the daemon sent, undecoded (to search it for tokens)."""
+    while b"\n" not in c.buf:
+        chunk = c.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the daemon closed the connection")
+        c.buf += chunk
+    line, c.buf = c.buf.split(b"\n", 1)
+    return line
+
+
+def next_event(c):
+    line = read_raw(c)
+    message = json.loads(line)
+    assert "id" not in message and message["method"] == "event", message
+    return line, message["params"]
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_a_subscriber_is_told_of_sign_in_refresh_and_sign_out_and_never_sees_a_token(stub, daemon):
+    d = daemon
+    watcher = subscribe(d)
+    only_refreshes = subscribe(d, kinds=["token_refreshed"])
+
+    r = d.ctl("login", "--device", "--provider", d.name, timeout=30)
+    assert r.returncode == 0, r.stderr
+    _, signed_in = next_event(watcher)
+    assert signed_in["kind"] == "signed_in" and signed_in["provider"] == d.name
+    assert signed_in["subject"] == stub.subject
+
+    got = d.rpc("token.get", {"provider": d.name, "scopes": ["read"]})["result"]
+    raw, refreshed = next_event(watcher)
+    assert refreshed == {"kind": "token_refreshed", "provider": d.name, "account": got["account"],
+                         "subject": stub.subject, "scopes": ["read"], "expires_at": got["expires_at"]}
+    raw_filtered, filtered = next_event(only_refreshes)
+    assert filtered == refreshed, "the kinds filter left out the sign-in, not the refresh"
+
+    # A cache hit reports nothing; the next event is the sign-out.
+    d.rpc("token.get", {"provider": d.name, "scopes": ["read"]})
+    assert d.ctl("logout", "--provider", d.name, "--local").returncode == 0
+    raw_out, signed_out = next_event(watcher)
+    assert signed_out["kind"] == "signed_out" and signed_out["subject"] == stub.subject
+
+    for line in (raw, raw_filtered, raw_out):
+        assert not any(t.encode() in line for t in stub.issued), "an event line carries a token"
+    watcher.close()
+    only_refreshes.close()
+
+
+def test_a_subscriber_that_does_not_read_is_dropped_and_memory_stays_bounded(stub, daemon):
+    d = daemon
+    assert d.ctl("login", "--device", "--provider", d.name, timeout=30).returncode == 0
+    reader = subscribe(d, kinds=["token_refreshed"])
+    stalled = subscribe(d, kinds=["token_refreshed"])  # never read from here on
+    pid = d.proc.pid
+    client = RPC(d.socket, timeout=60)
+
+    def refreshes(count, start):
+        # Each token.get names new scopes: a new cache key, so each one is a refresh. In
+        # steps of 200, after each of which the reading subscriber reads its events.
+        for step in range(start, start + count, 200):
+            for i in range(step, step + 200):
+                client.send_line(json.dumps({"jsonrpc": "2.0", "id": i, "method": "token.get",
+                                             "params": {"provider": d.name, "scopes": [f"s{i}"]}}) + "\n")
+            for _ in range(200):
+                assert "result" in client.read()
+            for _ in range(200):
+                next_event(reader)
+
+    sent = 0
+    while "stopped reading" not in d.log_text() and sent < 6000:
+        refreshes(200, sent)
+        sent += 200
+    assert "stopped reading" in d.log_text(), f"the stalled subscriber was not dropped after {sent} events"
+    dropped_after = sent
+    before = rss_kib(pid)
+    refreshes(2000, sent)
+    sent += 2000
+    after = rss_kib(pid)
+    print(f"dropped after {dropped_after} events; RSS {before} KiB -> {after} KiB over 2000 more events")
+    assert after - before < 16 * 1024, "the daemon's memory grew with events after the drop"
+
+    # The stalled subscriber finds what was sent before the drop, then the end of the connection.
+    stalled.sock.settimeout(10)
+    received = 0
+    with pytest.raises(ConnectionError):
+        while True:
+            next_event(stalled)
+            received += 1
+    assert 0 < received < dropped_after
+    assert d.proc.poll() is None
+    client.close()
+    reader.close()
