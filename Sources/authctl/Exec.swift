@@ -92,16 +92,16 @@ struct Exec: ParsableCommand {
     /// Gets the token (with --url, and its DPoP proof) and puts it in the environment;
     /// `rejectingFirst` tells the daemon the cached one was refused, so a new one is minted.
     private func provide(_ params: TokenGetParams, rejectingFirst reject: Bool) throws(ExitCode) {
-        let result = try Broker.session { broker throws(ClientError) -> TokenGetResult in
+        let result = try DaemonCall.session { broker throws(ClientError) -> TokenGetResult in
             if reject { _ = try broker.rejectToken(TokenRejectParams(key: params)) }
             if let request = proof.params(params) {
                 let answer = try broker.dpopProof(request)
-                try Broker.checkPrintable(answer.token)
+                try DaemonCall.checkPrintable(answer.token)
                 setenv("AUTHBROKER_DPOP", answer.proof, 1)
                 return answer.token
             }
             let result = try broker.token(params)
-            try Broker.checkPrintable(result)
+            try DaemonCall.checkPrintable(result)
             return result
         }
         setenv(env, result.accessToken, 1)

@@ -40,7 +40,7 @@ struct KubeCredential: ParsableCommand {
 
     func run() throws {
         let apiVersion = try Self.requestedVersion(getenv("KUBERNETES_EXEC_INFO").map { String(cString: $0) })
-        let result = try Broker.printableToken(token.params())
+        let result = try DaemonCall.printableToken(token.params())
         let credential = ExecCredential(
             apiVersion: apiVersion,
             status: .init(token: result.accessToken, expirationTimestamp: RFC3339.utc(result.expiresAt)))

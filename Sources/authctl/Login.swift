@@ -34,8 +34,8 @@ struct Login: ParsableCommand {
             """
     )
 
-    @Option(help: "The provider's name in config.toml; may be left out when only one is configured.")
-    var provider: String?
+    @OptionGroup var target: ProviderOption
+    var provider: String? { target.provider }
 
     @Flag(help: "Use the device authorization grant (RFC 8628): a code to enter in any browser.")
     var device = false
@@ -92,7 +92,7 @@ struct Login: ParsableCommand {
 
     private func signIn(_ params: LoginStartParams) throws {
         let openBrowser = !noBrowser
-        let account = try Broker.session { broker throws(ClientError) -> AccountInfo in
+        let account = try DaemonCall.session { broker throws(ClientError) -> AccountInfo in
             let start = try broker.loginStart(params)
             // No timeout: the user takes the time they take; the daemon ends the wait
             // with an error when the sign-in expires. The instructions follow the wait's
@@ -117,7 +117,7 @@ struct Login: ParsableCommand {
 
     /// The terminal sign-in: answers the daemon's questions until it has the account.
     private func signInHere(_ params: LoginStartParams) throws {
-        let account = try Broker.session { broker throws(ClientError) -> AccountInfo in
+        let account = try DaemonCall.session { broker throws(ClientError) -> AccountInfo in
             let start = try broker.loginStart(params)
             Output.note("Signing in to \(Output.safe(start.provider)) (expires in \(Self.remaining(until: start.expiresAt, now: TimeText.now)))…")
             while true {

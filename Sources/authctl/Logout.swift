@@ -14,11 +14,9 @@ struct Logout: ParsableCommand {
             """
     )
 
-    @Option(help: "The provider's name in config.toml; may be left out when only one is configured.")
-    var provider: String?
-
-    @Option(help: "The account as `authctl accounts` shows it, or its subject; may be left out when the provider has one account.")
-    var account: String?
+    @OptionGroup var target: AccountOptions
+    var provider: String? { target.provider }
+    var account: String? { target.account }
 
     @Flag(help: "Only forget the account here: no revocation, no provider session ended.")
     var local = false
@@ -28,7 +26,7 @@ struct Logout: ParsableCommand {
 
     func run() throws {
         let params = LogoutParams(provider: provider, account: account, local: local ? true : nil)
-        let result = try Broker.session { broker throws(ClientError) -> LogoutResult in
+        let result = try DaemonCall.session { broker throws(ClientError) -> LogoutResult in
             try broker.logout(params)
         }
         Output.line(Self.summary(result))

@@ -17,8 +17,8 @@ struct SetSecret: ParsableCommand {
               authctl set-secret --provider corp < secret.txt
             """)
 
-    @Option(help: "The provider's name in config.toml; may be left out when only one is configured.")
-    var provider: String?
+    @OptionGroup var target: ProviderOption
+    var provider: String? { target.provider }
 
     func run() throws {
         guard let secret = Self.readSecret(prompt: "Client secret: ") else {
@@ -26,7 +26,7 @@ struct SetSecret: ParsableCommand {
             throw ExitCode(ExitStatus.usage.rawValue)
         }
         let params = SetSecretParams(provider: provider, clientSecret: secret)
-        let result = try Broker.session { broker throws(ClientError) -> SetSecretResult in
+        let result = try DaemonCall.session { broker throws(ClientError) -> SetSecretResult in
             try broker.call(.providerSetSecret, params, as: SetSecretResult.self)
         }
         Output.line("Stored the client secret of \(Output.safe(result.provider)) in the Secret Service.")

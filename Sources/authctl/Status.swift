@@ -13,7 +13,7 @@ struct Status: ParsableCommand {
     var json = false
 
     func run() throws {
-        let lines = try Broker.session { broker throws(ClientError) -> [String] in
+        let lines = try DaemonCall.session { broker throws(ClientError) -> [String] in
             let status = try broker.status()
             if json { return [try Output.json(status)] }
             return Self.report(status)

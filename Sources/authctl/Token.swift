@@ -75,9 +75,9 @@ struct Token: ParsableCommand {
             let request = TokenExchangeParams(
                 audience: exchangeFor, resource: p.resource, scopes: p.scopes, provider: p.provider, account: p.account,
                 subjectTokenType: subjectTokenType, requestedTokenType: requestedTokenType, minTTL: p.minTTL)
-            let text = try Broker.session { broker throws(ClientError) -> String in
+            let text = try DaemonCall.session { broker throws(ClientError) -> String in
                 let result = try broker.exchangeToken(request)
-                try Broker.checkPrintable(result)
+                try DaemonCall.checkPrintable(result)
                 if json { return try Output.json(result) }
                 if header { return "Authorization: \(result.tokenType) \(result.accessToken)" }
                 return result.accessToken
@@ -87,10 +87,10 @@ struct Token: ParsableCommand {
         guard let request = proof.params(options.params()) else {
             return try Self.printToken(options.params(), json: json, header: header, fresh: fresh)
         }
-        let text = try Broker.session { broker throws(ClientError) -> String in
+        let text = try DaemonCall.session { broker throws(ClientError) -> String in
             if fresh { _ = try broker.rejectToken(TokenRejectParams(key: options.params())) }
             let result = try broker.dpopProof(request)
-            try Broker.checkPrintable(result.token)
+            try DaemonCall.checkPrintable(result.token)
             if json { return try Output.json(result) }
             if header { return "Authorization: \(result.token.tokenType) \(result.token.accessToken)\nDPoP: \(result.proof)" }
             return result.token.accessToken + "\n" + result.proof
@@ -101,10 +101,10 @@ struct Token: ParsableCommand {
     /// Gets the token and prints it as asked: the whole command once its arguments are
     /// known, shared by `run()` and ``TokenFastPath``.
     static func printToken(_ params: TokenGetParams, json: Bool, header: Bool, fresh: Bool = false) throws(ExitCode) {
-        let text = try Broker.session { broker throws(ClientError) -> String in
+        let text = try DaemonCall.session { broker throws(ClientError) -> String in
             if fresh { _ = try broker.rejectToken(TokenRejectParams(key: params)) }
             let result = try broker.token(params)
-            try Broker.checkPrintable(result)
+            try DaemonCall.checkPrintable(result)
             if json { return try Output.json(result) }
             if header { return "Authorization: \(result.tokenType) \(result.accessToken)" }
             return result.accessToken

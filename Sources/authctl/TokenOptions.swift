@@ -11,11 +11,9 @@ struct TokenOptions: ParsableArguments {
     @Option(name: .customLong("scope"), help: ArgumentHelp("A scope to ask for (repeat, or separate with spaces); default: the provider's configured scopes.", valueName: "scope"))
     var scopes: [String] = []
 
-    @Option(help: "The provider's name in config.toml; may be left out when only one is configured.")
-    var provider: String?
-
-    @Option(help: "The account as `authctl accounts` shows it, or its subject; may be left out when the provider has one account.")
-    var account: String?
+    @OptionGroup var target: AccountOptions
+    var provider: String? { target.provider }
+    var account: String? { target.account }
 
     @Option(name: .customLong("min-ttl"), help: ArgumentHelp("Seconds (\(TokenGetParams.minTTLRange.lowerBound)-\(TokenGetParams.minTTLRange.upperBound)) the token must still be valid for.", valueName: "seconds"))
     var minTTL: Int?
@@ -50,7 +48,7 @@ struct TokenOptions: ParsableArguments {
     }
 }
 
-extension Broker {
+extension DaemonCall {
     /// Gets a token and checks it can be handed on as a header, an environment value or a
     /// JSON string: RFC 6749 A.12 makes an access token printable ASCII.
     static func printableToken(_ params: TokenGetParams) throws(ExitCode) -> TokenGetResult {

@@ -29,11 +29,9 @@ struct UserInfo: ParsableCommand {
 
 /// Which account, and how to print its claims.
 struct ClaimsOptions: ParsableArguments {
-    @Option(help: "The provider's name in config.toml; may be left out when only one is configured.")
-    var provider: String?
-
-    @Option(help: "The account as `authctl accounts` shows it, or its subject; may be left out when the provider has one account.")
-    var account: String?
+    @OptionGroup var target: AccountOptions
+    var provider: String? { target.provider }
+    var account: String? { target.account }
 
     @Flag(help: "Print the whole answer as JSON.")
     var json = false
@@ -45,7 +43,7 @@ enum Claims {
     static func show(_ method: RPCMethod, _ options: ClaimsOptions) throws {
         let params = AccountParams(provider: options.provider, account: options.account)
         let json = options.json
-        let text = try Broker.session { broker throws(ClientError) -> String in
+        let text = try DaemonCall.session { broker throws(ClientError) -> String in
             let result = try broker.call(method, params, as: ClaimsResult.self)
             return json ? try Output.json(result) : lines(result)
         }

@@ -7,7 +7,7 @@ import BrokerProtocol
 
 /// How every command talks to authbrokerd: connect, call, and on failure print one
 /// sentence and exit with the failure's status.
-enum Broker {
+enum DaemonCall {
     /// Connects to authbrokerd and runs `body` with the connection.
     ///
     /// A failure is printed as `authctl: <sentence>` on stderr and becomes the

@@ -1,0 +1,17 @@
+import ArgumentParser
+
+/// `--provider`, declared once for every command that works on one provider.
+struct ProviderOption: ParsableArguments {
+    @Option(help: "The provider's name in config.toml; may be left out when only one is configured.")
+    var provider: String?
+}
+
+/// `--provider` and `--account`: which signed-in account a command means.
+struct AccountOptions: ParsableArguments {
+    @OptionGroup var which: ProviderOption
+
+    @Option(help: "The account as `authctl accounts` shows it, or its subject; may be left out when the provider has one account.")
+    var account: String?
+
+    var provider: String? { which.provider }
+}
