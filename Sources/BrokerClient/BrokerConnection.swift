@@ -248,6 +248,37 @@ public final class BrokerConnection {
         try call(.logout, params, as: LogoutResult.self, timeout: timeout)
     }
 
+    /// `events.subscribe`: from now on the daemon writes `event` notifications on this
+    /// connection (docs/protocol.md); read them with ``nextEvent()``.
+    public func subscribeEvents(_ params: EventsSubscribeParams = EventsSubscribeParams(),
+                                timeout: Duration? = nil) throws(ClientError) -> EventsSubscribeResult {
+        try call(.eventsSubscribe, params, as: EventsSubscribeResult.self, timeout: timeout)
+    }
+
+    /// The next `event` notification on a subscribed connection. Waits without a deadline:
+    /// events come when something happens. Lines that are not events (a late answer) are
+    /// skipped; the end of the connection is an error.
+    public func nextEvent() throws(ClientError) -> BrokerEvent {
+        guard let socket else {
+            throw .io("the connection to authbrokerd on \(path) is closed; open a new one")
+        }
+        while true {
+            let line: ArraySlice<UInt8>
+            do {
+                line = try readLine(from: socket, method: "events.subscribe", deadline: nil, timeout: nil)
+            } catch {
+                close()
+                if case .io = error {
+                    throw .io("authbrokerd closed the events connection on \(path): it stopped, or dropped this subscriber for not reading")
+                }
+                throw error
+            }
+            if let notification = try? decoder.decode(EventNotification.self, from: Data(line)), notification.method == "event" {
+                return notification.params
+            }
+        }
+    }
+
     /// `daemon.status`: the daemon's version, uptime, counters, providers, accounts and
     /// cached tokens (their expiry, never their value).
     public func status(timeout: Duration? = nil) throws(ClientError) -> DaemonStatusResult {

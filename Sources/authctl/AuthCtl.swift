@@ -27,7 +27,7 @@ struct AuthCtl: ParsableCommand {
             """,
         version: BrokerVersion.current,
         subcommands: [Login.self, Token.self, Status.self, Accounts.self, Whoami.self, UserInfo.self, Logout.self, SetSecret.self,
-                      Exec.self, KubeCredential.self, GitCredential.self]
+                      Exec.self, KubeCredential.self, GitCredential.self, Events.self]
     )
 
     /// Plain `authctl token …` skips ArgumentParser's start-up (``TokenFastPath``);

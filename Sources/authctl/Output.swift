@@ -47,10 +47,11 @@ enum Output {
         }
     }
 
-    /// `value` as indented JSON with sorted keys, the form every `--json` prints.
-    static func json<T: Encodable>(_ value: T) throws(ClientError) -> String {
+    /// `value` as indented JSON with sorted keys, the form every `--json` prints; on one
+    /// line with `oneLine` (a stream of objects, as `authctl events --json` prints).
+    static func json<T: Encodable>(_ value: T, oneLine: Bool = false) throws(ClientError) -> String {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        encoder.outputFormatting = oneLine ? [.sortedKeys, .withoutEscapingSlashes] : [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         do {
             return String(decoding: try encoder.encode(value), as: UTF8.self)
         } catch {

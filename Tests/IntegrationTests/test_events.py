@@ -140,3 +140,64 @@ def test_a_subscriber_that_does_not_read_is_dropped_and_memory_stays_bounded(stu
     assert d.proc.poll() is None
     client.close()
     reader.close()
+
+
+def wait_for_subscribers(d, base, count):
+    """Waits until `count` subscriptions reached the daemon after `base` (its request counter
+    before they started); each status call here counts as one request too."""
+    calls = 0
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        calls += 1
+        if d.status()["counters"]["requests"] >= base + calls + count:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the subscribers did not connect")
+
+
+def test_authctl_events_follows_the_daemon_one_line_per_event(stub, daemon):
+    """`authctl events` (the CLI side of events.subscribe): --json prints one object per line,
+    --kind filters, plain lines name the kind, provider and resource; no token anywhere."""
+    import subprocess
+
+    from conftest import AUTHCTL
+    d = daemon
+    base = d.status()["counters"]["requests"]
+    as_json = subprocess.Popen([AUTHCTL, "events", "--json", "--kind", "token_refreshed", "--kind", "signed_out"],
+                               env=d.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    plain = subprocess.Popen([AUTHCTL, "events"], env=d.env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_subscribers(d, base, 2)
+        assert d.ctl("login", "--device", "--provider", d.name, timeout=30).returncode == 0
+        got = d.rpc("token.get", {"provider": d.name, "scopes": ["read"]})["result"]
+        assert d.ctl("logout", "--provider", d.name, "--local").returncode == 0
+
+        first = json.loads(as_json.stdout.readline())
+        assert first == {"kind": "token_refreshed", "provider": d.name, "account": got["account"],
+                         "subject": stub.subject, "scopes": ["read"], "expires_at": got["expires_at"]}
+        assert json.loads(as_json.stdout.readline())["kind"] == "signed_out", "--kind let another kind through"
+
+        lines = [plain.stdout.readline() for _ in range(3)]
+        assert [line.split()[1] for line in lines] == ["signed_in", "token_refreshed", "signed_out"], lines
+        assert "(default audience)" in lines[1] and "scopes read" in lines[1] and "expires in" in lines[1]
+    finally:
+        for p in (as_json, plain):
+            p.terminate()
+        out = "".join(p.communicate(timeout=10)[0] for p in (as_json, plain))
+    assert not any(t in out for t in stub.issued), "authctl events printed a token"
+
+
+def test_authctl_events_says_so_when_the_daemon_goes_away(stub, daemon):
+    import subprocess
+
+    from conftest import AUTHCTL
+    d = daemon
+    base = d.status()["counters"]["requests"]
+    p = subprocess.Popen([AUTHCTL, "events"], env=d.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for_subscribers(d, base, 1)
+    d.proc.terminate()
+    d.proc.wait(timeout=20)
+    _, err = p.communicate(timeout=20)
+    assert p.returncode != 0
+    assert "closed the events connection" in err, err
