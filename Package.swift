@@ -87,7 +87,7 @@ let package = Package(
         .testTarget(name: "SecretStoreTests", dependencies: ["SecretStore"]),
         .target(name: "JWSTestSupport", dependencies: ["BrokerCrypto"], path: "Tests/JWSTestSupport"),
         .testTarget(name: "BrokerCryptoTests", dependencies: ["BrokerCrypto", "JWSTestSupport"]),
-        .testTarget(name: "OAuthTests", dependencies: ["OAuth", "BrokerCrypto", "JWSTestSupport"]),
+        .testTarget(name: "OAuthTests", dependencies: ["OAuth", "BrokerCrypto", "HTTPClient", "JWSTestSupport"]),
         .testTarget(
             name: "BrokerCoreTests",
             dependencies: [

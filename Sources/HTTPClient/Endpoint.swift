@@ -108,14 +108,17 @@ public struct Endpoint: Sendable, Equatable {
     /// The absolute-form request target, for requests sent through an http proxy.
     var absoluteForm: String { "\(scheme.rawValue)://\(hostHeader)\(target)" }
 
-    /// True for localhost, 127.0.0.0/8 and ::1: never sent through a proxy.
+    /// True for localhost, 127.0.0.0/8 and ::1. The one loopback rule: such a host is never
+    /// sent through a proxy, and only such a host may be spoken to over plain http
+    /// (OAuth's `EndpointPolicy`). Names under `.localhost` do not count: a resolver may
+    /// send them anywhere.
     public var isLoopback: Bool { Self.isLoopback(host) }
 
     static func isLoopback(_ host: String) -> Bool {
         var name = host.lowercased()
         if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
         if name.hasSuffix(".") { name.removeLast() }
-        if name == "localhost" || name.hasSuffix(".localhost") { return true }
+        if name == "localhost" { return true }
         if isIPv6(name) {
             var address = in6_addr()
             guard inet_pton(AF_INET6, name, &address) == 1 else { return false }

@@ -1,8 +1,4 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
+import HTTPClient
 
 /// Which provider URLs authbroker talks to: `https://` anywhere, `http://` only on a
 /// loopback host (127.0.0.0/8, ::1, localhost), for local test providers. The one rule for
@@ -10,35 +6,26 @@ import Foundation
 public enum EndpointPolicy {
     /// Throws `.configuration` unless `url` is an absolute URL that the rule allows.
     /// `what` names the URL in the sentence, e.g. "issuer" or "token_endpoint".
+    ///
+    /// The URL is read by the same parser (`HTTPClient.Endpoint`) and judged loopback by the
+    /// same rule that the connection later uses, so the check and the request cannot read
+    /// one URL two ways.
     public static func check(_ url: String, what: String) throws(OAuthError) {
-        guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(),
-              let host = parsed.host, !host.isEmpty
-        else { throw .configuration("\(what) \(describe(url)) is not an absolute URL") }
-        switch scheme {
-        case "https": return
-        case "http" where isLoopback(host): return
-        case "http": throw .configuration("\(what) \(describe(url)) must use https (http is allowed only on a loopback host)")
-        default: throw .configuration("\(what) \(describe(url)) must use https")
+        let endpoint: Endpoint
+        do {
+            endpoint = try Endpoint(url)
+        } catch {
+            guard case .invalidURL(let reason) = error else { throw .configuration("\(what) \(describe(url)) cannot be read") }
+            if let scheme = url.firstRange(of: "://").map({ url[..<$0.lowerBound].lowercased() }), scheme != "http", scheme != "https" {
+                throw .configuration("\(what) \(describe(url)) must use https")
+            }
+            throw .configuration("\(what) \(describe(url)) is not a URL authbroker can use: \(reason)")
         }
-    }
-
-    /// True for localhost, 127.0.0.0/8 and ::1 (with or without brackets).
-    static func isLoopback(_ host: String) -> Bool {
-        var name = host.lowercased()
-        if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
-        if name.hasSuffix(".") { name.removeLast() }
-        if name == "localhost" || name == "::1" || name == "0:0:0:0:0:0:0:1" { return true }
-        let octets = name.split(separator: ".", omittingEmptySubsequences: false)
-        guard octets.count == 4, octets[0] == "127" else { return false }
-        return octets.allSatisfy { octet in octet.utf8.allSatisfy { (48...57).contains($0) } && UInt8(octet) != nil }
-    }
-
-    /// "host" or "host:port", for sentences: never the path or the query.
-    static func hostAndPort(_ url: URL) -> String {
-        guard var host = url.host else { return "the provider" }
-        if host.contains(":"), !host.hasPrefix("[") { host = "[\(host)]" }
-        if let port = url.port { return "\(host):\(port)" }
-        return host
+        switch endpoint.scheme {
+        case .https: return
+        case .http where endpoint.isLoopback: return
+        case .http: throw .configuration("\(what) \(describe(url)) must use https (http is allowed only on a loopback host)")
+        }
     }
 
     /// A URL for sentences: scheme, host, port and path, without user info, query or

@@ -46,7 +46,7 @@ final class EndpointTests: XCTestCase {
         for host in ["localhost", "LOCALHOST.", "127.0.0.1", "127.255.0.9", "::1", "[::1]", "0:0:0:0:0:0:0:1"] {
             XCTAssertTrue(Endpoint.isLoopback(host), host)
         }
-        for host in ["128.0.0.1", "::2", "localhost.example", "127.0.0.1.example", "10.0.0.1"] {
+        for host in ["128.0.0.1", "::2", "localhost.example", "127.0.0.1.example", "10.0.0.1", "api.localhost", "::ffff:127.0.0.1"] {
             XCTAssertFalse(Endpoint.isLoopback(host), host)
         }
     }
