@@ -144,10 +144,6 @@ final class ConnectionGuard: ChannelDuplexHandler {
     /// Writes one error answer (id null) and closes.
     static func closeWith(_ context: ChannelHandlerContext, _ error: RPCError) {
         let data = (try? JSONEncoder().encode(ErrorResponse(id: .null, error: error))) ?? Data()
-        var out = context.channel.allocator.buffer(capacity: data.count + 1)
-        out.writeBytes(data)
-        out.writeInteger(UInt8(ascii: "\n"))
-        let channel = context.channel
-        context.writeAndFlush(NIOAny(out)).whenComplete { _ in channel.close(promise: nil) }
+        context.writeAnswer(data, then: .close)
     }
 }

@@ -97,11 +97,7 @@ final class RPCHandler: ChannelDuplexHandler {
             refusals.refused(uid: uid, pid: peer.credentials.map { String($0.pid) } ?? "unknown", logger: logger)
             refused = true
             counters.errors.increment()
-            var out = context.channel.allocator.buffer(capacity: 160)
-            out.writeBytes(codec.failure(.null, RPCError(.forbidden, "connections from uid \(uid) are refused: authbrokerd serves only its own user (uid \(me))")))
-            out.writeInteger(UInt8(ascii: "\n"))
-            let channel = context.channel
-            context.writeAndFlush(wrapOutboundOut(out)).whenComplete { _ in channel.close(promise: nil) }
+            context.writeAnswer(codec.failure(.null, RPCError(.forbidden, "connections from uid \(uid) are refused: authbrokerd serves only its own user (uid \(me))")), then: .close)
             return
         }
         counted = true
@@ -117,21 +113,13 @@ final class RPCHandler: ChannelDuplexHandler {
         context.fireChannelActive()
     }
 
-    /// Answers the refusal, then closes the writing side only: closing outright with the
-    /// peer's request unread would reset the connection and lose the answer. What the peer
-    /// still sends is discarded; the connection closes when it hangs up (or after 5 s).
+    /// Answers the refusal, then closes the writing side only (``AfterAnswer/closeOutput``).
+    /// What the peer still sends is discarded; the connection closes when it hangs up (or
+    /// after 5 s).
     private func refuse(_ context: ChannelHandlerContext, _ error: RPCError) {
         refused = true
         counters.errors.increment()
-        let data = codec.failure(.null, error)
-        var out = context.channel.allocator.buffer(capacity: data.count + 1)
-        out.writeBytes(data)
-        out.writeInteger(UInt8(ascii: "\n"))
-        let channel = context.channel
-        context.writeAndFlush(wrapOutboundOut(out)).whenComplete { _ in
-            channel.close(mode: .output, promise: nil)
-            channel.eventLoop.scheduleTask(in: .seconds(5)) { channel.close(promise: nil) }
-        }
+        context.writeAnswer(codec.failure(.null, error), then: .closeOutput)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -243,11 +231,7 @@ final class RPCHandler: ChannelDuplexHandler {
                 // The process that connected is gone or runs another program: nothing more
                 // is served on this connection.
                 refused = true
-                var out = context.channel.allocator.buffer(capacity: data.count + 1)
-                out.writeBytes(data)
-                out.writeInteger(UInt8(ascii: "\n"))
-                let channel = context.channel
-                context.writeAndFlush(wrapOutboundOut(out)).whenComplete { _ in channel.close(promise: nil) }
+                context.writeAnswer(data, then: .close)
             } else if answer {
                 write(context, data)
             }
@@ -308,12 +292,7 @@ final class RPCHandler: ChannelDuplexHandler {
         if let e = error as? LineFrameDecoder.LineTooLong {
             counters.errors.increment()
             logger.notice("request line over the size cap; closing the connection", metadata: ["limit": "\(e.limit)"])
-            let data = codec.failure(.null, RPCError(.requestTooLarge, "the request line is longer than \(e.limit) bytes; the connection is closed", data: ErrorData(limit: e.limit)))
-            var out = context.channel.allocator.buffer(capacity: data.count + 1)
-            out.writeBytes(data)
-            out.writeInteger(UInt8(ascii: "\n"))
-            let channel = context.channel
-            context.writeAndFlush(wrapOutboundOut(out)).whenComplete { _ in channel.close(promise: nil) }
+            context.writeAnswer(codec.failure(.null, RPCError(.requestTooLarge, "the request line is longer than \(e.limit) bytes; the connection is closed", data: ErrorData(limit: e.limit))), then: .close)
             return
         }
         logger.debug("connection error", metadata: ["error": "\(error)"])
@@ -330,11 +309,7 @@ final class RPCHandler: ChannelDuplexHandler {
     }
 
     func write(_ context: ChannelHandlerContext, _ data: Data) {
-        guard context.channel.isActive else { return }
-        var out = context.channel.allocator.buffer(capacity: data.count + 1)
-        out.writeBytes(data)
-        out.writeInteger(UInt8(ascii: "\n"))
-        context.writeAndFlush(wrapOutboundOut(out), promise: nil)
+        context.writeAnswer(data)
     }
 
     /// Parse error for text that is not JSON; invalid request for JSON that is not a
