@@ -29,12 +29,13 @@ extension OAuthClient {
     }
 
     /// Redeems an authorization code with its PKCE verifier (RFC 6749 §4.1.3, RFC 7636 §4.5).
-    public func exchangeCode(_ metadata: ProviderMetadata, code: String, redirectURI: String,
+    /// `redirectURI` is nil for a code from the authorization challenge endpoint, whose
+    /// request had none.
+    public func exchangeCode(_ metadata: ProviderMetadata, code: String, redirectURI: String?,
                              codeVerifier: String, resource: String?) async throws(OAuthError) -> TokenResponse {
-        try await tokenRequest(metadata, [
-            ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirectURI),
-            ("code_verifier", codeVerifier),
-        ] + resourceAndScope(resource, nil))
+        try await tokenRequest(metadata, [("grant_type", "authorization_code"), ("code", code)]
+            + (redirectURI.map { [("redirect_uri", $0)] } ?? [])
+            + [("code_verifier", codeVerifier)] + resourceAndScope(resource, nil))
     }
 
     /// Revokes `token` (RFC 7009 §2.1); `tokenTypeHint` is `refresh_token` or `access_token`.

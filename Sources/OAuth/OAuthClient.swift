@@ -64,6 +64,7 @@ extension ProviderMetadata {
             ("device_authorization_endpoint", deviceAuthorizationEndpoint), ("revocation_endpoint", revocationEndpoint),
             ("userinfo_endpoint", userinfoEndpoint), ("jwks_uri", jwksURI), ("end_session_endpoint", endSessionEndpoint),
             ("introspection_endpoint", introspectionEndpoint),
+            ("authorization_challenge_endpoint", authorizationChallengeEndpoint),
         ]
         return all.compactMap { name, url in url.map { (name, $0) } }
     }

@@ -26,6 +26,9 @@ public struct ProviderMetadata: Codable, Sendable, Equatable {
     /// The algorithms the provider takes DPoP proofs in (RFC 9449 §5.1); nil when it says
     /// nothing.
     public var dpopSigningAlgValuesSupported: [String]? = nil
+    /// OAuth 2.0 for First-Party Applications (draft-ietf-oauth-first-party-apps §4.1);
+    /// nil when the provider names none.
+    public var authorizationChallengeEndpoint: String? = nil
 
     enum CodingKeys: String, CodingKey {
         case issuer
@@ -44,6 +47,7 @@ public struct ProviderMetadata: Codable, Sendable, Equatable {
         case codeChallengeMethodsSupported = "code_challenge_methods_supported"
         case authorizationResponseIssParameterSupported = "authorization_response_iss_parameter_supported"
         case dpopSigningAlgValuesSupported = "dpop_signing_alg_values_supported"
+        case authorizationChallengeEndpoint = "authorization_challenge_endpoint"
     }
 
     /// Makes metadata by hand (tests, providers without discovery); unlisted members are nil.

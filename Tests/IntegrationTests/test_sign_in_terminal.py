@@ -2,7 +2,12 @@
 `login.wait`; authctl asks the user and answers with `login.answer`. The password grant
 (`password_grant = true`) against the real Glewlwyd, client authbroker-password, answered
 from a pipe and from a pseudo-terminal (secrets typed there are not echoed). The typed
-password must appear in no output, log line or file."""
+password must appear in no output, log line or file.
+
+The OAuth 2.0 for First-Party Applications draft (the authorization challenge endpoint)
+against a STUB provider (support/stub_first_party.py): neither Glewlwyd nor any provider run
+here implements the draft. The STUB asks user name, password, a code sent by e-mail and an
+MFA code, then gives a code the daemon redeems with its PKCE verifier."""
 import os
 import pty
 import select
@@ -11,7 +16,12 @@ import subprocess
 import termios
 import time
 
+import pytest
+
+import stub_first_party as fpa
 from conftest import API, AUTHCTL, Daemon, files_outside_the_keyring
+from stub_provider import StubProvider
+from test_faults import stub_config
 
 
 def password_daemon(gl, password_grant=True):
@@ -147,4 +157,72 @@ def test_ctrl_c_at_the_password_question_gives_the_terminal_its_echo_back(glewlw
     finally:
         os.close(slave)
         os.close(master)
+        d.cleanup()
+
+
+@pytest.fixture
+def stub():
+    s = StubProvider(access_token_life=600).start()
+    yield s
+    s.stop()
+
+
+def first_party_daemon(stub, extra=""):
+    d = Daemon(None)
+    d.write_config(text=stub_config(d.name, stub, refresh_margin=60) + extra)
+    return d.start()
+
+
+FPA_ANSWERS = [fpa.USERNAME, fpa.PASSWORD, fpa.EMAIL_CODE, fpa.MFA_CODE]
+
+
+def test_first_party_flow_asks_each_step_and_redeems_the_code_with_pkce(stub):
+    forms = fpa.enable(stub)
+    # The challenge endpoint is preferred to the password grant when both are there.
+    d = first_party_daemon(stub, "password_grant = true\n")
+    try:
+        r = login_from_pipe(d, FPA_ANSWERS)
+        assert r.returncode == 0, f"{r.stderr}\n{d.log_text()}"
+        assert f"Signed in to {d.name}" in r.stdout
+        for label in ("User name at", "Password", "Code sent by e-mail", "MFA code"):
+            assert label in r.stderr, r.stderr
+        assert len(forms) == 4
+        first = forms[0]
+        assert first["code_challenge_method"] == ["S256"] and first["client_id"] == [stub.client_id]
+        assert first["resource"] == [API] and "openid" in first["scope"][0] and "auth_session" not in first
+        assert all("auth_session" in f for f in forms[1:])
+        [redeem] = [f for f in stub.token_forms if f.get("grant_type") == ["authorization_code"]]
+        assert redeem.get("code_verifier") and "redirect_uri" not in redeem
+        assert not [f for f in stub.token_forms if f.get("grant_type") == ["password"]]
+        assert "result" in d.rpc("token.get", {}), d.log_text()
+        for secret in (fpa.PASSWORD, fpa.EMAIL_CODE, fpa.MFA_CODE):
+            assert_nowhere(secret, d, r.stdout, r.stderr)
+    finally:
+        d.cleanup()
+
+
+def test_first_party_flow_with_a_wrong_code_is_one_sentence(stub):
+    fpa.enable(stub)
+    d = first_party_daemon(stub)
+    try:
+        wrong = "em-000000-wrong"
+        r = login_from_pipe(d, [fpa.USERNAME, fpa.PASSWORD, wrong])
+        assert r.returncode != 0
+        assert "refused the sign-in after the code was given" in r.stderr, r.stderr
+        assert d.rpc("account.list")["result"]["accounts"] == []
+        assert not [f for f in stub.token_forms if f.get("grant_type") == ["authorization_code"]]
+        for secret in (fpa.PASSWORD, wrong):
+            assert_nowhere(secret, d, r.stdout, r.stderr)
+    finally:
+        d.cleanup()
+
+
+def test_first_party_flow_sent_to_the_web_says_to_use_the_browser(stub):
+    fpa.enable(stub, redirect_to_web=True)
+    d = first_party_daemon(stub)
+    try:
+        r = login_from_pipe(d, [fpa.USERNAME])
+        assert r.returncode != 0
+        assert "finished in a browser" in r.stderr and f"authctl login --provider {d.name}" in r.stderr, r.stderr
+    finally:
         d.cleanup()

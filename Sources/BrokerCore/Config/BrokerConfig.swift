@@ -167,6 +167,7 @@ public struct ConfiguredEndpoints: Sendable, Equatable {
     public var userinfo: String?
     public var endSession: String?
     public var introspection: String?
+    public var authorizationChallenge: String?
 
     public init() {}
 
@@ -175,6 +176,7 @@ public struct ConfiguredEndpoints: Sendable, Equatable {
         ("device_authorization_endpoint", \.deviceAuthorization), ("revocation_endpoint", \.revocation),
         ("userinfo_endpoint", \.userinfo), ("end_session_endpoint", \.endSession),
         ("introspection_endpoint", \.introspection),
+        ("authorization_challenge_endpoint", \.authorizationChallenge),
     ] }
 
     /// The discovery document with the configured endpoints filled in or put in its place.
@@ -185,6 +187,7 @@ public struct ConfiguredEndpoints: Sendable, Equatable {
         if let userinfo { m.userinfoEndpoint = userinfo }
         if let endSession { m.endSessionEndpoint = endSession }
         if let introspection { m.introspectionEndpoint = introspection }
+        if let authorizationChallenge { m.authorizationChallengeEndpoint = authorizationChallenge }
         return m
     }
 }

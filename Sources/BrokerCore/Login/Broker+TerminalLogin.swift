@@ -12,8 +12,10 @@ extension Broker {
             throw BrokerError.invalidRequest(message: "timeout must be between 1 and 3600 seconds")
         }
         let metadata = try await provider.discovered()
-        guard provider.config.passwordGrant else {
-            throw BrokerError.configuration(provider: provider.name, message: "\(provider.name) offers no sign-in in the terminal: set password_grant = true under [providers.\(provider.name)] in config.toml if it allows the password grant (docs/sign-in.md), or sign in with `authctl login --device`")
+        // The first-party apps draft when the provider offers it, else the password grant.
+        let challenge = metadata.authorizationChallengeEndpoint != nil
+        guard challenge || provider.config.passwordGrant else {
+            throw BrokerError.configuration(provider: provider.name, message: "\(provider.name) offers no sign-in in the terminal: set authorization_challenge_endpoint, or password_grant = true if it allows the password grant, under [providers.\(provider.name)] in config.toml (docs/sign-in.md), or sign in with `authctl login --device`")
         }
         let started = clock.now()
         let deadline = started + Double(timeout)
@@ -22,6 +24,9 @@ extension Broker {
         let resource = params.resource
         let task = Task<AccountInfo, any Error> {
             defer { conversation.finish() }
+            if challenge {
+                return try await self.challengeSignIn(provider, metadata: metadata, conversation: conversation, resource: resource)
+            }
             return try await self.passwordSignIn(provider, metadata: metadata, conversation: conversation, resource: resource)
         }
         let session = LoginSession(id: id, provider: provider.name, expiresAt: deadline, task: task, conversation: conversation)

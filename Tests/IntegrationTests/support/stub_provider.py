@@ -40,7 +40,8 @@ without HTTP). `stub.revoke(token)` revokes one access token out of band.
 
 Extensions add endpoints and grants without growing this file: `grant_handlers[grant_type]`
 and `post_handlers[path]` are functions of the form ({name: [values]}) returning (status,
-JSON body); `discovery_extra` adds discovery members (stub_exchange.py, stub_first_party.py).
+JSON body); `discovery_extra` adds discovery members (stub_exchange.py, stub_first_party.py);
+`code_verifier_check(code, verifier)` makes the authorization code grant check PKCE.
 
 Nothing here prints a token.
 """
@@ -104,6 +105,7 @@ class StubProvider:
         self.grant_handlers = {}
         self.post_handlers = {}
         self.discovery_extra = {}
+        self.code_verifier_check = None  # (code, code_verifier) -> bool, for PKCE (stub_first_party.py)
         self.server = None
         self.port = None
         self.thread = None
@@ -363,6 +365,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._json(200, answer)
         elif grant == "authorization_code":
             code = form.get("code", [""])[0]
+            if p.code_verifier_check and not p.code_verifier_check(code, form.get("code_verifier", [""])[0]):
+                self._json(400, {"error": "invalid_grant", "error_description": "PKCE verification failed"})
+                return
             with p.lock:
                 resources = p.grants.pop(code, None)
                 nonce = p.nonces.pop(code, None)
