@@ -28,9 +28,10 @@ struct Login: ParsableCommand {
               authctl login --resource https://api.example.com --resource https://git.example.com
 
             With --terminal, no browser: the daemon asks what the provider needs (user \
-            name, password) and authctl asks you in the terminal; secrets are not echoed. \
-            Answers may also come line by line from a pipe. Needs password_grant = true for \
-            the provider in config.toml (docs/sign-in.md).
+            name, password, one-time codes) and authctl asks you in the terminal; secrets \
+            and codes are not echoed. Answers may also come line by line from a pipe. Needs \
+            a provider with an authorization challenge endpoint (OAuth 2.0 for First-Party \
+            Applications), or password_grant = true for it in config.toml (docs/sign-in.md).
             """
     )
 
@@ -40,7 +41,7 @@ struct Login: ParsableCommand {
     @Flag(help: "Use the device authorization grant (RFC 8628): a code to enter in any browser.")
     var device = false
 
-    @Flag(help: "Sign in in the terminal, no browser: answer the provider's questions here (password_grant = true).")
+    @Flag(help: "Sign in in the terminal, no browser: answer the provider's questions here (authorization challenge endpoint, or password_grant = true).")
     var terminal = false
 
     @Option(help: "Pre-fill the sign-in page with this account (the login_hint parameter).")

@@ -226,3 +226,28 @@ def test_first_party_flow_sent_to_the_web_says_to_use_the_browser(stub):
         assert "finished in a browser" in r.stderr and f"authctl login --provider {d.name}" in r.stderr, r.stderr
     finally:
         d.cleanup()
+
+
+def test_first_party_flow_through_the_configured_endpoint_key(stub):
+    fpa.enable(stub)
+    del stub.discovery_extra["authorization_challenge_endpoint"]  # discovery names none
+    d = first_party_daemon(stub, f'authorization_challenge_endpoint = "{stub.issuer}{fpa.PATH}"\n')
+    try:
+        r = login_from_pipe(d, FPA_ANSWERS)
+        assert r.returncode == 0, f"{r.stderr}\n{d.log_text()}"
+        assert "MFA code" in r.stderr
+    finally:
+        d.cleanup()
+
+
+def test_authorization_challenge_endpoint_key_is_checked_like_the_issuer(stub):
+    d = Daemon(None)
+    try:
+        d.write_config(text=stub_config(d.name, stub)
+                       + 'authorization_challenge_endpoint = "http://idp.example.test/challenge"\n')
+        d.start(wait=False)
+        assert d.proc.wait(timeout=20) != 0
+        log = d.log_text()
+        assert f"providers.{d.name}.authorization_challenge_endpoint" in log and "must use https" in log, log
+    finally:
+        d.cleanup()
