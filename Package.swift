@@ -24,7 +24,7 @@ let package = Package(
         .target(name: "SecretStore", dependencies: ["CSecret"]),
         // HTTP/1.1 over TCP or TLS (OpenSSL) to the providers: no Foundation, no libcurl.
         .target(name: "HTTPClient", dependencies: ["COpenSSL"]),
-        .target(name: "OAuth", dependencies: ["BrokerCrypto", "HTTPClient"]),
+        .target(name: "OAuth", dependencies: ["BrokerCrypto", "BrokerProtocol", "HTTPClient"]),
         // The configuration file's format, TOML 1.0, read without Foundation.
         .target(name: "TOML"),
         .target(name: "BrokerProtocol"),
@@ -87,7 +87,7 @@ let package = Package(
         .testTarget(name: "SecretStoreTests", dependencies: ["SecretStore"]),
         .target(name: "JWSTestSupport", dependencies: ["BrokerCrypto"], path: "Tests/JWSTestSupport"),
         .testTarget(name: "BrokerCryptoTests", dependencies: ["BrokerCrypto", "JWSTestSupport"]),
-        .testTarget(name: "OAuthTests", dependencies: ["OAuth", "BrokerCrypto", "HTTPClient", "JWSTestSupport"]),
+        .testTarget(name: "OAuthTests", dependencies: ["OAuth", "BrokerCrypto", "BrokerProtocol", "HTTPClient", "JWSTestSupport"]),
         .testTarget(
             name: "BrokerCoreTests",
             dependencies: [

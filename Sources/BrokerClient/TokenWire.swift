@@ -71,23 +71,8 @@ enum TokenWire {
         }
     }
 
-    /// A JSON string: quote, backslash and control characters escaped.
+    /// A JSON string, by the package's one escaper (BrokerProtocol's JSONString).
     static func quoted(_ text: String, into out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
-        for b in text.utf8 {
-            switch b {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
-                out.append(UInt8(ascii: "\\"))
-                out.append(b)
-            case 0x0A: out.append(contentsOf: #"\n"#.utf8)
-            case 0x0D: out.append(contentsOf: #"\r"#.utf8)
-            case 0x09: out.append(contentsOf: #"\t"#.utf8)
-            case ..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                out.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(b >> 4)], hex[Int(b & 0xF)]])
-            default: out.append(b)
-            }
-        }
-        out.append(UInt8(ascii: "\""))
+        JSONString.append(text, to: &out)
     }
 }

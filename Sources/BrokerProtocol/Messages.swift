@@ -180,45 +180,12 @@ public struct AccountParams: Codable, Sendable, Equatable {
 public struct ClaimsResult: Codable, Sendable, Equatable {
     public var provider: String
     public var subject: String
-    public var claims: [String: ClaimValue]
+    public var claims: [String: JSONValue]
 
-    public init(provider: String, subject: String, claims: [String: ClaimValue]) {
+    public init(provider: String, subject: String, claims: [String: JSONValue]) {
         self.provider = provider
         self.subject = subject
         self.claims = claims
-    }
-}
-
-/// A JSON value inside claims.
-public indirect enum ClaimValue: Codable, Sendable, Equatable {
-    case string(String)
-    case number(Double)
-    case bool(Bool)
-    case null
-    case array([ClaimValue])
-    case object([String: ClaimValue])
-
-    public init(from decoder: Decoder) throws {
-        let c = try decoder.singleValueContainer()
-        if c.decodeNil() { self = .null }
-        else if let b = try? c.decode(Bool.self) { self = .bool(b) }
-        else if let n = try? c.decode(Double.self) { self = .number(n) }
-        else if let s = try? c.decode(String.self) { self = .string(s) }
-        else if let a = try? c.decode([ClaimValue].self) { self = .array(a) }
-        else { self = .object(try c.decode([String: ClaimValue].self)) }
-    }
-
-    public func encode(to encoder: Encoder) throws {
-        var c = encoder.singleValueContainer()
-        switch self {
-        case .string(let s): try c.encode(s)
-        case .number(let n):
-            if n == n.rounded(), abs(n) < 1e15 { try c.encode(Int64(n)) } else { try c.encode(n) }
-        case .bool(let b): try c.encode(b)
-        case .null: try c.encodeNil()
-        case .array(let a): try c.encode(a)
-        case .object(let o): try c.encode(o)
-        }
     }
 }
 

@@ -1,4 +1,5 @@
 import BrokerCrypto
+import BrokerProtocol
 
 /// Makes DPoP proofs (RFC 9449 §4): compact JWS with the header
 /// `{"typ":"dpop+jwt","alg":…,"jwk":…}` and the claims `jti`, `htm`, `htu`, `iat`, and
@@ -22,8 +23,8 @@ public struct DPoPSigner: Sendable {
         for (name, value) in [("x", jwk.x), ("y", jwk.y), ("n", jwk.n), ("e", jwk.e)] {
             if let value { members.append((name, value)) }
         }
-        let jwkJSON = "{" + members.map { "\(JSONText.quoted($0.0)):\(JSONText.quoted($0.1))" }.joined(separator: ",") + "}"
-        let headerJSON = #"{"typ":"dpop+jwt","alg":"# + JSONText.quoted(key.algorithm.rawValue) + #","jwk":"# + jwkJSON + "}"
+        let jwkJSON = "{" + members.map { "\(JSONString.quoted($0.0)):\(JSONString.quoted($0.1))" }.joined(separator: ",") + "}"
+        let headerJSON = #"{"typ":"dpop+jwt","alg":"# + JSONString.quoted(key.algorithm.rawValue) + #","jwk":"# + jwkJSON + "}"
         self.header = Base64URL.encode(Array(headerJSON.utf8))
     }
 
@@ -32,12 +33,12 @@ public struct DPoPSigner: Sendable {
     /// `accessToken` only for requests to resource servers (its SHA-256 as `ath`, §4.2).
     public func proof(method: String, url: String, now: Double, nonce: String? = nil,
                       accessToken: String? = nil) throws(CryptoError) -> String {
-        var claims = "{" + #""jti":"# + JSONText.quoted(SecureRandom.token(bytes: 16))
-        claims += #","htm":"# + JSONText.quoted(method.uppercased())
-        claims += #","htu":"# + JSONText.quoted(Self.target(url))
+        var claims = "{" + #""jti":"# + JSONString.quoted(SecureRandom.token(bytes: 16))
+        claims += #","htm":"# + JSONString.quoted(method.uppercased())
+        claims += #","htu":"# + JSONString.quoted(Self.target(url))
         claims += #","iat":"# + String(Int64(now.rounded(.down)))
-        if let nonce { claims += #","nonce":"# + JSONText.quoted(nonce) }
-        if let accessToken { claims += #","ath":"# + JSONText.quoted(Base64URL.encode(SHA256.hash(Array(accessToken.utf8)))) }
+        if let nonce { claims += #","nonce":"# + JSONString.quoted(nonce) }
+        if let accessToken { claims += #","ath":"# + JSONString.quoted(Base64URL.encode(SHA256.hash(Array(accessToken.utf8)))) }
         claims += "}"
         let input = header + "." + Base64URL.encode(Array(claims.utf8))
         return input + "." + Base64URL.encode(try key.sign(Array(input.utf8)))
@@ -47,26 +48,5 @@ public struct DPoPSigner: Sendable {
     public static func target(_ url: String) -> String {
         guard let cut = url.firstIndex(where: { $0 == "?" || $0 == "#" }) else { return url }
         return String(url[..<cut])
-    }
-}
-
-/// JSON string literals, escaped by RFC 8259 §7, for the few JSON texts built by hand.
-enum JSONText {
-    static func quoted(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
     }
 }

@@ -1,3 +1,4 @@
+import BrokerProtocol
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else

@@ -1,4 +1,5 @@
 import BrokerCrypto
+import BrokerProtocol
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else

@@ -1,3 +1,5 @@
+import BrokerProtocol
+
 /// The UserInfo endpoint (OpenID Connect Core §5.3) and token introspection (RFC 7662):
 /// who holds an access token, for answers that carry no ID token.
 extension OAuthClient {

@@ -55,7 +55,7 @@ enum Claims {
         return Output.table(rows).map(Output.safe).joined(separator: "\n")
     }
 
-    static func text(_ value: ClaimValue) -> String {
+    static func text(_ value: JSONValue) -> String {
         switch value {
         case .string(let s): return s
         case .number(let n): return n == n.rounded() && abs(n) < 1e15 ? String(Int64(n)) : String(n)

@@ -1,4 +1,5 @@
 import BrokerCrypto
+import BrokerProtocol
 import Foundation
 import JWSTestSupport
 import OAuth

@@ -10,7 +10,7 @@ extension Broker {
             let why = account.machine ? ": it is a machine account" : ": the provider sent none at sign-in; `authctl userinfo` asks the provider instead"
             throw BrokerError.invalidRequest(message: "\(provider.name) has no ID token for \(account.displayName)\(why)")
         }
-        return ClaimsResult(provider: provider.name, subject: account.key.subject, claims: claims.mapValues(\.claimValue))
+        return ClaimsResult(provider: provider.name, subject: account.key.subject, claims: claims)
     }
 
     /// The provider's UserInfo answer, fetched with a fresh access token for the account.
@@ -27,7 +27,7 @@ extension Broker {
         do {
             let claims = try await client.userinfo(metadata, accessToken: token.accessToken, subject: account.key.subject,
                                                    tokenType: token.tokenType)
-            return ClaimsResult(provider: provider.name, subject: account.key.subject, claims: claims.mapValues(\.claimValue))
+            return ClaimsResult(provider: provider.name, subject: account.key.subject, claims: claims)
         } catch {
             counters.providerErrors.increment()
             if case .provider("invalid_token", _, _) = error {
@@ -38,20 +38,6 @@ extension Broker {
                 throw BrokerError.providerError(provider: provider.name, oauthError: "invalid_token", message: "\(provider.name)'s userinfo endpoint refused the access token of \(account.displayName)\(why), so its user info cannot be shown; `authctl whoami` shows the claims of the ID token instead")
             }
             throw await provider.failed(error, doing: "userinfo request")
-        }
-    }
-}
-
-extension JSONValue {
-    /// The same value in the protocol's type.
-    var claimValue: ClaimValue {
-        switch self {
-        case .string(let s): return .string(s)
-        case .number(let n): return .number(n)
-        case .bool(let b): return .bool(b)
-        case .null: return .null
-        case .array(let a): return .array(a.map(\.claimValue))
-        case .object(let o): return .object(o.mapValues(\.claimValue))
         }
     }
 }

@@ -1,4 +1,6 @@
-/// Any JSON value, for documents whose shape is open (JWT claims, provider answers).
+/// Any JSON value, for documents whose shape is open: JWT claims and provider answers in
+/// OAuth, and the claims of `account.whoami`/`account.userinfo` on the wire. The one JSON
+/// value type of the package; it lives here so that the client reads it without OAuth.
 public enum JSONValue: Codable, Sendable, Equatable {
     /// A JSON string.
     case string(String)
@@ -36,7 +38,10 @@ public enum JSONValue: Codable, Sendable, Equatable {
         var container = encoder.singleValueContainer()
         switch self {
         case .string(let value): try container.encode(value)
-        case .number(let value): try container.encode(value)
+        case .number(let value):
+            // Whole numbers as integers (`"exp": 1700000000`, not `1.7e9`): claims are
+            // mostly timestamps and counts, and the protocol shows them this way.
+            if value == value.rounded(), abs(value) < 1e15 { try container.encode(Int64(value)) } else { try container.encode(value) }
         case .bool(let value): try container.encode(value)
         case .null: try container.encodeNil()
         case .array(let value): try container.encode(value)
