@@ -264,6 +264,26 @@ def daemon_factory(request):
         d.cleanup()
 
 
+def signed_in_at_stub(config_for):
+    """A real daemon whose config is `config_for(provider_name)`, with its one account
+    signed in at a STUB provider (device flow, which the stub approves at once)."""
+    d = Daemon(None)
+    d.write_config(text=config_for(d.name))
+    d.start()
+    r = d.ctl("login", "--device", "--provider", d.name, timeout=30)
+    assert r.returncode == 0, f"sign-in at the STUB failed ({r.returncode}): {r.stderr}\n{d.log_text()}"
+    return d
+
+
+def token(d, **params):
+    """The whole `token.get` answer for the daemon's provider."""
+    c = RPC(d.socket, timeout=30)
+    try:
+        return c.call("token.get", dict(params, provider=d.name))
+    finally:
+        c.close()
+
+
 def files_outside_the_keyring(*roots):
     """(path, bytes) of every readable file under the roots, except gnome-keyring's own
     encrypted store: the one place secrets belong."""

@@ -4,7 +4,6 @@ locked over D-Bus or stopped with SIGSTOP), and SIGKILL in the middle of refresh
 rotation on (the real daemon against the real Glewlwyd).
 
 No test prints a token: tokens are compared through `fingerprint()`."""
-import json
 import os
 import random
 import signal
@@ -14,7 +13,8 @@ import time
 
 import pytest
 
-from conftest import API, AUTHBROKERD, RPC, Daemon, files_outside_the_keyring, fingerprint, stored_item
+from conftest import (API, AUTHBROKERD, RPC, Daemon, files_outside_the_keyring, fingerprint, signed_in_at_stub,
+                      stored_item, token)
 from stub_provider import StubProvider
 
 LOGIN_COLLECTION = "/org/freedesktop/secrets/collection/login"
@@ -38,12 +38,7 @@ def stub():
 
 def signed_in_daemon(stub, **config):
     """A daemon whose one account signed in at the stub (device flow, approved at once)."""
-    d = Daemon(None)
-    d.write_config(text=stub_config(d.name, stub, **config))
-    d.start()
-    r = d.ctl("login", "--device", "--provider", d.name, timeout=30)
-    assert r.returncode == 0, f"sign-in at the stub failed ({r.returncode}): {r.stderr}\n{d.log_text()}"
-    return d
+    return signed_in_at_stub(lambda name: stub_config(name, stub, **config))
 
 
 @pytest.fixture
@@ -51,14 +46,6 @@ def daemon(stub):
     d = signed_in_daemon(stub)
     yield d
     d.cleanup()
-
-
-def token(d, **params):
-    c = RPC(d.socket, timeout=30)
-    try:
-        return c.call("token.get", dict(params, provider=d.name))
-    finally:
-        c.close()
 
 
 def stored_refresh_token(name):

@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from conftest import API, AUTHCTL, GIT, RPC, Daemon, fingerprint
+from conftest import API, AUTHCTL, GIT, RPC, fingerprint, signed_in_at_stub
 from stub_provider import StubProvider
 
 PYTHON = os.path.realpath(sys.executable)
@@ -35,12 +35,7 @@ def config(name, stub, extra="", rules=""):
 
 
 def signed_in(stub, extra="", rules=""):
-    d = Daemon(None)
-    d.write_config(text=config(d.name, stub, extra, rules))
-    d.start()
-    r = d.ctl("login", "--device", "--provider", d.name, timeout=30)
-    assert r.returncode == 0, f"sign-in at the stub failed ({r.returncode}): {r.stderr}\n{d.log_text()}"
-    return d
+    return signed_in_at_stub(lambda name: config(name, stub, extra, rules))
 
 
 @pytest.fixture

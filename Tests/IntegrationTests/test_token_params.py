@@ -3,7 +3,7 @@ parameters (Auth0's audience, Logto's organization_id, …). Glewlwyd ignores pa
 does not know, so the provider here is a STUB that records every token request's form."""
 import pytest
 
-from conftest import RPC, Daemon, fingerprint
+from conftest import fingerprint, signed_in_at_stub, token
 from stub_provider import StubProvider
 from test_faults import stub_config
 
@@ -17,23 +17,11 @@ def stub():
 
 @pytest.fixture
 def daemon(stub):
-    d = Daemon(None)
     # "independent": each token lives until it expires, so tokens of different params stay cached.
-    d.write_config(text=stub_config(d.name, stub, refresh_margin=60)
-                   + 'token_params = { tenant = "t-1" }\naccess_tokens = "independent"\n')
-    d.start()
-    r = d.ctl("login", "--device", "--provider", d.name, timeout=30)
-    assert r.returncode == 0, f"sign-in at the STUB failed ({r.returncode}): {r.stderr}\n{d.log_text()}"
+    d = signed_in_at_stub(lambda name: stub_config(name, stub, refresh_margin=60)
+                          + 'token_params = { tenant = "t-1" }\naccess_tokens = "independent"\n')
     yield d
     d.cleanup()
-
-
-def token(d, **params):
-    c = RPC(d.socket, timeout=30)
-    try:
-        return c.call("token.get", dict(params, provider=d.name))
-    finally:
-        c.close()
 
 
 def refresh_forms(stub):
