@@ -216,9 +216,9 @@ class Daemon:
     def status(self):
         return self.rpc("daemon.status")["result"]
 
-    def login_device(self, user="alice"):
-        """`authctl login --device`, approved through Glewlwyd as the user would in a browser."""
-        p = subprocess.Popen([AUTHCTL, "login", "--device", "--provider", self.name], env=self.env,
+    def login_device(self, user="alice", *args):
+        """`authctl login --device [args…]` as `user`, approved through Glewlwyd as the user would in a browser."""
+        p = subprocess.Popen([AUTHCTL, "login", "--device", "--provider", self.name, *args], env=self.env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              stdin=subprocess.DEVNULL)
         code = None

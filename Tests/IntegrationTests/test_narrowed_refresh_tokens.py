@@ -4,32 +4,13 @@ gets `invalid_target`. Without configuration the user is told what is true; with
 `refresh_tokens = "one-per-resource"` and one sign-in per resource, both keep working.
 
 No test prints a token: tokens are compared through `fingerprint()`."""
-import re
-import subprocess
-import time
 
-from conftest import API, AUTHCTL, GIT, decode_jwt, fingerprint, stored_item
+from conftest import API, GIT, decode_jwt, fingerprint, stored_item
 
 
 def login_device(d, *args, user="alice"):
     """`authctl login --device …` for one sign-in, approved through Glewlwyd."""
-    p = subprocess.Popen([AUTHCTL, "login", "--device", "--provider", d.name, *args], env=d.env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
-    code, seen = None, []
-    deadline = time.time() + 30
-    while code is None and time.time() < deadline:
-        line = p.stderr.readline()
-        if not line:
-            break
-        seen.append(line)
-        m = re.search(r"enter the code ([A-Za-z0-9-]+)", line)
-        if m:
-            code = m.group(1)
-    assert code, "authctl login printed no user code:\n" + "".join(seen) + d.log_text()
-    d.gl.approve_device(d.gl.login_session(user), code, d.gl.client_id(d.client),
-                        ["openid", "profile", "email", "offline_access"])
-    out, err = p.communicate(timeout=60)
-    assert p.returncode == 0, f"login failed ({p.returncode}): {''.join(seen)}{err}\n{d.log_text()}"
+    d.login_device(user, *args)
 
 
 def token(d, resource):
