@@ -70,6 +70,9 @@ public final class BrokerServer: Sendable {
             // A burst of clients (a build farm's jobs all starting at once) waits in the
             // queue rather than failing to connect; the kernel caps it at somaxconn.
             .serverChannelOption(.backlog, value: 4096)
+            // Under [[allow]] rules the kernel names the writer of each message on every
+            // connection from its first byte (WriterCheck); not otherwise: it costs nothing then.
+            .serverChannelOption(Self.passCredentials, value: broker.callerPolicy.isOpen ? 0 : 1)
             .childChannelOption(.allowRemoteHalfClosure, value: true)
             // Above 64 KiB of unsent answers a connection is not writable, and the RPC
             // handler stops reading its requests until it drains below 32 KiB.
@@ -120,6 +123,19 @@ public final class BrokerServer: Sendable {
             RPCHandler(table: table, counters: counters, logger: logger, activity: activity, maxConnections: maxConnections,
                        maxInFlight: DaemonSettings.maxRequestsInFlightPerConnection, maxInFlightTotal: maxInFlightTotal,
                        refusals: refusals, events: events, identify: identify))
+    }
+
+    private static let passCredentials = ChannelOptions.socketOption(.init(rawValue: SO_PASSCRED))
+
+    /// Switches the kernel's record of each message's writer (`SO_PASSCRED`) on or off for
+    /// the connections made from now on; on while `[[allow]]` rules are in force (a reload
+    /// switches it on before the rules take effect, and off after they are gone).
+    public func recordWriters(_ on: Bool, listening channel: any Channel) async {
+        do {
+            try await channel.setOption(Self.passCredentials, value: on ? 1 : 0).get()
+        } catch {
+            logger.error("cannot switch the record of who writes on new connections; under [[allow]] rules they may be refused", metadata: ["error": "\(error)"])
+        }
     }
 
     /// Stops accepting, removes the socket file if it is still the one this daemon made

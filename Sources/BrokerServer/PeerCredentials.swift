@@ -49,6 +49,79 @@ enum PeerCredentials {
         return result
     }
 
+    /// `SO_COOKIE`: the kernel's id of a socket, never reused while it runs.
+    static let socketCookie: Int32 = 57
+    /// `SCM_CREDENTIALS`, from an enum in Glibc's headers.
+    static let credentialsMessage: Int32 = 2
+
+    /// The connection's file descriptor, which NIO keeps to itself. The channel's
+    /// description names it (`fd=12`); the socket cookie read through NIO and through that
+    /// descriptor proves it is this connection's socket, so a changed description finds
+    /// nothing rather than another socket. Call on the channel's event loop.
+    static func descriptor(of channel: any Channel) -> CInt? {
+        guard let provider = channel as? any SocketOptionProvider else { return nil }
+        let future: EventLoopFuture<UInt64> = provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(socketCookie))
+        var cookie: UInt64?
+        future.assumeIsolated().whenSuccess { cookie = $0 }
+        let text = String(describing: channel).utf8
+        guard let cookie, cookie != 0, let at = text.firstRange(of: "fd=".utf8) else { return nil }
+        let digits = text[at.upperBound...].prefix { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+        guard let fd = CInt(String(decoding: digits, as: UTF8.self)) else { return nil }
+        var found: UInt64 = 0
+        var length = socklen_t(MemoryLayout<UInt64>.size)
+        guard getsockopt(fd, SOL_SOCKET, socketCookie, &found, &length) == 0, found == cookie else { return nil }
+        return fd
+    }
+
+    /// What the kernel says of the first unread byte of a socket with `SO_PASSCRED`.
+    enum FirstWriter {
+        /// The writer's process (thread group) id and uid, as the daemon sees them.
+        case writer(pid: Int32, uid: UInt32)
+        /// Nothing to read (or the end of the stream).
+        case empty
+        /// A byte without credentials: `SO_PASSCRED` is off on this socket.
+        case noCredentials
+        case failed
+    }
+
+    /// Peeks at the first unread byte of `fd` for its writer (`SCM_CREDENTIALS`), without
+    /// taking it and without blocking.
+    static func firstWriter(_ fd: CInt) -> FirstWriter {
+        var byte: UInt8 = 0
+        // cmsghdr (16 bytes) and ucred (12): CMSG_SPACE(12) is 32; 8-aligned as cmsghdr is.
+        var control: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
+        return withUnsafeMutableBytes(of: &byte) { data in
+            withUnsafeMutableBytes(of: &control) { control in
+                var iov = iovec(iov_base: data.baseAddress, iov_len: 1)
+                return withUnsafeMutablePointer(to: &iov) { iov in
+                    var message = msghdr()
+                    message.msg_iov = iov
+                    message.msg_iovlen = 1
+                    message.msg_control = control.baseAddress
+                    message.msg_controllen = control.count
+                    let n = recvmsg(fd, &message, CInt(MSG_PEEK) | CInt(MSG_DONTWAIT))
+                    if n == 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) { return .empty }
+                    guard n > 0 else { return .failed }
+                    // Each cmsghdr: cmsg_len (size_t), cmsg_level, cmsg_type (int); data at 16.
+                    var offset = 0
+                    while offset + 16 <= message.msg_controllen {
+                        let length = control.load(fromByteOffset: offset, as: Int.self)
+                        let level = control.load(fromByteOffset: offset + 8, as: Int32.self)
+                        let type = control.load(fromByteOffset: offset + 12, as: Int32.self)
+                        guard length >= 16, offset + length <= message.msg_controllen else { break }
+                        if level == SOL_SOCKET, type == credentialsMessage, length >= 16 + 12 {
+                            return .writer(pid: control.load(fromByteOffset: offset + 16, as: Int32.self),
+                                           uid: control.load(fromByteOffset: offset + 20, as: UInt32.self))
+                        }
+                        offset += (length + 7) & ~7
+                    }
+                    return .noCredentials
+                }
+            }
+        }
+    }
+
     /// Whether the process behind `pidfd` still runs: a pidfd turns readable when it exits.
     static func isAlive(_ pidfd: CInt) -> Bool {
         var p = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)

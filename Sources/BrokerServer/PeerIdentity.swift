@@ -2,17 +2,19 @@
 import Glibc
 #endif
 import BrokerCore
+import Logging
 import NIOCore
 
 /// The process at the other end of one connection, bound to the process that connected.
 ///
 /// SO_PEERCRED's uid is read at accept, always (only the daemon's user is served). The rest
 /// (executable, namespaces, start time, cgroup) is read only when an `[[allow]]` policy is
-/// in force: at accept then, or at the first request that needs it after a reload brought
-/// rules in. Every later request checks, for a few microseconds, that the process is still
-/// the one that connected (same process, same start time, same executable file); one that
-/// ran another program since, or a sibling holding the socket after it exited, loses the
-/// connection. Used on the channel's event loop only.
+/// in force at accept, and `WriterCheck` then lets through only what the connecting process
+/// writes. Every request that needs the policy checks, for a few microseconds, that the
+/// process is still the one that connected (same process, same start time, same executable
+/// file); one that ran another program since, or a sibling holding the socket after it
+/// exited, loses the connection, and so does a connection opened before a reload brought
+/// rules in (nobody checked who wrote on it). Used on the channel's event loop only.
 final class PeerIdentity {
     let credentials: PeerCredentials.UCred?
     private let channel: any Channel
@@ -20,6 +22,8 @@ final class PeerIdentity {
     private var caller: Caller?
     private var startTime: UInt64?
     private var read = false
+    /// Whether `WriterCheck` guards the connection: set at accept under rules.
+    private var writersChecked = false
     /// Set when the process no longer is the one that connected; the connection then closes.
     private(set) var changed = false
 
@@ -32,10 +36,12 @@ final class PeerIdentity {
         if pidfd >= 0 { close(pidfd) }
     }
 
-    /// Reads the identity now, as close to the connect as the daemon can.
-    func bind(needsCgroup: Bool) {
+    /// Reads the identity now, as close to the connect as the daemon can, and lets only
+    /// that process's bytes through from now on (`WriterCheck`). Call in `channelActive`.
+    func bind(needsCgroup: Bool, logger: Logger, counters: BrokerCounters) {
         guard !read, let cred = credentials else { return }
         read = true
+        writersChecked = WriterCheck.install(on: channel, pid: cred.pid, uid: cred.uid, logger: logger, counters: counters)
         switch PeerCredentials.pidfd(of: channel) {
         case .some(let fd): pidfd = fd
         case .gone: return  // exited already: whatever holds the socket now is no one we know
@@ -60,9 +66,11 @@ final class PeerIdentity {
     ///   connected; the connection is closed after the answer.
     func identify(needsCgroup: Bool) throws(BrokerError) -> Caller? {
         if changed { throw Self.changedError }
-        guard read else {
-            bind(needsCgroup: needsCgroup)
-            return caller
+        guard writersChecked else {
+            // Rules came in by a reload after this connection opened, or its writers cannot
+            // be checked: what it sent may come from any process holding the socket.
+            changed = true
+            throw read ? Self.uncheckedError : Self.openedBeforeRulesError
         }
         guard var known = caller, let start = startTime else { return nil }
         let pid = known.pid
@@ -82,6 +90,12 @@ final class PeerIdentity {
         }
         return known
     }
+
+    static let openedBeforeRulesError = BrokerError.forbidden(
+        message: "forbidden by policy: this connection was opened before the [[allow]] rules came into force, so the daemon does not know which process writes on it; the connection is closed: connect again")
+
+    static let uncheckedError = BrokerError.forbidden(
+        message: "forbidden by policy: the daemon cannot tell which process writes on this connection (see its log); the connection is closed: connect again")
 
     static let changedError = BrokerError.forbidden(
         message: "forbidden by policy: the process that opened this connection has since ended or run another program; the connection is closed: connect again from the program that asks")

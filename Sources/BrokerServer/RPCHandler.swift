@@ -108,7 +108,7 @@ final class RPCHandler: ChannelDuplexHandler {
         } else {
             let policy = table.callerPolicy()
             // Read who connected before it can run another program (docs/security.md).
-            if !policy.isOpen { peer.bind(needsCgroup: policy.needsCgroup) }
+            if !policy.isOpen { peer.bind(needsCgroup: policy.needsCgroup, logger: logger, counters: counters) }
         }
         context.fireChannelActive()
     }

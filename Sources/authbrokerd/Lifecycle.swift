@@ -99,6 +99,8 @@ struct Lifecycle {
         logger.notice("reloading the configuration", metadata: ["config": "\(configPath)"])
         do {
             let config = try ConfigLoader.load(path: configPath)
+            // New connections carry their writers before the rules that check them apply.
+            if !config.policy.isOpen { await server.recordWriters(true, listening: channel) }
             _ = try await broker.reload(config)
             NamespaceCheck.warnIfCallersAreHidden(config.policy, logger: logger)
         } catch let error as ConfigError {
@@ -108,6 +110,7 @@ struct Lifecycle {
         } catch {
             logger.error("the configuration reload failed; still running on the previous one", metadata: ["error": "\(error)"])
         }
+        await server.recordWriters(!broker.callerPolicy.isOpen, listening: channel)
         notifier.ready(status: readyStatus())
     }
 

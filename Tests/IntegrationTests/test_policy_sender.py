@@ -1,0 +1,137 @@
+"""Under [[allow]] rules a request is served only when the process that wrote it is the one
+that connected: the kernel names the writer of every message (SCM_CREDENTIALS), so a
+sibling that kept the socket after the connecting process ran an allowed program is
+refused (docs/security.md, "Callers posing as an allowed program")."""
+import os
+import signal
+import subprocess
+import time
+
+from conftest import API, GIT
+from test_policy import policy_daemon
+from test_policy_identity import ASK, PYTHON, copy_of_python, run
+
+SLEEP = os.path.realpath("/usr/bin/sleep")
+
+RULES = f"""
+[[allow]]
+exe = "{SLEEP}"
+resources = ["{API}"]
+
+[[allow]]
+exe = "{PYTHON}"
+resources = ["{GIT}"]
+"""
+
+# A connects, forks B, which keeps the socket, and runs the allowed program; B waits for a
+# line on stdin, asks for API on the socket and prints the outcome. Python's sockets are
+# close-on-exec, so after the exec only B holds the connection.
+SIBLING = ASK + r"""
+import os
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+if os.fork() == 0:
+    sys.stdin.readline()
+    print(ask(s, sys.argv[2]), flush=True)
+    if len(sys.argv) > 3:
+        print(ask(s, sys.argv[2]), flush=True)
+    os._exit(0)
+os.execv("/usr/bin/sleep", ["sleep", "60"])
+"""
+
+
+def sibling_attack(d, python, *extra):
+    """Stops the daemon, lets the attacker connect and run /usr/bin/sleep, starts the daemon
+    again (it then reads the connecting process's identity: sleep), and lets the sibling ask.
+    Returns the sibling's lines."""
+    os.kill(d.proc.pid, signal.SIGSTOP)
+    p = subprocess.Popen([python, "-c", SIBLING, d.socket, API, *extra],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        for _ in range(500):
+            try:
+                if os.readlink(f"/proc/{p.pid}/exe") == SLEEP:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.01)
+        else:
+            raise AssertionError("the attacker did not run sleep")
+        os.kill(d.proc.pid, signal.SIGCONT)
+        time.sleep(0.3)  # the daemon accepts and reads who connected: sleep, by then
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        return [p.stdout.readline().strip() for _ in range(1 + len(extra))]
+    finally:
+        os.kill(d.proc.pid, signal.SIGCONT)
+        p.kill()
+        p.wait(timeout=10)
+
+
+def test_a_sibling_writing_after_the_connecting_process_ran_an_allowed_program_is_refused(glewlwyd_static):
+    d = policy_daemon(glewlwyd_static, RULES)
+    try:
+        d.start()
+        d.login_device("alice")
+        lines = sibling_attack(d, copy_of_python(d), "twice")
+        assert lines[0].startswith("-32002 ") and "another process" in lines[0], lines
+        assert lines[1] == "closed", lines
+        # Nothing of the refusal sticks: the daemon serves an allowed program at once.
+        assert run([PYTHON, "-c", ASK + "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print(ask(s, sys.argv[2]))\n",
+                    d.socket, GIT]) == ["served"]
+        assert d.proc.poll() is None
+    finally:
+        d.cleanup()
+
+
+def test_an_allowed_program_is_served_from_each_of_its_threads(glewlwyd_static):
+    """Threads share the process id the kernel records for each message, so a program that
+    connects on one thread and asks on others is served; so is one writing a request in
+    pieces from two threads."""
+    d = policy_daemon(glewlwyd_static, RULES)
+    try:
+        d.start()
+        d.login_device("alice")
+        script = ASK + r"""
+import json, threading
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+print(ask(s, sys.argv[2]), flush=True)
+out = []
+t = threading.Thread(target=lambda: out.append(ask(s, sys.argv[2]))); t.start(); t.join()
+print(out[0], flush=True)
+line = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "token.get", "params": {"resource": sys.argv[2]}}).encode() + b"\n"
+s.sendall(line[:20])
+t = threading.Thread(target=lambda: s.sendall(line[20:])); t.start(); t.join()
+answer = json.loads(s.makefile("rb").readline())
+print("served" if "result" in answer else answer["error"]["message"], flush=True)
+"""
+        assert run([PYTHON, "-c", script, d.socket, GIT]) == ["served"] * 3
+    finally:
+        d.cleanup()
+
+
+def test_a_refused_sibling_leaves_the_other_connections_served(glewlwyd_static):
+    """An allowed program's connection opened before the attack is served before and after
+    it, and so is a new one."""
+    d = policy_daemon(glewlwyd_static, RULES)
+    try:
+        d.start()
+        d.login_device("alice")
+        keeper = ASK + (
+            "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print(ask(s, sys.argv[2]), flush=True)\n"
+            "sys.stdin.readline(); print(ask(s, sys.argv[2]), flush=True)\n")
+        k = subprocess.Popen([PYTHON, "-c", keeper, d.socket, GIT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert k.stdout.readline().strip() == "served"
+            # The attack from the allowed interpreter itself (which may have GIT, not API).
+            lines = sibling_attack(d, PYTHON)
+            assert lines[0].startswith("-32002 ") and "another process" in lines[0], lines
+            k.stdin.write("again\n")
+            k.stdin.flush()
+            assert k.stdout.readline().strip() == "served"
+        finally:
+            k.kill()
+            k.wait(timeout=10)
+        ask = ASK + "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print(ask(s, sys.argv[2]))\n"
+        assert run([PYTHON, "-c", ask, d.socket, GIT]) == ["served"]
+    finally:
+        d.cleanup()
