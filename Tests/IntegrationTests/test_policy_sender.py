@@ -2,8 +2,10 @@
 that connected: the kernel names the writer of every message (SCM_CREDENTIALS), so a
 sibling that kept the socket after the connecting process ran an allowed program is
 refused (docs/security.md, "Callers posing as an allowed program")."""
+import json
 import os
 import signal
+import socket
 import subprocess
 import time
 
@@ -93,7 +95,9 @@ def test_an_allowed_program_is_served_from_each_of_its_threads(glewlwyd_static):
         d.login_device("alice")
         script = ASK + r"""
 import json, threading
+import time
 s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+time.sleep(0.3)  # written after the daemon accepted: the kernel names the writer all the same
 print(ask(s, sys.argv[2]), flush=True)
 out = []
 t = threading.Thread(target=lambda: out.append(ask(s, sys.argv[2]))); t.start(); t.join()
@@ -133,5 +137,81 @@ def test_a_refused_sibling_leaves_the_other_connections_served(glewlwyd_static):
             k.wait(timeout=10)
         ask = ASK + "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print(ask(s, sys.argv[2]))\n"
         assert run([PYTHON, "-c", ask, d.socket, GIT]) == ["served"]
+    finally:
+        d.cleanup()
+
+
+def test_a_process_that_wrote_and_ended_before_the_daemon_read_is_not_served(glewlwyd_static):
+    """The writer check passes (the connecting process wrote the request); the identity check
+    refuses: that process is gone, and a child holding the socket would read the answer."""
+    d = policy_daemon(glewlwyd_static, RULES)
+    try:
+        d.start()
+        d.login_device("alice")
+        script = ASK + r"""
+import json, os
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+if os.fork() == 0:
+    sys.stdin.readline()
+    data = s.makefile("rb").readline()
+    print(json.loads(data)["error"]["message"] if data else "closed", flush=True)
+    os._exit(0)
+s.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "token.get", "params": {"resource": sys.argv[2]}}).encode() + b"\n")
+"""
+        os.kill(d.proc.pid, signal.SIGSTOP)
+        try:
+            p = subprocess.Popen([PYTHON, "-c", script, d.socket, GIT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            p.wait(timeout=30)  # the connecting process has written and ended
+        finally:
+            os.kill(d.proc.pid, signal.SIGCONT)
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        line = p.stdout.readline().strip()
+        assert line.startswith("forbidden by policy"), line
+    finally:
+        d.cleanup()
+
+
+def ask(s, resource):
+    """ASK's helper, for a connection the test holds itself."""
+    scope = {}
+    exec(ASK, scope)
+    return scope["ask"](s, resource)
+
+
+def call(path, resource):
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(path)
+        s.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "token.get", "params": {"resource": resource}}).encode() + b"\n")
+        return json.loads(s.makefile("rb").readline())
+
+
+def test_rules_brought_in_by_a_reload_check_the_writers_of_new_connections_only(glewlwyd_static):
+    """A reload that brings rules in: a connection opened before has no record of who wrote
+    on it and is refused at its next request; new ones are checked (the listening socket
+    records writers from the reload on) and served when their own process writes."""
+    d = policy_daemon(glewlwyd_static, "")
+    try:
+        d.start()
+        d.login_device("alice")
+        before = socket.socket(socket.AF_UNIX)
+        before.connect(d.socket)
+        assert ask(before, GIT) == "served"
+        with open(d.config, "a") as f:
+            f.write(RULES)
+        d.proc.send_signal(signal.SIGHUP)
+        for _ in range(200):
+            if "error" in call(d.socket, API):  # this interpreter may not have API any more
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the reload did not bring the rules in")
+        answer = ask(before, GIT)
+        assert answer.startswith("-32002 ") and "before the [[allow]] rules" in answer, answer
+        assert ask(before, GIT) == "closed"
+        assert sibling_attack(d, copy_of_python(d))[0].startswith("-32002 ")
+        late = ASK + ("import time\n"
+                      "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); time.sleep(0.3); print(ask(s, sys.argv[2]))\n")
+        assert run([PYTHON, "-c", late, d.socket, GIT]) == ["served"]
     finally:
         d.cleanup()
