@@ -100,8 +100,10 @@ extension Broker {
             throw refuse("the redirect's state does not match this sign-in (a forged or stale redirect)")
         }
         if let error = query["error"] {
-            let description = query["error_description"].map { ": \(ProviderAnswer.printable($0, limit: 200))" } ?? ""
-            throw refuse("the provider answered \(ProviderAnswer.printable(error, limit: 64))\(description)")
+            let prompt = request.extra.last { $0.0 == "prompt" }?.1
+            throw .loginFailed(provider: name, message: ProviderRefusal.message(
+                provider: name, error: error, description: query["error_description"], prompt: prompt,
+                configuredPrompt: provider.config.authorizationParams["prompt"]))
         }
         // RFC 9207: a provider that advertises `iss` must send it; any `iss` sent must match.
         if let iss = query["iss"] {

@@ -23,13 +23,22 @@ public struct SignInPage: Sendable, Equatable {
         ])
     }
 
-    /// The sign-in failed; `reason` is the sentence `authctl login` prints too.
+    /// The sign-in failed; `reason` is the sentence `authctl login` prints too, and it says
+    /// what to do next (which is not always to run the same command again).
     static func failed(provider: String, reason: String) -> SignInPage {
         SignInPage(status: 400, title: "Sign-in failed", tone: .bad, heading: "Sign-in failed", paragraphs: [
             "authbroker could not sign you in to <b>\(escape(provider))</b>:",
-            "<span class=\"why\">\(escape(reason))</span>",
-            "Close this tab and run <code>authctl login --provider \(escape(provider))</code> again in your terminal. If it fails the same way, <code>journalctl --user -u authbroker</code> (or the daemon's own output) says more.",
+            "<span class=\"why\">\(commands(escape(reason)))</span>",
+            "Close this tab and go back to your terminal, where <code>authctl login</code> printed the same. If signing in again fails the same way, <code>journalctl --user -u authbroker</code> (or the daemon's own output) says more.",
         ])
+    }
+
+    /// Escaped text with its `backquoted` commands set as code, as a terminal user reads
+    /// them; unbalanced backquotes are left as they are.
+    static func commands(_ escaped: String) -> String {
+        let parts = escaped.split(separator: "`", omittingEmptySubsequences: false)
+        guard parts.count > 1, parts.count % 2 == 1 else { return escaped }
+        return parts.enumerated().map { $0.offset % 2 == 1 ? "<code>\($0.element)</code>" : String($0.element) }.joined()
     }
 
     /// A request to /callback without the sign-in's `state`: not from this sign-in's
