@@ -23,6 +23,7 @@ from webdriver import Browser, missing
 pytestmark = pytest.mark.skipif(missing() is not None, reason=f"no real browser: {missing()}")
 
 SCOPES = ("profile", "email", "offline_access")
+CLIENT_NAME = "authbroker (public)"  # the client's name at Glewlwyd (scripts/glewlwyd)
 
 
 @pytest.fixture
@@ -82,8 +83,8 @@ def start_login(d, glewlwyd, *args):
 
 def sign_in_at_glewlwyd(b, person, shots):
     """Types the person's user name and password into Glewlwyd's login form."""
-    b.find("#username").type(person["username"])
-    b.find("#password").type(person["password"])
+    b.fill("#username", person["username"])
+    b.fill("#password", person["password"])
     b.screenshot(os.path.join(shots, "1-glewlwyd-login.png"))
     b.find("#loginbut").click()
     b.find_button("Grant access")  # the consent page
@@ -135,6 +136,9 @@ def test_a_person_signs_in_through_glewlwyds_own_pages_in_a_real_browser(daemon_
         b.find(f"#grant-{scope}").click()
     b.screenshot(os.path.join(shots, "2-glewlwyd-consent.png"))
     b.find_button("Grant access").click()
+    # The grant is saved when the form gives way to the choice to go on; "Continue" is on
+    # both, and pressed before that it would go on with the scopes granted so far.
+    b.wait_for(lambda: not b.query("#grant-email") and f"Connection to {CLIENT_NAME}" in b.text(), "the grant to be saved")
     b.find_button("Continue").click()
 
     b.wait_for(lambda: b.title().startswith("Signed in"), "the daemon's page")

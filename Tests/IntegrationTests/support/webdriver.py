@@ -65,6 +65,9 @@ class Element:
     def text(self):
         return self.browser._call("GET", self._path("text"))
 
+    def value(self):
+        return self.browser._call("GET", self._path("property/value"))
+
 
 class Browser:
     """One chromedriver process with one headless Chromium session."""
@@ -200,6 +203,17 @@ class Browser:
         """The first visible element matching a CSS selector, waiting for it to appear."""
         return self._until(lambda: (self.query(selector) or [None])[0],
                            f"no visible {selector!r} on {self._where()}", bound)
+
+    def fill(self, selector, text, tries=3):
+        """Types into a form field and checks it holds the text: a page that renders its
+        form again after loading may have swapped the field underneath (then: again)."""
+        for _ in range(tries):
+            try:
+                if self.find(selector).type(text).value() == text:
+                    return
+            except WebDriverError:
+                pass  # the element went stale while being typed into
+        raise WebDriverError(f"{selector!r} does not keep what was typed on {self._where()}")
 
     def find_button(self, label, bound=None):
         """A visible button whose text contains `label` (case-insensitive)."""
