@@ -63,7 +63,8 @@ let package = Package(
         .executableTarget(
             name: "authctl",
             dependencies: [
-                "BrokerClient", "BrokerProtocol",
+                // TOML: shell completions read provider and resource names from config.toml.
+                "BrokerClient", "BrokerProtocol", "TOML",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             // A release authctl is one static executable: no dynamic loader, no libstdc++

@@ -2,7 +2,7 @@ import ArgumentParser
 
 /// `--provider`, declared once for every command that works on one provider.
 struct ProviderOption: ParsableArguments {
-    @Option(help: "The provider's name in config.toml; may be left out when only one is configured.")
+    @Option(help: "The provider's name in config.toml; may be left out when only one is configured.", completion: Completions.provider)
     var provider: String?
 }
 

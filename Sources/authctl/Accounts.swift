@@ -12,7 +12,7 @@ struct Accounts: ParsableCommand {
     var json = false
 
     func run() throws {
-        let lines = try DaemonCall.session { broker throws(ClientError) -> [String] in
+        let lines = try DaemonCall.session(json: json) { broker throws(ClientError) -> [String] in
             let result = try broker.accounts()
             if json { return [try Output.json(result)] }
             return Self.table(result.accounts)

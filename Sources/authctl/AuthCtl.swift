@@ -27,13 +27,14 @@ struct AuthCtl: ParsableCommand {
             """,
         version: BrokerVersion.current,
         subcommands: [Login.self, Token.self, Status.self, Accounts.self, Whoami.self, UserInfo.self, Logout.self, SetSecret.self,
-                      Exec.self, KubeCredential.self, GitCredential.self, Events.self]
+                      Exec.self, KubeCredential.self, GitCredential.self, SetupGit.self, Events.self]
     )
 
     /// Plain `authctl token …` skips ArgumentParser's start-up (``TokenFastPath``);
-    /// everything else is parsed as declared here.
+    /// everything else is parsed as declared here, with suggestions for mistyped commands
+    /// and JSON usage errors under --json (``CommandLineMistakes``).
     static func main() {
         TokenFastPath.runIfPlain(CommandLine.arguments)
-        main(nil)
+        CommandLineMistakes.run(Array(CommandLine.arguments.dropFirst()))
     }
 }

@@ -10,16 +10,24 @@ import BrokerProtocol
 enum DaemonCall {
     /// Connects to authbrokerd and runs `body` with the connection.
     ///
-    /// A failure is printed as `authctl: <sentence>` on stderr and becomes the
-    /// ``ExitStatus`` for its kind, thrown as ArgumentParser's `ExitCode` (which exits
-    /// without printing anything more).
-    static func session<T>(_ body: (BrokerConnection) throws(ClientError) -> T) throws(ExitCode) -> T {
-        do {
+    /// A failure is printed as `authctl: <sentence>` on stderr (with `json`, as the JSON
+    /// error object of docs/cli-json.md) and becomes the ``ExitStatus`` for its kind,
+    /// thrown as ArgumentParser's `ExitCode` (which exits without printing anything more).
+    static func session<T>(json: Bool = false, _ body: (BrokerConnection) throws(ClientError) -> T) throws(ExitCode) -> T {
+        switch attempt(body) {
+        case .success(let value): return value
+        case .failure(let error): throw Failure.report(error, json: json)
+        }
+    }
+
+    /// Connects to authbrokerd and runs `body`, returning the failure instead of reporting
+    /// it: for `authctl status`, whose answer "not running" is not an error.
+    static func attempt<T>(_ body: (BrokerConnection) throws(ClientError) -> T) -> Result<T, ClientError> {
+        do throws(ClientError) {
             let connection = try BrokerConnection(callTimeout: callTimeout())
-            return try body(connection)
+            return .success(try body(connection))
         } catch {
-            Output.error(sentence(for: error))
-            throw ExitCode(ExitStatus(for: error).rawValue)
+            return .failure(error)
         }
     }
 

@@ -16,10 +16,12 @@ struct Events: ParsableCommand {
             """
     )
 
-    @Option(name: .customLong("provider"), help: ArgumentHelp("Only this provider's events (repeat for several).", valueName: "provider"))
+    @Option(name: .customLong("provider"), help: ArgumentHelp("Only this provider's events (repeat for several).", valueName: "provider"),
+            completion: Completions.provider)
     var providers: [String] = []
 
-    @Option(name: .customLong("kind"), help: ArgumentHelp("Only events of this kind (repeat): \(EventKind.allCases.map(\.rawValue).joined(separator: ", ")).", valueName: "kind"))
+    @Option(name: .customLong("kind"), help: ArgumentHelp("Only events of this kind (repeat): \(EventKind.allCases.map(\.rawValue).joined(separator: ", ")).", valueName: "kind"),
+            completion: .list(EventKind.allCases.map(\.rawValue)))
     var kinds: [String] = []
 
     @Flag(help: "Print each event as one JSON object per line.")
@@ -27,7 +29,7 @@ struct Events: ParsableCommand {
 
     func run() throws {
         let params = EventsSubscribeParams(providers: providers.isEmpty ? nil : providers, kinds: kinds.isEmpty ? nil : kinds)
-        try DaemonCall.session { broker throws(ClientError) -> Void in
+        try DaemonCall.session(json: json) { broker throws(ClientError) -> Void in
             _ = try broker.subscribeEvents(params)
             while true {
                 let event = try broker.nextEvent()

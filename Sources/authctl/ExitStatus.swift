@@ -77,6 +77,26 @@ enum ExitStatus: Int32, CaseIterable {
         }
     }
 
+    /// The status's name in `--json` error objects (docs/cli-json.md): part of the stable
+    /// schema, so never renamed.
+    var kind: String {
+        switch self {
+        case .success: return "success"
+        case .failure: return "failure"
+        case .daemonUnavailable: return "daemon_unavailable"
+        case .loginRequired: return "login_required"
+        case .forbidden: return "forbidden"
+        case .providerError: return "provider_error"
+        case .providerUnreachable: return "provider_unreachable"
+        case .secretStoreUnavailable: return "secret_store_unavailable"
+        case .badRequest: return "bad_request"
+        case .loginFailed: return "login_failed"
+        case .overloaded: return "overloaded"
+        case .configuration: return "configuration"
+        case .usage: return "usage"
+        }
+    }
+
     /// The table printed at the end of `authctl --help`.
     static var helpTable: String {
         allCases.map { status in

@@ -29,16 +29,24 @@ struct KubeCredential: ParsableCommand {
                     args: [kube-credential, --resource, https://k8s.example.com]
                     interactiveMode: Never
 
+            `authctl kube-credential --print-kubeconfig --resource URL [--server URL]` \
+            prints that entry (with a cluster and context for --server) for this authctl. \
             See docs/integrations.md.
             """
     )
 
     @OptionGroup var token: TokenOptions
 
+    @OptionGroup var kubeconfig: KubeconfigOptions
+
     /// The versions of the exec credential API this command can answer in.
     static let apiVersions = ["client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1"]
 
     func run() throws {
+        if kubeconfig.printKubeconfig {
+            let config = Kubeconfig.build(kubeconfig, token: token)
+            return Output.line(kubeconfig.json ? try Output.json(config) : config.yaml().joined(separator: "\n"))
+        }
         let apiVersion = try Self.requestedVersion(getenv("KUBERNETES_EXEC_INFO").map { String(cString: $0) })
         let result = try DaemonCall.printableToken(token.params())
         let credential = ExecCredential(

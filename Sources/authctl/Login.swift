@@ -53,11 +53,15 @@ struct Login: ParsableCommand {
     @Option(name: .customLong("param"), help: ArgumentHelp("An extra authorization parameter, as NAME=VALUE (repeatable).", valueName: "name=value"))
     var params: [String] = []
 
-    @Option(name: .customLong("resource"), help: ArgumentHelp("Sign in for this configured resource only (repeatable: one sign-in each).", valueName: "url"))
+    @Option(name: .customLong("resource"), help: ArgumentHelp("Sign in for this configured resource only (repeatable: one sign-in each).", valueName: "url"),
+            completion: Completions.resource)
     var resources: [String] = []
 
     @Flag(help: "Print the URL instead of opening a browser.")
     var noBrowser = false
+
+    @Flag(help: "Print JSON lines on stdout: login_started (the URL or code), then signed_in with the account (docs/cli-json.md).")
+    var json = false
 
     func validate() throws {
         if terminal && device {
@@ -91,14 +95,34 @@ struct Login: ParsableCommand {
         }
     }
 
+    /// With --json, the `login_started` line: what the user must open or type.
+    private func announce(_ start: LoginStartResult) {
+        guard json, let line = try? Output.json(Output.Event(event: "login_started", body: start), oneLine: true) else { return }
+        Output.line(line)
+    }
+
+    /// The outcome: "Signed in to corp as alice.", or with --json the `signed_in` line.
+    private func report(_ account: AccountInfo, resource: String?) throws {
+        guard json else {
+            return Output.line("Signed in to \(Output.safe(account.provider)) as \(Output.safe(account.shownName)).")
+        }
+        Output.line(try Output.json(Output.Event(event: "signed_in", body: SignedIn(account: account, resource: resource)), oneLine: true))
+    }
+
+    private struct SignedIn: Encodable {
+        var account: AccountInfo
+        var resource: String?
+    }
+
     private func signIn(_ params: LoginStartParams) throws {
         let openBrowser = !noBrowser
-        let account = try DaemonCall.session { broker throws(ClientError) -> AccountInfo in
+        let account = try DaemonCall.session(json: json) { broker throws(ClientError) -> AccountInfo in
             let start = try broker.loginStart(params)
             // No timeout: the user takes the time they take; the daemon ends the wait
             // with an error when the sign-in expires. The instructions follow the wait's
             // request, so that Ctrl-C at any point after them cancels the sign-in too.
             let done = try broker.loginWait(LoginWaitParams(loginID: start.loginID)) {
+                announce(start)
                 for line in Self.instructions(for: start) { Output.note(line) }
                 guard let url = start.authorizationURL else { return }
                 if openBrowser {
@@ -113,13 +137,14 @@ struct Login: ParsableCommand {
             guard let account = done.account else { throw .badResponse("login.wait answered without the account") }
             return account
         }
-        Output.line("Signed in to \(Output.safe(account.provider)) as \(Output.safe(account.shownName)).")
+        try report(account, resource: params.resource)
     }
 
     /// The terminal sign-in: answers the daemon's questions until it has the account.
     private func signInHere(_ params: LoginStartParams) throws {
-        let account = try DaemonCall.session { broker throws(ClientError) -> AccountInfo in
+        let account = try DaemonCall.session(json: json) { broker throws(ClientError) -> AccountInfo in
             let start = try broker.loginStart(params)
+            announce(start)
             Output.note("Signing in to \(Output.safe(start.provider)) (expires in \(Self.remaining(until: start.expiresAt, now: TimeText.now)))…")
             while true {
                 let step = try broker.loginWait(LoginWaitParams(loginID: start.loginID))
@@ -129,7 +154,7 @@ struct Login: ParsableCommand {
                 _ = try broker.loginAnswer(LoginAnswerParams(loginID: start.loginID, value: value))
             }
         }
-        Output.line("Signed in to \(Output.safe(account.provider)) as \(Output.safe(account.shownName)).")
+        try report(account, resource: params.resource)
     }
 
     /// The lines on stderr that tell the user what to do.

@@ -24,12 +24,15 @@ struct Logout: ParsableCommand {
     @Flag(help: "Do not open the provider's end-session URL in a browser (it is printed either way).")
     var noBrowser = false
 
+    @Flag(help: "Print the result as JSON: provider, account, revoked, revocation_note, end_session_url (docs/cli-json.md).")
+    var json = false
+
     func run() throws {
         let params = LogoutParams(provider: provider, account: account, local: local ? true : nil)
-        let result = try DaemonCall.session { broker throws(ClientError) -> LogoutResult in
+        let result = try DaemonCall.session(json: json) { broker throws(ClientError) -> LogoutResult in
             try broker.logout(params)
         }
-        Output.line(Self.summary(result))
+        Output.line(json ? try Output.json(result) : Self.summary(result))
         if let url = result.endSessionURL {
             // Printed in every case: revocation does not end the provider's browser
             // session, and an opener may report success without a browser showing it.

@@ -59,6 +59,20 @@ enum Output {
         }
     }
 
+    /// One JSON line of a stream (`authctl login --json`): `event` beside `body`'s members.
+    struct Event<Body: Encodable>: Encodable {
+        var event: String
+        var body: Body
+
+        private enum Key: String, CodingKey { case event }
+
+        func encode(to encoder: any Encoder) throws {
+            try body.encode(to: encoder)
+            var container = encoder.container(keyedBy: Key.self)
+            try container.encode(event, forKey: .event)
+        }
+    }
+
     /// `text` with control characters replaced by `?`.
     ///
     /// Daemon answers carry text from the provider (error descriptions, user names, URIs);

@@ -20,16 +20,19 @@ struct SetSecret: ParsableCommand {
     @OptionGroup var target: ProviderOption
     var provider: String? { target.provider }
 
+    @Flag(help: "Print the result as JSON: provider, stored (docs/cli-json.md).")
+    var json = false
+
     func run() throws {
         guard let secret = Self.readSecret(prompt: "Client secret: ") else {
-            Output.error("no secret on standard input: pipe it in, e.g. `authctl set-secret --provider NAME < file`")
-            throw ExitCode(ExitStatus.usage.rawValue)
+            throw Failure.report("no secret on standard input: pipe it in, e.g. `authctl set-secret --provider NAME < file`",
+                                 status: .usage, json: json)
         }
         let params = SetSecretParams(provider: provider, clientSecret: secret)
-        let result = try DaemonCall.session { broker throws(ClientError) -> SetSecretResult in
+        let result = try DaemonCall.session(json: json) { broker throws(ClientError) -> SetSecretResult in
             try broker.call(.providerSetSecret, params, as: SetSecretResult.self)
         }
-        Output.line("Stored the client secret of \(Output.safe(result.provider)) in the Secret Service.")
+        Output.line(json ? try Output.json(result) : "Stored the client secret of \(Output.safe(result.provider)) in the Secret Service.")
     }
 
     /// The first line of stdin, with echo off when stdin is a terminal.

@@ -6,19 +6,34 @@ import BrokerProtocol
 struct Status: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show the daemon, its providers, accounts and cached tokens with their expiry.",
-        discussion: "A token's value is never shown, only what it is for and when it expires."
+        discussion: """
+            A token's value is never shown, only what it is for and when it expires.
+
+            When authbrokerd is not running (no socket, nothing listening on it, or a \
+            socket-activated daemon that fails to start), status says so and how to start \
+            it, and exits with status \(ExitStatus.daemonUnavailable.rawValue); with --json \
+            it prints {"running": false, "reason": …, "message": …} on stdout \
+            (docs/cli-json.md).
+            """
     )
 
-    @Flag(help: "Print authbrokerd's answer (daemon.status) as JSON.")
+    @Flag(help: "Print authbrokerd's answer (daemon.status) as JSON, with \"running\": true.")
     var json = false
 
     func run() throws {
-        let lines = try DaemonCall.session { broker throws(ClientError) -> [String] in
-            let status = try broker.status()
-            if json { return [try Output.json(status)] }
-            return Self.report(status)
+        switch DaemonCall.attempt({ broker throws(ClientError) in try broker.status() }) {
+        case .success(let status):
+            let lines = json ? [try Output.json(RunningStatus(status: status))] : Self.report(status)
+            for line in lines { Output.line(line) }
+        case .failure(let error):
+            guard let down = NotRunning(error) else { throw Failure.report(error, json: json) }
+            if json {
+                Output.line(try Output.json(down))
+            } else {
+                Output.error(down.message)
+            }
+            throw ExitCode(ExitStatus.daemonUnavailable.rawValue)
         }
-        for line in lines { Output.line(line) }
     }
 
     /// The human report: the daemon first, then one block per provider.

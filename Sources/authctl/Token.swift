@@ -75,7 +75,7 @@ struct Token: ParsableCommand {
             let request = TokenExchangeParams(
                 audience: exchangeFor, resource: p.resource, scopes: p.scopes, provider: p.provider, account: p.account,
                 subjectTokenType: subjectTokenType, requestedTokenType: requestedTokenType, minTTL: p.minTTL)
-            let text = try DaemonCall.session { broker throws(ClientError) -> String in
+            let text = try DaemonCall.session(json: json) { broker throws(ClientError) -> String in
                 let result = try broker.exchangeToken(request)
                 try DaemonCall.checkPrintable(result)
                 if json { return try Output.json(result) }
@@ -87,7 +87,7 @@ struct Token: ParsableCommand {
         guard let request = proof.params(options.params()) else {
             return try Self.printToken(options.params(), json: json, header: header, fresh: fresh)
         }
-        let text = try DaemonCall.session { broker throws(ClientError) -> String in
+        let text = try DaemonCall.session(json: json) { broker throws(ClientError) -> String in
             if fresh { _ = try broker.rejectToken(TokenRejectParams(key: options.params())) }
             let result = try broker.dpopProof(request)
             try DaemonCall.checkPrintable(result.token)
@@ -101,7 +101,7 @@ struct Token: ParsableCommand {
     /// Gets the token and prints it as asked: the whole command once its arguments are
     /// known, shared by `run()` and ``TokenFastPath``.
     static func printToken(_ params: TokenGetParams, json: Bool, header: Bool, fresh: Bool = false) throws(ExitCode) {
-        let text = try DaemonCall.session { broker throws(ClientError) -> String in
+        let text = try DaemonCall.session(json: json) { broker throws(ClientError) -> String in
             if fresh { _ = try broker.rejectToken(TokenRejectParams(key: params)) }
             let result = try broker.token(params)
             try DaemonCall.checkPrintable(result)

@@ -5,7 +5,8 @@ import BrokerProtocol
 /// The options that choose a token, shared by `token` and the commands that hand one to
 /// another program (`exec`, `kube-credential`, `git-credential`).
 struct TokenOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("The API the token is for: an RFC 8707 resource indicator, e.g. https://api.example.com.", valueName: "url"))
+    @Option(help: ArgumentHelp("The API the token is for: an RFC 8707 resource indicator, e.g. https://api.example.com.", valueName: "url"),
+            completion: Completions.resource)
     var resource: String?
 
     @Option(name: .customLong("scope"), help: ArgumentHelp("A scope to ask for (repeat, or separate with spaces); default: the provider's configured scopes.", valueName: "scope"))

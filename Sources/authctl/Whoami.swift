@@ -43,7 +43,7 @@ enum Claims {
     static func show(_ method: RPCMethod, _ options: ClaimsOptions) throws {
         let params = AccountParams(provider: options.provider, account: options.account)
         let json = options.json
-        let text = try DaemonCall.session { broker throws(ClientError) -> String in
+        let text = try DaemonCall.session(json: json) { broker throws(ClientError) -> String in
             let result = try broker.call(method, params, as: ClaimsResult.self)
             return json ? try Output.json(result) : lines(result)
         }

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import BrokerCrypto
+import BrokerProtocol
 import OAuth
 import TOML
 
@@ -11,9 +12,7 @@ public enum ConfigLoader {
     /// The path the daemon reads when neither `--config` nor `AUTHBROKER_CONFIG` is given:
     /// `$XDG_CONFIG_HOME/authbroker/config.toml`, else `~/.config/authbroker/config.toml`.
     public static func defaultPath(environment get: (String) -> String?) -> String {
-        if let explicit = get("AUTHBROKER_CONFIG"), !explicit.isEmpty { return explicit }
-        if let xdg = get("XDG_CONFIG_HOME"), !xdg.isEmpty { return xdg + "/authbroker/config.toml" }
-        return (get("HOME") ?? "") + "/.config/authbroker/config.toml"
+        ConfigPath.resolve(environment: get)
     }
 
     public static func load(path: String) throws(ConfigError) -> BrokerConfig {
