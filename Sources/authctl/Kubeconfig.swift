@@ -12,12 +12,18 @@ struct KubeconfigOptions: ParsableArguments {
     @Option(help: ArgumentHelp("With --print-kubeconfig: the API server's URL; the kubeconfig then has a cluster and a current context too, not only the user.", valueName: "url"))
     var server: String?
 
+    @Option(name: .customLong("certificate-authority"), help: ArgumentHelp("With --server: the file with the CA certificate(s) the API server's certificate is checked against; default: the system's.", valueName: "file"))
+    var certificateAuthority: String?
+
     @Flag(help: "With --print-kubeconfig: print it as JSON instead of YAML (kubectl reads both).")
     var json = false
 
     func validate() throws {
         if !printKubeconfig, clusterName != nil || server != nil || json {
             throw ValidationError("--cluster-name, --server and --json go with --print-kubeconfig")
+        }
+        if server == nil, certificateAuthority != nil {
+            throw ValidationError("--certificate-authority goes with --server")
         }
         if clusterName?.isEmpty == true || server?.isEmpty == true {
             throw ValidationError("--cluster-name and --server need a value")
@@ -45,8 +51,10 @@ enum Kubeconfig {
         ])
         var top: [(String, Node)] = [("apiVersion", .string("v1")), ("kind", .string("Config"))]
         if let server = options.server {
+            var cluster: [(String, Node)] = [("server", .string(server))]
+            if let file = options.certificateAuthority { cluster.append(("certificate-authority", .string(file))) }
             top += [
-                ("clusters", .list([.map([("name", .string(name)), ("cluster", .map([("server", .string(server))]))])])),
+                ("clusters", .list([.map([("name", .string(name)), ("cluster", .map(cluster))])])),
                 ("contexts", .list([.map([("name", .string(name)), ("context", .map([("cluster", .string(name)), ("user", .string(name))]))])])),
                 ("current-context", .string(name)),
             ]
@@ -128,7 +136,8 @@ enum Kubeconfig {
             switch self {
             case .bool(let b): return b ? "true" : "false"
             case .string(let s):
-                let plain = s.first.map { $0.isASCII && ($0.isLetter || $0 == "/") } == true
+                // Options (`--resource`) stay plain too: a dash starts a list item only before a space.
+                let plain = (s.first.map { $0.isASCII && ($0.isLetter || $0 == "/") } == true || s.hasPrefix("--") && s.count > 2)
                     && s.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "-_./:@".unicodeScalars.contains($0)) }
                     && !["true", "false", "yes", "no", "on", "off", "null", "y", "n"].contains(s.lowercased())
                 return plain ? s : Self.quoted(s)
