@@ -106,7 +106,7 @@ struct GitHelperSetup {
 
     /// `scheme://authority` of an https URL (or http to a loopback host), else nil.
     static func origin(of resource: String) -> String? {
-        guard let authority = GitCredentialRequest.authority(of: resource), !authority.contains("@") else { return nil }
+        guard let authority = GitCredentialRequest.authority(of: resource) else { return nil }
         let scheme = resource.prefix { $0 != ":" }.lowercased()
         let loopback = ["localhost", "127.0.0.1", "[::1]"].contains(GitCredentialRequest.hostName(authority).lowercased())
         guard scheme == "https" || (scheme == "http" && loopback) else { return nil }
