@@ -22,6 +22,12 @@ struct AuthCtl: ParsableCommand {
             exit status 3; $AUTHBROKER_TIMEOUT sets other whole seconds (0: no limit). \
             Waiting for a sign-in has no such limit.
 
+            With --json, a command prints JSON on stdout and a failure as one JSON object \
+            on stderr, {"error": {"kind", "message", "exit_status", …}}, with the same exit \
+            status; the schemas, which only ever gain members, are in docs/cli-json.md. \
+            Shell completion: authctl --generate-completion-script bash|zsh|fish; it offers \
+            config.toml's providers and resources.
+
             EXIT STATUS
             \(ExitStatus.helpTable)
             """,
