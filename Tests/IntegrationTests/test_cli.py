@@ -4,7 +4,7 @@ config.toml, `setup-git` through a real git, and `kube-credential --print-kubeco
 through a real kubectl — against the real daemon, Glewlwyd and keyring."""
 import json
 import os
-import re
+import shutil
 import socket
 import ssl
 import subprocess
@@ -13,7 +13,6 @@ import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
-import yaml
 
 from conftest import API, AUTHCTL, GIT, Daemon, fingerprint
 
@@ -370,25 +369,37 @@ def kube_api(tmp_path):
     server.server_close()
 
 
+def kubeconfig_as_kubectl_reads_it(env, path):
+    r = run(env, "kubectl", "config", "view", "--kubeconfig", str(path), "--raw", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
 def test_print_kubeconfig_gives_kubectl_the_token(broker, kube_api, tmp_path):
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl is not installed (one with client.authentication.k8s.io/v1: 1.22 or later)")
     url, ca = kube_api
     args = ["kube-credential", "--print-kubeconfig", "--resource", API, "--provider", broker.name,
             "--server", url, "--certificate-authority", ca, "--cluster-name", "test-cluster"]
     r = ctl(broker.env, *args)
     assert r.returncode == 0, r.stderr
-    config = yaml.safe_load(r.stdout)
+    yaml_file = tmp_path / "kubeconfig.yaml"
+    yaml_file.write_text(r.stdout)
     r = ctl(broker.env, *args, "--json")
-    assert r.returncode == 0 and json.loads(r.stdout) == config
+    assert r.returncode == 0, r.stderr
+    json_file = tmp_path / "kubeconfig.json"
+    json_file.write_text(r.stdout)
+    config = kubeconfig_as_kubectl_reads_it(broker.env, yaml_file)
+    assert kubeconfig_as_kubectl_reads_it(broker.env, json_file) == config
     (user,) = config["users"]
     exec_ = user["user"]["exec"]
     assert exec_["apiVersion"] == "client.authentication.k8s.io/v1"
     assert exec_["args"] == ["kube-credential", "--resource", API, "--provider", broker.name]
     assert os.path.samefile(exec_["command"], AUTHCTL)
     assert config["current-context"] == "test-cluster"
+    assert config["clusters"][0]["cluster"]["server"] == url
 
-    path = tmp_path / "kubeconfig"
-    path.write_text(r.stdout)  # the JSON form, as kubectl reads it
-    r = run(broker.env, "kubectl", "--kubeconfig", str(path), "get", "--raw", "/api", timeout=120)
+    r = run(broker.env, "kubectl", "--kubeconfig", str(yaml_file), "get", "--raw", "/api", timeout=120)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["kind"] == "APIVersions"
     want = fingerprint(token_for(broker, API))
@@ -396,7 +407,10 @@ def test_print_kubeconfig_gives_kubectl_the_token(broker, kube_api, tmp_path):
 
     # Without --server: the user entry alone, to merge into an existing kubeconfig.
     r = ctl(broker.env, "kube-credential", "--print-kubeconfig", "--resource", API)
-    config = yaml.safe_load(r.stdout)
-    assert set(config) == {"apiVersion", "kind", "users"} and config["users"][0]["name"] == "authbroker"
+    assert r.returncode == 0 and "clusters" not in r.stdout
+    user_file = tmp_path / "user.yaml"
+    user_file.write_text(r.stdout)
+    config = kubeconfig_as_kubectl_reads_it(broker.env, user_file)
+    assert [u["name"] for u in config["users"]] == ["authbroker"] and not config.get("clusters")
     r = ctl(broker.env, "kube-credential", "--server", url)
     assert r.returncode == 64 and "--print-kubeconfig" in r.stderr
