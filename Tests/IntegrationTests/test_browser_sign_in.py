@@ -4,7 +4,7 @@ support/webdriver.py) signs in through Glewlwyd's own login and consent pages as
 would, then lands on the daemon's page.
 
 Each test signs in a person of its own, created for it at Glewlwyd, so the consent page
-shows whatever other tests granted before. Screenshots of every page go to
+shows no matter what other tests granted before. Screenshots of every page go to
 $AUTHBROKER_TEST_OUTPUT/browser/<test>/ when that is set, else to the test's tmp_path
 (docs/testing.md); the path is printed with the test's output."""
 import json
