@@ -8,7 +8,7 @@ import BrokerClient
 struct SetupGit: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "setup-git",
-        abstract: "Configure git (~/.gitconfig) to get a host's HTTPS credentials from authctl git-credential.",
+        abstract: "Configure git (its global config) to get a host's HTTPS credentials from authctl git-credential.",
         discussion: """
             Sets credential.<url>.helper for the one host the resource is on, so git asks \
             authctl only for that server: first an empty value, which makes git ignore \
@@ -78,8 +78,8 @@ struct SetupGit: ParsableCommand {
             return Output.line(commands.map(GitHelperSetup.shellLine).joined(separator: "\n"))
         }
         Output.line(unset
-            ? "git no longer asks authctl for credentials for \(Output.safe(url)) (\(setup.key) removed from ~/.gitconfig)."
-            : "git now asks authctl for credentials for \(Output.safe(url)) (\(setup.key) in ~/.gitconfig).")
+            ? "git no longer asks authctl for credentials for \(Output.safe(url)) (\(setup.key) removed from your global git config)."
+            : "git now asks authctl for credentials for \(Output.safe(url)) (\(setup.key) in your global git config).")
     }
 }
 

@@ -80,6 +80,14 @@ def test_bash_completion_completes_subcommands(installed):
                        env=dict(installed["env"], PATH=f"{p / 'bin'}:{os.environ['PATH']}"),
                        capture_output=True, text=True, timeout=30)
     assert "exec" in r.stdout.split(), r.stdout + r.stderr
+    # `authctl token --provider <TAB>`: the providers of the installed example config.toml,
+    # read by the installed authctl without a daemon.
+    r = subprocess.run(["bash", "-c", f'source "{script}"; COMP_WORDS=(authctl token --provider ""); COMP_CWORD=3; '
+                        'COMP_LINE="authctl token --provider "; COMP_POINT=${#COMP_LINE}; _authctl authctl "" --provider; '
+                        'printf "%s\\n" "${COMPREPLY[@]}"'],
+                       env=dict(installed["env"], PATH=f"{p / 'bin'}:{os.environ['PATH']}"),
+                       capture_output=True, text=True, timeout=30)
+    assert r.stdout.split() == ["corp"], r.stdout + r.stderr
     zsh = (p / "share/zsh/site-functions/_authctl").read_text()
     assert zsh.startswith("#compdef authctl") and "git-credential" in zsh
     fish = (p / "share/fish/vendor_completions.d/authctl.fish").read_text()
