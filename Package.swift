@@ -18,6 +18,8 @@ let package = Package(
     targets: [
         .systemLibrary(name: "CSecret", pkgConfig: "libsecret-1", providers: [.apt(["libsecret-1-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        // GIO's GDBus for the sign-in notification (the library libsecret links anyway).
+        .systemLibrary(name: "CGio", pkgConfig: "gio-2.0", providers: [.apt(["libglib2.0-dev"])]),
 
         .target(name: "CLinux"),
         .target(name: "BrokerCrypto", dependencies: ["COpenSSL"]),
@@ -29,6 +31,8 @@ let package = Package(
         .target(name: "TOML"),
         .target(name: "BrokerProtocol"),
         .target(name: "BrokerClient", dependencies: ["BrokerProtocol"]),
+        // Opening a page in the user's browser ($BROWSER, xdg-open): authctl and the daemon.
+        .target(name: "BrowserLaunch"),
         .target(
             name: "BrokerCore",
             dependencies: [
@@ -46,10 +50,15 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The sign-in notification: org.freedesktop.Notifications over the session bus.
+        .target(
+            name: "DesktopNotifications",
+            dependencies: ["BrokerCore", "BrowserLaunch", "CGio", .product(name: "Logging", package: "swift-log")]
+        ),
         .executableTarget(
             name: "authbrokerd",
             dependencies: [
-                "BrokerServer", "BrokerCore", "BrokerProtocol", "SecretStore", "OAuth", "CLinux",
+                "BrokerServer", "BrokerCore", "BrokerProtocol", "SecretStore", "OAuth", "CLinux", "DesktopNotifications",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -64,7 +73,7 @@ let package = Package(
             name: "authctl",
             dependencies: [
                 // TOML: shell completions read provider and resource names from config.toml.
-                "BrokerClient", "BrokerProtocol", "TOML",
+                "BrokerClient", "BrokerProtocol", "TOML", "BrowserLaunch",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             // A release authctl is one static executable: no dynamic loader, no libstdc++

@@ -31,6 +31,7 @@ enum TokenWire {
         if let provider = params.provider { member("provider"); quoted(provider, into: &out) }
         if let account = params.account { member("account"); quoted(account, into: &out) }
         if let minTTL = params.minTTL { member("min_ttl"); out.append(contentsOf: String(minTTL).utf8) }
+        if let wait = params.waitForSignIn { member("wait_for_sign_in"); out.append(contentsOf: String(wait).utf8) }
         if let extra = params.params {
             member("params")
             out.append(UInt8(ascii: "{"))

@@ -32,11 +32,18 @@ public final class Broker: Sendable {
     let redirects: (any RedirectListening)?
     /// The background refreshes of `refresh_ahead` providers.
     let ahead: RefreshAhead
+    /// Shows the user that a sign-in started on demand waits for them (a desktop
+    /// notification); without one, only the waiting callers can show its URL.
+    let announcer: (any SignInAnnouncing)?
+    /// Sign-ins on demand being started, by provider: concurrent callers share one.
+    let startingOnDemand = Mutex<[String: Task<LoginStartResult, any Error>]>([:])
 
     public init(config: BrokerConfig, store: any CredentialStore, transport: any HTTPTransport,
                 socketPath: String, clock: WallClock = .system, logger: Logger,
-                redirects: (any RedirectListening)? = nil, refreshAheadTick: Duration = .seconds(15)) {
+                redirects: (any RedirectListening)? = nil, announcer: (any SignInAnnouncing)? = nil,
+                refreshAheadTick: Duration = .seconds(15)) {
         self.ahead = RefreshAhead(tick: refreshAheadTick)
+        self.announcer = announcer
         self.store = store
         self.redirects = redirects
         self.transport = transport

@@ -51,14 +51,18 @@ public struct LoginStartParams: Codable, Sendable, Equatable {
     /// Sign in for this one configured resource only: with `refresh_tokens =
     /// "one-per-resource"` its refresh token serves that resource alone (docs/providers.md).
     public var resource: String?
+    /// Join the provider's sign-in in progress instead of replacing it, and start one only
+    /// when there is none: a sign-in started so is announced by a desktop notification.
+    public var join: Bool?
 
     public init(provider: String? = nil, flow: String? = nil, params: [String: String]? = nil, timeout: Int? = nil,
-                resource: String? = nil) {
+                resource: String? = nil, join: Bool? = nil) {
         self.provider = provider
         self.flow = flow
         self.params = params
         self.timeout = timeout
         self.resource = resource
+        self.join = join
     }
 }
 
@@ -75,9 +79,14 @@ public struct LoginStartResult: Codable, Sendable, Equatable {
     public var authorizationURL: String?
     /// Unix seconds after which the sign-in can no longer complete.
     public var expiresAt: Int64
+    /// With `join`: true when this is a sign-in that was already in progress.
+    public var joined: Bool?
+    /// With `join`: true when a desktop notification announces the sign-in (its "Sign in"
+    /// button opens the URL), so the caller need not open a browser itself.
+    public var notified: Bool?
 
     public init(loginID: String, provider: String, flow: String, verificationURI: String? = nil, verificationURIComplete: String? = nil,
-                userCode: String? = nil, authorizationURL: String? = nil, expiresAt: Int64) {
+                userCode: String? = nil, authorizationURL: String? = nil, expiresAt: Int64, joined: Bool? = nil, notified: Bool? = nil) {
         self.loginID = loginID
         self.provider = provider
         self.flow = flow
@@ -86,6 +95,8 @@ public struct LoginStartResult: Codable, Sendable, Equatable {
         self.userCode = userCode
         self.authorizationURL = authorizationURL
         self.expiresAt = expiresAt
+        self.joined = joined
+        self.notified = notified
     }
 
     enum CodingKeys: String, CodingKey {
@@ -96,6 +107,7 @@ public struct LoginStartResult: Codable, Sendable, Equatable {
         case userCode = "user_code"
         case authorizationURL = "authorization_url"
         case expiresAt = "expires_at"
+        case joined, notified
     }
 }
 

@@ -11,21 +11,30 @@ public struct TokenGetParams: Codable, Sendable, Equatable {
     /// Extra token request parameters (Auth0's `audience`, Azure's `claims`, …), sent on the
     /// refresh and part of the cache key; the protocol's own names are refused.
     public var params: [String: String]?
+    /// Seconds the caller will wait for a sign-in when the account needs one: the daemon
+    /// starts (or joins) the provider's one pending browser sign-in, announces it, and
+    /// answers with the token once it is done. Absent: `login_required` at once.
+    public var waitForSignIn: Int?
 
     public init(resource: String? = nil, scopes: [String]? = nil, provider: String? = nil, account: String? = nil,
-                minTTL: Int? = nil, params: [String: String]? = nil) {
+                minTTL: Int? = nil, params: [String: String]? = nil, waitForSignIn: Int? = nil) {
         self.resource = resource
         self.scopes = scopes
         self.provider = provider
         self.account = account
         self.minTTL = minTTL
         self.params = params
+        self.waitForSignIn = waitForSignIn
     }
 
     enum CodingKeys: String, CodingKey {
         case resource, scopes, provider, account, params
         case minTTL = "min_ttl"
+        case waitForSignIn = "wait_for_sign_in"
     }
+
+    /// The `wait_for_sign_in` a request may ask for, in seconds: as long as a sign-in may last.
+    @inlinable public static var waitForSignInRange: ClosedRange<Int> { 1...3600 }
 
     /// The `min_ttl` a request may ask for, in seconds: up to a day. The daemon, authctl's
     /// parser and its fast path all check this one range.

@@ -66,7 +66,7 @@ struct MethodTable: Sendable {
         scanned: (@Sendable (ScannedRequest) -> P?)? = nil,
         authorize: (@Sendable (CallerIdentification, P) throws(BrokerError) -> Void)? = nil,
         fast: (@Sendable (P) -> R?)? = nil,
-        cancelledOnClose: Bool = false,
+        cancelledOnClose: @escaping @Sendable (P) -> Bool = { _ in false },
         slow: @escaping @Sendable (P) async throws(BrokerError) -> R
     ) {
         handlers[method.rawValue] = { line, id, codec, identify in
@@ -97,7 +97,7 @@ struct MethodTable: Sendable {
                     return codec.failure(id, error.rpcError)
                 }
             }
-            return cancelledOnClose ? .untilClosed(work) : .later(work)
+            return cancelledOnClose(decoded) ? .untilClosed(work) : .later(work)
         }
     }
 
@@ -137,6 +137,8 @@ extension MethodTable {
                    scanned: { TokenGetParams(scanned: $0) },
                    authorize: { identify, p throws(BrokerError) in try broker.authorizeToken(identify, p) },
                    fast: { broker.cachedToken($0) },
+                   // A caller waiting for a sign-in is one of its waiters: gone, it stops waiting.
+                   cancelledOnClose: { $0.waitForSignIn != nil },
                    slow: { p throws(BrokerError) in try await broker.token(p) })
         t.register(.dpopProof, DPoPProofParams.self, empty: DPoPProofParams(token: TokenGetParams(), htm: "", htu: ""),
                    authorize: { identify, p throws(BrokerError) in try broker.authorizeToken(identify, p.token) },
@@ -156,7 +158,7 @@ extension MethodTable {
                    slow: { _ in broker.status() })
         t.register(.loginStart, LoginStartParams.self, empty: LoginStartParams(),
                    slow: { p throws(BrokerError) in try await broker.startLogin(p) })
-        t.register(.loginWait, LoginWaitParams.self, empty: LoginWaitParams(), cancelledOnClose: true,
+        t.register(.loginWait, LoginWaitParams.self, empty: LoginWaitParams(), cancelledOnClose: { _ in true },
                    slow: { p throws(BrokerError) in try await broker.waitLogin(p) })
         t.register(.loginAnswer, LoginAnswerParams.self, empty: LoginAnswerParams(loginID: "", value: ""),
                    slow: { p throws(BrokerError) in try broker.answerLogin(p) })

@@ -232,13 +232,16 @@ extension TokenGetParams {
             case ("min_ttl", .int(let v)):
                 guard let n = Int(exactly: v) else { return nil }
                 minTTL = n
+            case ("wait_for_sign_in", .int(let v)):
+                guard let n = Int(exactly: v) else { return nil }
+                waitForSignIn = n
             case ("params", .null):
                 continue
             case ("params", _):
                 return nil  // an object of strings: JSONDecoder reads it
-            case ("resource", .null), ("provider", .null), ("account", .null), ("scopes", .null), ("min_ttl", .null):
+            case ("resource", .null), ("provider", .null), ("account", .null), ("scopes", .null), ("min_ttl", .null), ("wait_for_sign_in", .null):
                 continue
-            case ("resource", _), ("provider", _), ("account", _), ("scopes", _), ("min_ttl", _):
+            case ("resource", _), ("provider", _), ("account", _), ("scopes", _), ("min_ttl", _), ("wait_for_sign_in", _):
                 return nil
             default:
                 continue  // JSONDecoder ignores members it does not know, and so does this

@@ -4,6 +4,7 @@ import Glibc
 import BrokerCore
 import BrokerProtocol
 import BrokerServer
+import DesktopNotifications
 import Logging
 import NIOCore
 import OAuth
@@ -64,8 +65,13 @@ struct Daemon {
         let transport = NetworkTransport(timeout: Double(settings.daemon.httpTimeout))
         // One event loop serves the socket and the browser sign-in's loopback listeners.
         let loops = BrokerServer.makeEventLoops()
+        // Under systemd a browser started from the notification must not inherit the
+        // service's sandbox (MemoryDenyWriteExecute, the system-call filter) or cgroup.
+        let launcher = env("INVOCATION_ID") != nil
+            ? ["systemd-run", "--user", "--collect", "--quiet", "--property=KillMode=process", "--"] : []
         let broker = Broker(config: settings, store: store, transport: transport, socketPath: socketPath, logger: logger,
-                            redirects: LoopbackRedirects(group: loops))
+                            redirects: LoopbackRedirects(group: loops),
+                            announcer: DesktopNotifier(launcher: launcher, logger: logger))
         do {
             try await broker.start()
         } catch {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import BrokerClient
 import BrokerProtocol
+import BrowserLaunch
 import Dispatch
 
 /// `authctl login`: starts a sign-in in the daemon, shows the user what to open, waits.

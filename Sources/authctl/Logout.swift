@@ -1,5 +1,6 @@
 import ArgumentParser
 import BrokerClient
+import BrowserLaunch
 import BrokerProtocol
 
 /// `authctl logout`: revokes and forgets an account's refresh token.

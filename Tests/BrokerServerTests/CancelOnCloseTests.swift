@@ -22,7 +22,7 @@ final class CancelOnCloseTests: XCTestCase {
         let seen = Seen()
         let gate = Gate()
         var table = MethodTable()
-        table.register(.loginWait, LoginWaitParams.self, empty: LoginWaitParams(), cancelledOnClose: true) { _ throws(BrokerError) -> LoginWaitResult in
+        table.register(.loginWait, LoginWaitParams.self, empty: LoginWaitParams(), cancelledOnClose: { _ in true }) { _ throws(BrokerError) -> LoginWaitResult in
             try? await Task.sleep(for: .seconds(60))
             await seen.record("login.wait", cancelled: Task.isCancelled)
             throw BrokerError.loginFailed(provider: "corp", message: "cancelled")

@@ -41,6 +41,9 @@ public struct DaemonSettings: Sendable, Equatable {
     public var defaultProvider: String? = nil
     /// Seconds a browser sign-in may take before its loopback port is freed.
     public var loginTimeout: Int = 300
+    /// Whether a sign-in started on demand (a caller waiting for one) is announced by a
+    /// desktop notification with a "Sign in" button.
+    public var signInNotifications = true
     /// Seconds without a connection, request or sign-in after which a socket-activated
     /// daemon exits (systemd starts it again on the next connection); 0 = never.
     public var idleExit: Int = 0

@@ -48,7 +48,7 @@ public enum ConfigLoader {
         if let table = try reader.table(root, "daemon", at: nil) {
             try reader.checkKeys(table, allowed: ["store", "refresh_margin", "store_timeout", "http_timeout", "default_provider", "login_timeout", "idle_exit",
                                           "request_line_timeout", "connection_idle_timeout", "max_connections",
-                                          "max_requests_in_flight"], at: "daemon")
+                                          "max_requests_in_flight", "sign_in_notifications"], at: "daemon")
             if let store = try reader.string(table, "store", at: "daemon") {
                 guard let kind = StoreKind(rawValue: store) else {
                     throw ConfigError(file: file, key: "daemon.store", problem: "must be \"secret-service\" or \"memory\", not \"\(store)\"")
@@ -65,6 +65,10 @@ public enum ConfigLoader {
             if let v = try reader.int(table, "max_connections", at: "daemon", range: 1...65_536, unit: "a whole number") { daemon.maxConnections = v }
             if let v = try reader.int(table, "max_requests_in_flight", at: "daemon", range: 1...65_536, unit: "a whole number") { daemon.maxRequestsInFlight = v }
             daemon.defaultProvider = try reader.string(table, "default_provider", at: "daemon")
+            if let v = table["sign_in_notifications"] {
+                guard let b = v.bool else { throw ConfigError(file: file, key: "daemon.sign_in_notifications", problem: "must be true or false") }
+                daemon.signInNotifications = b
+            }
         }
 
         var providers: [ProviderConfig] = []

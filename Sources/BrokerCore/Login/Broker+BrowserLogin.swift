@@ -44,17 +44,20 @@ extension Broker {
             await listener.close()
             return try outcome.get()
         }
+        let session = LoginSession(id: id, provider: provider.name, expiresAt: deadline, task: task)
+        let shown = LoginStartResult(
+            loginID: id, provider: provider.name, flow: "browser",
+            authorizationURL: request.url(endpoint: endpoint), expiresAt: Int64(deadline))
+        session.shown = shown
         do {
-            try logins.add(LoginSession(id: id, provider: provider.name, expiresAt: deadline, task: task), now: started)
+            try logins.add(session, now: started)
         } catch {
             task.cancel()
             await listener.close()
             throw error
         }
         logger.info("browser sign-in started", metadata: ["provider": "\(provider.name)", "login_id": "\(id)", "port": "\(listener.port)"])
-        return LoginStartResult(
-            loginID: id, provider: provider.name, flow: "browser",
-            authorizationURL: request.url(endpoint: endpoint), expiresAt: Int64(deadline))
+        return shown
     }
 
     /// Waits for the redirect (until the deadline, or until the sign-in is cancelled), then

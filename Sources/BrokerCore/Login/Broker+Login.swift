@@ -19,6 +19,7 @@ extension Broker {
         if let resource = params.resource, !provider.config.resources.contains(resource) {
             throw BrokerError.invalidRequest(message: "\(resource) is not among the resources of \(provider.name): add it to resources in config.toml first")
         }
+        if params.join == true { return try await joinSignIn(provider, params) }
         switch params.flow ?? "browser" {
         case "device": return try await startDeviceLogin(provider, resource: params.resource)
         case "browser": return try await startBrowserLogin(provider, params)
@@ -52,13 +53,16 @@ extension Broker {
         let task = Task<AccountInfo, any Error> {
             try await self.pollDevice(authorization, metadata: metadata, provider: provider, dpop: signer, resource: resource, deadline: expiresAt)
         }
-        try logins.add(LoginSession(id: id, provider: provider.name, expiresAt: expiresAt, task: task), now: started)
-        logger.info("device sign-in started", metadata: ["provider": "\(provider.name)", "login_id": "\(id)"])
-        return LoginStartResult(
+        let session = LoginSession(id: id, provider: provider.name, expiresAt: expiresAt, task: task)
+        let shown = LoginStartResult(
             loginID: id, provider: provider.name, flow: "device",
             verificationURI: authorization.verificationURI,
             verificationURIComplete: authorization.verificationURIComplete,
             userCode: authorization.userCode, expiresAt: Int64(expiresAt))
+        session.shown = shown
+        try logins.add(session, now: started)
+        logger.info("device sign-in started", metadata: ["provider": "\(provider.name)", "login_id": "\(id)"])
+        return shown
     }
 
     /// Waits until the sign-in finishes and returns the account.

@@ -15,6 +15,10 @@ final class LoginSession: Sendable {
     /// Why the sign-in was cancelled, when it was: its waiters read this instead of the
     /// task's own "cancelled".
     private let cancelReason = Mutex<String?>(nil)
+    /// What `login.start` answered, for callers that join the sign-in later.
+    private let shownAs = Mutex<LoginStartResult?>(nil)
+    /// Whether the task is over (signed in, failed or cancelled).
+    private let finished = Atomic<Bool>(false)
 
     init(id: String, provider: String, expiresAt: Double, task: Task<AccountInfo, any Error>,
          conversation: Conversation? = nil) {
@@ -32,6 +36,19 @@ final class LoginSession: Sendable {
     }
 
     var cancelledBecause: String? { cancelReason.withLock { $0 } }
+
+    /// Whether a newer sign-in to the provider cancelled this one.
+    var wasReplaced: Bool { cancelledBecause == LoginSessions.replacedReason(provider) }
+
+    /// What the user was told to open: the answer a caller that joins the sign-in gets.
+    var shown: LoginStartResult? {
+        get { shownAs.withLock { $0 } }
+        set { shownAs.withLock { $0 = newValue } }
+    }
+
+    var isOver: Bool { finished.load(ordering: .acquiring) }
+
+    func markOver() { finished.store(true, ordering: .releasing) }
 
     func attachWaiter() {
         waiters.withLock { $0.now += 1; $0.ever = true }
@@ -75,6 +92,7 @@ final class LoginSessions: Sendable {
         running.wrappingAdd(1, ordering: .relaxed)
         Task {
             _ = await session.task.result
+            session.markOver()
             self.running.wrappingSubtract(1, ordering: .relaxed)
         }
     }
@@ -84,7 +102,19 @@ final class LoginSessions: Sendable {
     /// Called once a new sign-in's request has been checked: a new `authctl login` means
     /// the user gave up on the previous one (a closed tab, a terminal left behind).
     func replace(provider: String) async {
-        await cancel(where: { $0.provider == provider }, because: "a newer sign-in to \(provider) replaced this one: finish that one instead")
+        await cancel(where: { $0.provider == provider }, because: Self.replacedReason(provider))
+    }
+
+    static func replacedReason(_ provider: String) -> String {
+        "a newer sign-in to \(provider) replaced this one: finish that one instead"
+    }
+
+    /// The provider's newest sign-in that is still waiting for the user, if any.
+    func pending(provider: String) -> LoginSession? {
+        sessions.withLock { all in
+            all.values.filter { $0.provider == provider && !$0.isOver && $0.cancelledBecause == nil }
+                .max { $0.expiresAt < $1.expiresAt }
+        }
     }
 
     /// Cancels the sign-ins `matching` picks and waits until they are over.

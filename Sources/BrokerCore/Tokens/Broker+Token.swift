@@ -25,8 +25,25 @@ extension Broker {
     }
 
     /// A token for the request: from the cache when it has enough life left, otherwise
-    /// refreshed first (one refresh per account at a time).
+    /// refreshed first (one refresh per account at a time). With `wait_for_sign_in`, an
+    /// account that needs a sign-in gets one first (`awaitSignIn`, docs/sign-in.md).
     public func token(_ request: TokenGetParams) async throws(BrokerError) -> TokenGetResult {
+        guard let wait = request.waitForSignIn else { return try await tokenNow(request) }
+        let range = TokenGetParams.waitForSignInRange
+        guard range.contains(wait) else {
+            throw BrokerError.invalidRequest(message: "wait_for_sign_in must be between \(range.lowerBound) and \(range.upperBound) seconds")
+        }
+        do {
+            return try await tokenNow(request)
+        } catch {
+            guard case .loginRequired(let name, _) = error else { throw error }
+            try await awaitSignIn(provider: name, seconds: wait)
+            return try await tokenNow(request)
+        }
+    }
+
+    /// `token(_:)` without waiting for a sign-in: `login_required` at once.
+    private func tokenNow(_ request: TokenGetParams) async throws(BrokerError) -> TokenGetResult {
         let range = TokenGetParams.minTTLRange
         if let minTTL = request.minTTL, !range.contains(minTTL) {
             throw BrokerError.invalidRequest(message: "min_ttl must be between \(range.lowerBound) and \(range.upperBound) seconds")

@@ -1,12 +1,14 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Dispatch
 
 /// Opens URLs in the user's browser: the commands in `$BROWSER` when it is set, otherwise
-/// `xdg-open` in a desktop session.
-enum Browser {
+/// `xdg-open` in a desktop session. Shared by `authctl login` and the daemon's "Sign in"
+/// notification action.
+public enum Browser {
     /// How the attempt went.
-    enum Outcome: Equatable {
+    public enum Outcome: Equatable, Sendable {
         /// A command took the URL (it exited 0, or is still showing the page).
         case opened(command: String)
         /// Every command failed; the sentence says how.
@@ -17,11 +19,13 @@ enum Browser {
 
     /// How long an opener may take to say it failed; one that is still running then is
     /// taken to be the browser itself, showing the page.
-    static let patience = 3.0
+    public static let patience = 3.0
 
     /// Tries each command of `$BROWSER` in turn (or `xdg-open` when DISPLAY or
-    /// WAYLAND_DISPLAY is set) until one takes the URL.
-    static func open(_ url: String, environment: (String) -> String? = { getenv($0).map { String(cString: $0) } }) -> Outcome {
+    /// WAYLAND_DISPLAY is set) until one takes the URL. `launcher` goes before each command
+    /// (the daemon's `systemd-run`, so the browser does not run inside its sandbox).
+    public static func open(_ url: String, launcher: [String] = [],
+                            environment: (String) -> String? = { getenv($0).map { String(cString: $0) } }) -> Outcome {
         let commands: [[String]]
         if let list = environment("BROWSER"), !list.allSatisfy({ $0 == ":" || $0 == " " }) {
             commands = Self.commands(browser: list, url: url)
@@ -31,10 +35,11 @@ enum Browser {
             return .unavailable
         }
         var failures: [String] = []
-        for argv in commands {
+        for command in commands {
+            let argv = launcher + command
             switch run(argv) {
-            case nil: return .opened(command: argv[0])
-            case let why?: failures.append("\(argv[0]) \(why)")
+            case nil: return .opened(command: command[0])
+            case let why?: failures.append("\(command[0]) \(why)")
             }
         }
         let source = environment("BROWSER") != nil ? "the BROWSER commands" : "xdg-open"
@@ -44,7 +49,7 @@ enum Browser {
     /// `$BROWSER` as argument vectors: a colon-separated list of commands; `%s` in a command
     /// stands for the URL (`%%` for a percent sign), and a command without `%s` gets the URL
     /// as its last argument — the convention the variable has had since the 1990s.
-    static func commands(browser: String, url: String) -> [[String]] {
+    public static func commands(browser: String, url: String) -> [[String]] {
         browser.split(separator: ":").compactMap { entry in
             var words = entry.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
             guard !words.isEmpty else { return nil }
@@ -102,6 +107,13 @@ enum Browser {
             usleep(50_000)
             waited += 0.05
         }
-        return nil  // still running: a browser in the foreground, showing the page
+        // Still running: a browser in the foreground, showing the page. Reaped when it
+        // exits, so a long-lived process (the daemon) keeps no zombie.
+        let child = pid
+        DispatchQueue.global(qos: .utility).async {
+            var status: Int32 = 0
+            while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+        }
+        return nil
     }
 }

@@ -1,0 +1,154 @@
+import BrokerProtocol
+import Synchronization
+
+/// Sign-in on demand (docs/sign-in.md): a caller that would rather wait than hear
+/// `login_required` attaches to the provider's one pending browser sign-in, which the
+/// first such caller starts and the daemon announces with a desktop notification. Every
+/// later caller joins it: one sign-in, one browser tab, one notification.
+extension Broker {
+    /// `login.start` with `join`: the provider's sign-in in progress, or a new browser
+    /// sign-in, announced. Concurrent callers share one start.
+    func joinSignIn(_ provider: Provider, _ params: LoginStartParams) async throws(BrokerError) -> LoginStartResult {
+        guard (params.flow ?? "browser") == "browser" else {
+            throw BrokerError.invalidRequest(message: "join works with the browser flow only: leave flow out, or start a \(params.flow ?? "") sign-in without join")
+        }
+        let name = provider.name
+        let (task, mine) = startingOnDemand.withLock { all -> (Task<LoginStartResult, any Error>, Bool) in
+            if let running = all[name] { return (running, false) }
+            let task = Task<LoginStartResult, any Error> {
+                if let pending = self.logins.pending(provider: name), var shown = pending.shown {
+                    shown.joined = true
+                    return shown
+                }
+                return try await self.startAnnounced(provider, params)
+            }
+            all[name] = task
+            return (task, true)
+        }
+        let outcome = await task.result
+        startingOnDemand.withLock { all in if all[name] == task { all[name] = nil } }
+        switch outcome {
+        case .success(var shown):
+            if !mine { shown.joined = true }
+            return shown
+        case .failure(let error as BrokerError): throw error
+        case .failure: throw BrokerError.internalError("the sign-in could not be started")
+        }
+    }
+
+    /// Starts a browser sign-in and announces it; the announcement goes when it ends.
+    private func startAnnounced(_ provider: Provider, _ params: LoginStartParams) async throws(BrokerError) -> LoginStartResult {
+        var shown = try await startBrowserLogin(provider, LoginStartParams(
+            provider: provider.name, flow: "browser", params: params.params, timeout: params.timeout, resource: params.resource))
+        shown.joined = false
+        shown.notified = false
+        guard let session = logins.find(id: shown.loginID, provider: nil) else { return shown }
+        if config.daemon.signInNotifications, let announcer, let url = shown.authorizationURL,
+           let announcement = await announcer.announce(PendingSignIn(provider: provider.name, url: url, expiresAt: Double(shown.expiresAt))) {
+            shown.notified = true
+            Task {
+                _ = await session.task.result
+                await announcement.withdraw()
+            }
+        }
+        session.shown = shown
+        logger.info("sign-in on demand started", metadata: [
+            "provider": "\(provider.name)", "login_id": "\(shown.loginID)", "notified": "\(shown.notified == true)",
+        ])
+        return shown
+    }
+
+    /// Waits up to `seconds` for the provider's pending sign-in (started or joined here)
+    /// to finish. A newer sign-in that replaces it (`authctl login`) is followed; a time-out,
+    /// or the caller going away, leaves it (the last waiter to leave cancels it).
+    func awaitSignIn(provider name: String, seconds: Int) async throws(BrokerError) {
+        let provider = try self.provider(name)
+        guard provider.config.grant == .user else { throw BrokerError.notSignedIn(name) }
+        let start = try await joinSignIn(provider, LoginStartParams(provider: name, join: true))
+        let deadline = clock.now() + Double(seconds)
+        var id = start.loginID
+        while true {
+            guard let session = logins.find(id: id, provider: nil) else { throw BrokerError.notSignedIn(name) }
+            switch await outcome(of: session, until: deadline) {
+            case .success?:
+                return
+            case .failure(let error)?:
+                if session.wasReplaced, let newer = logins.pending(provider: name), newer.id != id {
+                    id = newer.id
+                    continue
+                }
+                throw error
+            case nil:
+                if Task.isCancelled { throw BrokerError.signInCancelled(name) }
+                throw BrokerError.loginRequired(provider: name, message: "the sign-in to \(name) did not finish within \(seconds) seconds: finish it in the browser, or run `authctl login --provider \(name)`")
+            }
+        }
+    }
+
+    /// The sign-in's outcome, or nil when the deadline came first or the caller went away.
+    private func outcome(of session: LoginSession, until deadline: Double) async -> Result<AccountInfo, BrokerError>? {
+        session.attachWaiter()
+        let first = FirstOf<Result<AccountInfo, BrokerError>?>()
+        let clock = self.clock
+        let sleeper = Task {
+            try? await Task.sleep(for: .seconds(max(0, deadline - clock.now())))
+            first.offer(nil)
+        }
+        Task {
+            let result = await session.task.result
+            switch result {
+            case .success(let account): first.offer(.success(account))
+            case .failure(let error as BrokerError) where error == .signInCancelled(session.provider):
+                first.offer(.failure(session.cancelledBecause.map { .loginFailed(provider: session.provider, message: $0) } ?? error))
+            case .failure(let error as BrokerError): first.offer(.failure(error))
+            case .failure: first.offer(.failure(.internalError("the sign-in failed unexpectedly")))
+            }
+        }
+        let outcome = await withTaskCancellationHandler {
+            await first.value()
+        } onCancel: {
+            first.offer(nil)
+        }
+        sleeper.cancel()
+        if outcome == nil { session.waiterLeft() } else { session.waiterDone() }
+        return outcome
+    }
+}
+
+/// The first of several values offered from any thread; later offers are dropped.
+private final class FirstOf<T: Sendable>: Sendable {
+    private enum State {
+        case empty
+        case waiting(CheckedContinuation<T, Never>)
+        case done(T)
+    }
+
+    private let state = Mutex<State>(.empty)
+
+    func offer(_ value: T) {
+        let waiter = state.withLock { s -> CheckedContinuation<T, Never>? in
+            switch s {
+            case .empty:
+                s = .done(value)
+                return nil
+            case .waiting(let continuation):
+                s = .done(value)
+                return continuation
+            case .done:
+                return nil
+            }
+        }
+        waiter?.resume(returning: value)
+    }
+
+    func value() async -> T {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { s -> T? in
+                if case .done(let value) = s { return value }
+                s = .waiting(continuation)
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+}

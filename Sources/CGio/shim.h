@@ -1,0 +1,130 @@
+/*
+ * C side of the DesktopNotifications module: org.freedesktop.Notifications over the
+ * session bus with GIO's GDBus (linked already through libsecret).
+ *
+ * The notifier has its own connection to the session bus (not the shared one libsecret
+ * uses) and its own thread running a GMainLoop, where the ActionInvoked signal is
+ * delivered. Notify is a blocking call with a time-out: call it off any event loop.
+ */
+#ifndef AUTHBROKER_CGIO_SHIM_H
+#define AUTHBROKER_CGIO_SHIM_H
+
+#include <gio/gio.h>
+
+/* Called on the notifier's thread when the user chose an action of a notification. */
+typedef void (*authbroker_action_fn)(guint32 id, const gchar *action, void *user);
+
+typedef struct {
+    GDBusConnection *connection;
+    GMainContext *context;
+    GMainLoop *loop;
+    authbroker_action_fn on_action;
+    void *user;
+} AuthbrokerNotifier;
+
+#define AUTHBROKER_NOTIFICATIONS "org.freedesktop.Notifications"
+#define AUTHBROKER_NOTIFICATIONS_PATH "/org/freedesktop/Notifications"
+
+static void authbroker_notifier_signal(GDBusConnection *connection, const gchar *sender, const gchar *path,
+                                       const gchar *interface, const gchar *signal, GVariant *parameters,
+                                       gpointer data)
+{
+    (void)connection; (void)sender; (void)path; (void)interface;
+    AuthbrokerNotifier *notifier = data;
+    if (!g_str_equal(signal, "ActionInvoked") || !g_variant_is_of_type(parameters, G_VARIANT_TYPE("(us)")))
+        return;
+    guint32 id = 0;
+    const gchar *action = NULL;
+    g_variant_get(parameters, "(u&s)", &id, &action);
+    notifier->on_action(id, action, notifier->user);
+}
+
+static gpointer authbroker_notifier_run(gpointer data)
+{
+    AuthbrokerNotifier *notifier = data;
+    g_main_context_push_thread_default(notifier->context);
+    g_main_loop_run(notifier->loop);
+    g_main_context_pop_thread_default(notifier->context);
+    return NULL;
+}
+
+/* Connects to the session bus ($DBUS_SESSION_BUS_ADDRESS) and listens for ActionInvoked.
+ * Returns NULL with *error set when there is no session bus. Lives as long as the
+ * process: the daemon makes one. Any sender's ActionInvoked is taken (GDBus matches a
+ * well-known sender name unreliably across versions); the ids it names are checked by the
+ * caller, and an action only opens the page the notification already shows. */
+static inline AuthbrokerNotifier *authbroker_notifier_new(authbroker_action_fn on_action, void *user, GError **error)
+{
+    gchar *address = g_dbus_address_get_for_bus_sync(G_BUS_TYPE_SESSION, NULL, error);
+    if (address == NULL)
+        return NULL;
+    GDBusConnection *connection = g_dbus_connection_new_for_address_sync(
+        address, G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT | G_DBUS_CONNECTION_FLAGS_MESSAGE_BUS_CONNECTION,
+        NULL, NULL, error);
+    g_free(address);
+    if (connection == NULL)
+        return NULL;
+    /* A bus that goes away must not end the daemon (GDBus's default for the shared one). */
+    g_dbus_connection_set_exit_on_close(connection, FALSE);
+    AuthbrokerNotifier *notifier = g_new0(AuthbrokerNotifier, 1);
+    notifier->connection = connection;
+    notifier->context = g_main_context_new();
+    notifier->loop = g_main_loop_new(notifier->context, FALSE);
+    notifier->on_action = on_action;
+    notifier->user = user;
+    /* Signals are delivered on the thread-default context at subscription: the loop's. */
+    g_main_context_push_thread_default(notifier->context);
+    g_dbus_connection_signal_subscribe(connection, NULL, AUTHBROKER_NOTIFICATIONS, "ActionInvoked",
+                                       AUTHBROKER_NOTIFICATIONS_PATH, NULL, G_DBUS_SIGNAL_FLAGS_NONE,
+                                       authbroker_notifier_signal, notifier, NULL);
+    g_main_context_pop_thread_default(notifier->context);
+    g_thread_unref(g_thread_new("authbroker-notify", authbroker_notifier_run, notifier));
+    return notifier;
+}
+
+/* Shows a notification with one action ("default" and `action` both labelled
+ * `action_label`: servers show the one or the other). Blocks for at most call_timeout_ms.
+ * Returns the notification's id, 0 with *error set when no server answered. */
+static inline guint32 authbroker_notifier_notify(AuthbrokerNotifier *notifier, const gchar *app_name,
+                                                 const gchar *summary, const gchar *body,
+                                                 const gchar *action, const gchar *action_label,
+                                                 gint expire_ms, gint call_timeout_ms, GError **error)
+{
+    GVariantBuilder actions;
+    g_variant_builder_init(&actions, G_VARIANT_TYPE("as"));
+    g_variant_builder_add(&actions, "s", "default");
+    g_variant_builder_add(&actions, "s", action_label);
+    g_variant_builder_add(&actions, "s", action);
+    g_variant_builder_add(&actions, "s", action_label);
+    GVariantBuilder hints;
+    g_variant_builder_init(&hints, G_VARIANT_TYPE("a{sv}"));
+    g_variant_builder_add(&hints, "{sv}", "urgency", g_variant_new_byte(1));
+    /* Kept after a click on servers that would drop it: the sign-in may still be going on. */
+    g_variant_builder_add(&hints, "{sv}", "resident", g_variant_new_boolean(TRUE));
+    GVariant *reply = g_dbus_connection_call_sync(
+        notifier->connection, AUTHBROKER_NOTIFICATIONS, AUTHBROKER_NOTIFICATIONS_PATH, AUTHBROKER_NOTIFICATIONS, "Notify",
+        g_variant_new("(susssasa{sv}i)", app_name, 0, "dialog-password", summary, body, &actions, &hints, expire_ms),
+        G_VARIANT_TYPE("(u)"), G_DBUS_CALL_FLAGS_NONE, call_timeout_ms, NULL, error);
+    if (reply == NULL)
+        return 0;
+    guint32 id = 0;
+    g_variant_get(reply, "(u)", &id);
+    g_variant_unref(reply);
+    return id;
+}
+
+/* Takes a notification back; no answer is waited for. */
+static inline void authbroker_notifier_close(AuthbrokerNotifier *notifier, guint32 id)
+{
+    g_dbus_connection_call(notifier->connection, AUTHBROKER_NOTIFICATIONS, AUTHBROKER_NOTIFICATIONS_PATH,
+                           AUTHBROKER_NOTIFICATIONS, "CloseNotification", g_variant_new("(u)", id), NULL,
+                           G_DBUS_CALL_FLAGS_NONE, -1, NULL, NULL, NULL);
+}
+
+/* The error's message (owned by the error). */
+static inline const gchar *authbroker_error_message(const GError *error)
+{
+    return error != NULL && error->message != NULL ? error->message : "unknown error";
+}
+
+#endif /* AUTHBROKER_CGIO_SHIM_H */
