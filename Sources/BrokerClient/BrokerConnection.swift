@@ -188,6 +188,20 @@ public final class BrokerConnection {
         }
     }
 
+    /// `token.get` with `wait_for_sign_in` set: an account that needs a sign-in waits for
+    /// the provider's pending one (docs/sign-in.md). Waits that long (and a little more)
+    /// whatever ``callTimeout`` says; `whenSent` runs once the daemon has the request, from
+    /// when on closing the connection leaves the sign-in.
+    public func tokenAfterSignIn(_ params: TokenGetParams, whenSent: () -> Void = {}) throws(ClientError) -> TokenGetResult {
+        let timeout = params.waitForSignIn.map { Duration.seconds($0 + 30) } ?? callTimeout
+        return try exchange(.tokenGet, timeout: timeout, whenSent: whenSent) { id throws(ClientError) in
+            TokenWire.request(id: id, params)
+        } answer: { line, id throws(ClientError) in
+            if let result = TokenWire.result(line, id: id) { return result }
+            return try decodeResponse(line, id: id, method: .tokenGet)
+        }
+    }
+
     /// `dpop.proof`: the token (as `token.get` gives it) and a DPoP proof (RFC 9449) for one
     /// request with it, signed inside the daemon. Send `Authorization: DPoP <access_token>`
     /// and `DPoP: <proof>`; a proof is good for one request only.

@@ -95,12 +95,16 @@ struct Exec: ParsableCommand {
         let result = try DaemonCall.session { broker throws(ClientError) -> TokenGetResult in
             if reject { _ = try broker.rejectToken(TokenRejectParams(key: params)) }
             if let request = proof.params(params) {
-                let answer = try broker.dpopProof(request)
+                let answer = try SignInOnDemand.retrying(broker, params, wait: token.waitForSignIn) { () throws(ClientError) in
+                    try broker.dpopProof(request)
+                }
                 try DaemonCall.checkPrintable(answer.token)
                 setenv("AUTHBROKER_DPOP", answer.proof, 1)
                 return answer.token
             }
-            let result = try broker.token(params)
+            let result = try SignInOnDemand.retrying(broker, params, wait: token.waitForSignIn) { () throws(ClientError) in
+                try broker.token(params)
+            }
             try DaemonCall.checkPrintable(result)
             return result
         }

@@ -43,7 +43,7 @@ struct GitCredential: ParsableCommand {
         // git expects the helper to read all of its input, even for operations it ignores.
         guard operation == "get" else { return }
         guard let resource = request.resource(configured: token.resource) else { return }
-        let result = try DaemonCall.printableToken(token.params(resource: resource))
+        let result = try DaemonCall.printableToken(token.params(resource: resource), waitForSignIn: token.waitForSignIn)
         Output.line([
             "username=\(username)",
             "password=\(result.accessToken)",

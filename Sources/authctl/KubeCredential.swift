@@ -27,7 +27,13 @@ struct KubeCredential: ParsableCommand {
                     apiVersion: client.authentication.k8s.io/v1
                     command: authctl
                     args: [kube-credential, --resource, https://k8s.example.com]
-                    interactiveMode: Never
+                    interactiveMode: IfAvailable
+
+            When kubectl runs it interactively (interactiveMode IfAvailable and a \
+            terminal: spec.interactive in $KUBERNETES_EXEC_INFO) and the account needs a \
+            sign-in, the sign-in page is shown on stderr (and by a desktop notification) \
+            and the credential follows once it is done; otherwise it fails at once, as \
+            kubectl asked. Without $KUBERNETES_EXEC_INFO, --wait-for-sign-in decides.
 
             `authctl kube-credential --print-kubeconfig --resource URL [--server URL]` \
             prints that entry (with a cluster and context for --server) for this authctl. \
@@ -47,8 +53,10 @@ struct KubeCredential: ParsableCommand {
             let config = Kubeconfig.build(kubeconfig, token: token)
             return Output.line(kubeconfig.json ? try Output.json(config) : config.yaml().joined(separator: "\n"))
         }
-        let apiVersion = try Self.requestedVersion(getenv("KUBERNETES_EXEC_INFO").map { String(cString: $0) })
-        let result = try DaemonCall.printableToken(token.params())
+        let execInfo = getenv("KUBERNETES_EXEC_INFO").map { String(cString: $0) }
+        let apiVersion = try Self.requestedVersion(execInfo)
+        let wait = Self.interactive(execInfo) ?? token.waitForSignIn
+        let result = try DaemonCall.printableToken(token.params(), waitForSignIn: wait)
         let credential = ExecCredential(
             apiVersion: apiVersion,
             status: .init(token: result.accessToken, expirationTimestamp: RFC3339.utc(result.expiresAt)))
@@ -74,6 +82,19 @@ struct KubeCredential: ParsableCommand {
             throw ExitCode(ExitStatus.usage.rawValue)
         }
         return version
+    }
+}
+
+extension KubeCredential {
+    /// kubectl's `spec.interactive`: whether the user is there to sign in (nil when
+    /// kubectl did not say). A sign-in is waited for only then.
+    static func interactive(_ execInfo: String?) -> Bool? {
+        struct Info: Decodable {
+            struct Spec: Decodable { var interactive: Bool? }
+            var spec: Spec?
+        }
+        guard let execInfo, let info = try? JSONDecoder().decode(Info.self, from: Data(execInfo.utf8)) else { return nil }
+        return info.spec?.interactive
     }
 }
 

@@ -29,6 +29,10 @@ struct Token: ParsableCommand {
             the provider must offer it): --resource then names the service's URL, \
             --subject-token-type id_token exchanges the ID token, and \
             --requested-token-type asks for a type of token.
+
+            With --wait-for-sign-in, an account that needs a sign-in does not fail: the \
+            sign-in page is printed (and a desktop notification offers it), and the token \
+            follows once the sign-in is done. Every program waiting so shares one sign-in.
             """
     )
 
@@ -85,11 +89,13 @@ struct Token: ParsableCommand {
             return Output.line(text)
         }
         guard let request = proof.params(options.params()) else {
-            return try Self.printToken(options.params(), json: json, header: header, fresh: fresh)
+            return try Self.printToken(options.params(), json: json, header: header, fresh: fresh, waitForSignIn: options.waitForSignIn)
         }
         let text = try DaemonCall.session(json: json) { broker throws(ClientError) -> String in
             if fresh { _ = try broker.rejectToken(TokenRejectParams(key: options.params())) }
-            let result = try broker.dpopProof(request)
+            let result = try SignInOnDemand.retrying(broker, options.params(), wait: options.waitForSignIn) { () throws(ClientError) in
+                try broker.dpopProof(request)
+            }
             try DaemonCall.checkPrintable(result.token)
             if json { return try Output.json(result) }
             if header { return "Authorization: \(result.token.tokenType) \(result.token.accessToken)\nDPoP: \(result.proof)" }
@@ -100,10 +106,13 @@ struct Token: ParsableCommand {
 
     /// Gets the token and prints it as asked: the whole command once its arguments are
     /// known, shared by `run()` and ``TokenFastPath``.
-    static func printToken(_ params: TokenGetParams, json: Bool, header: Bool, fresh: Bool = false) throws(ExitCode) {
+    static func printToken(_ params: TokenGetParams, json: Bool, header: Bool, fresh: Bool = false,
+                           waitForSignIn: Bool = false) throws(ExitCode) {
         let text = try DaemonCall.session(json: json) { broker throws(ClientError) -> String in
             if fresh { _ = try broker.rejectToken(TokenRejectParams(key: params)) }
-            let result = try broker.token(params)
+            let result = try SignInOnDemand.retrying(broker, params, wait: waitForSignIn) { () throws(ClientError) in
+                try broker.token(params)
+            }
             try DaemonCall.checkPrintable(result)
             if json { return try Output.json(result) }
             if header { return "Authorization: \(result.tokenType) \(result.accessToken)" }

@@ -22,6 +22,9 @@ struct TokenOptions: ParsableArguments {
     @Option(name: .customLong("param"), help: ArgumentHelp("An extra token request parameter, NAME=VALUE (repeat), e.g. organization_id=org-1; tokens with other parameters are other tokens.", valueName: "name=value"))
     var extra: [String] = []
 
+    @Flag(name: .customLong("wait-for-sign-in"), help: "When the account needs a sign-in, show its page and wait for it instead of failing: every program waiting shares the daemon's one sign-in.")
+    var waitForSignIn = false
+
     func validate() throws {
         for pair in extra where !pair.contains("=") || pair.hasPrefix("=") {
             throw ValidationError("--param needs NAME=VALUE, e.g. --param organization_id=org-1")
@@ -52,9 +55,12 @@ struct TokenOptions: ParsableArguments {
 extension DaemonCall {
     /// Gets a token and checks it can be handed on as a header, an environment value or a
     /// JSON string: RFC 6749 A.12 makes an access token printable ASCII.
-    static func printableToken(_ params: TokenGetParams) throws(ExitCode) -> TokenGetResult {
+    /// With `waitForSignIn`, an account that needs a sign-in gets one first (``SignInOnDemand``).
+    static func printableToken(_ params: TokenGetParams, waitForSignIn: Bool = false) throws(ExitCode) -> TokenGetResult {
         try session { broker throws(ClientError) -> TokenGetResult in
-            let result = try broker.token(params)
+            let result = try SignInOnDemand.retrying(broker, params, wait: waitForSignIn) { () throws(ClientError) in
+                try broker.token(params)
+            }
             try checkPrintable(result)
             return result
         }

@@ -1,0 +1,97 @@
+"""STUB desktop notification server: org.freedesktop.Notifications on the tests' private
+D-Bus session bus (no real notification daemon runs headless here).
+
+    /usr/bin/python3 stub_notifications.py RECORD_FILE
+
+Owns the name, answers Notify (ids 1, 2, …), CloseNotification, GetCapabilities and
+GetServerInformation, and appends every call as one JSON line to RECORD_FILE. Prints
+"ready" once the name is owned. A line "invoke ID ACTION" on stdin emits ActionInvoked
+(what a click on the notification's button makes a real server send); end of stdin stops
+it. Needs PyGObject (Debian's python3-gi), hence the system python.
+"""
+import json
+import sys
+
+from gi.repository import Gio, GLib
+
+XML = """
+<node>
+  <interface name="org.freedesktop.Notifications">
+    <method name="Notify">
+      <arg type="s" direction="in"/><arg type="u" direction="in"/><arg type="s" direction="in"/>
+      <arg type="s" direction="in"/><arg type="s" direction="in"/><arg type="as" direction="in"/>
+      <arg type="a{sv}" direction="in"/><arg type="i" direction="in"/><arg type="u" direction="out"/>
+    </method>
+    <method name="CloseNotification"><arg type="u" direction="in"/></method>
+    <method name="GetCapabilities"><arg type="as" direction="out"/></method>
+    <method name="GetServerInformation">
+      <arg type="s" direction="out"/><arg type="s" direction="out"/><arg type="s" direction="out"/><arg type="s" direction="out"/>
+    </method>
+    <signal name="ActionInvoked"><arg type="u"/><arg type="s"/></signal>
+    <signal name="NotificationClosed"><arg type="u"/><arg type="u"/></signal>
+  </interface>
+</node>
+"""
+PATH = "/org/freedesktop/Notifications"
+IFACE = "org.freedesktop.Notifications"
+
+record_file = sys.argv[1]
+loop = GLib.MainLoop()
+state = {"next": 1, "connection": None}
+
+
+def record(entry):
+    with open(record_file, "a") as f:
+        f.write(json.dumps(entry) + "\n")
+
+
+def on_call(connection, sender, path, interface, method, params, invocation):
+    args = params.unpack()
+    if method == "Notify":
+        app, replaces, icon, summary, body, actions, hints, timeout = args
+        nid = replaces or state["next"]
+        state["next"] += 1
+        record({"call": "Notify", "id": nid, "app_name": app, "summary": summary, "body": body,
+                "actions": list(actions), "hints": sorted(hints), "expire_timeout": timeout, "sender": sender})
+        invocation.return_value(GLib.Variant("(u)", (nid,)))
+    elif method == "CloseNotification":
+        record({"call": "CloseNotification", "id": args[0]})
+        invocation.return_value(None)
+        connection.emit_signal(None, PATH, IFACE, "NotificationClosed", GLib.Variant("(uu)", (args[0], 3)))
+    elif method == "GetCapabilities":
+        invocation.return_value(GLib.Variant("(as)", (["actions", "body"],)))
+    else:
+        invocation.return_value(GLib.Variant("(ssss)", ("STUB", "authbroker tests", "1", "1.2")))
+
+
+def on_bus(connection, name):
+    state["connection"] = connection
+    node = Gio.DBusNodeInfo.new_for_xml(XML)
+    connection.register_object(PATH, node.interfaces[0], on_call, None, None)
+
+
+def on_name(connection, name):
+    print("ready", flush=True)
+
+
+def on_lost(connection, name):
+    print("name lost", file=sys.stderr, flush=True)
+    loop.quit()
+
+
+def on_stdin(channel, condition):
+    line = channel.readline()
+    if not line:
+        loop.quit()
+        return False
+    words = line.split()
+    if len(words) == 3 and words[0] == "invoke":
+        state["connection"].emit_signal(None, PATH, IFACE, "ActionInvoked", GLib.Variant("(us)", (int(words[1]), words[2])))
+        state["connection"].flush_sync(None)
+        print("invoked", flush=True)
+    return True
+
+
+Gio.bus_own_name(Gio.BusType.SESSION, IFACE, Gio.BusNameOwnerFlags.NONE, on_bus, on_name, on_lost)
+GLib.io_add_watch(GLib.IOChannel.unix_new(sys.stdin.fileno()), GLib.PRIORITY_DEFAULT, GLib.IO_IN | GLib.IO_HUP, on_stdin)
+loop.run()
