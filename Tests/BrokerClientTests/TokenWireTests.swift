@@ -7,7 +7,7 @@ import XCTest
 /// reads, and hand anything else to JSONDecoder (nil).
 final class TokenWireTests: XCTestCase {
     func testTheRequestDecodesToTheSameParams() throws {
-        let params = TokenGetParams(resource: "https://api.example/\"q\"\\x\n", scopes: ["openid", "é"], provider: "corp", account: "a\u{1}b", minTTL: 300, params: ["organization_id": "o\"1", "claims": "{\"a\":1}"])
+        let params = TokenGetParams(resource: "https://api.example/\"q\"\\x\n", scopes: ["openid", "é"], provider: "corp", account: "a\u{1}b", minTTL: 300, params: ["organization_id": "o\"1", "claims": "{\"a\":1}"], waitForSignIn: 120)
         let line = TokenWire.request(id: 7, params)
         let request = try JSONDecoder().decode(DecodedRequest.self, from: Data(line))
         XCTAssertEqual(request.jsonrpc, "2.0")

@@ -115,4 +115,14 @@ final class ConfigLoaderTests: XCTestCase {
             XCTAssertEqual("\(error)", "\(path): line 3, column 12: the text is not valid UTF-8 here: save the file as UTF-8")
         }
     }
+
+    func testSignInNotificationsCanBeTurnedOff() throws {
+        let provider = "[providers.a]\nissuer = \"https://a.example\"\nclient_id = \"c\"\n"
+        XCTAssertTrue(try ConfigLoader.parse(provider, file: "c.toml").daemon.signInNotifications)
+        let off = try ConfigLoader.parse("[daemon]\nsign_in_notifications = false\n" + provider, file: "c.toml")
+        XCTAssertFalse(off.daemon.signInNotifications)
+        XCTAssertThrowsError(try ConfigLoader.parse("[daemon]\nsign_in_notifications = \"no\"\n" + provider, file: "c.toml")) {
+            XCTAssertTrue("\($0)".contains("daemon.sign_in_notifications"))
+        }
+    }
 }

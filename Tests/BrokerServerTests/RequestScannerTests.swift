@@ -63,3 +63,19 @@ final class RequestScannerTests: XCTestCase {
         XCTAssertNil(scan(nested))
     }
 }
+
+/// `wait_for_sign_in` is read by the scanner as JSONDecoder reads it; a value of another
+/// type sends the request to JSONDecoder and its error.
+final class WaitForSignInScanTests: XCTestCase {
+    private func params(_ line: String) -> TokenGetParams? {
+        Array(line.utf8).withUnsafeBytes { ScannedRequest.scan($0) }.flatMap { TokenGetParams(scanned: $0) }
+    }
+
+    func testTheScannerReadsWaitForSignIn() {
+        let line = #"{"jsonrpc":"2.0","id":1,"method":"token.get","params":{"resource":"https://api","wait_for_sign_in":120}}"#
+        XCTAssertEqual(params(line), TokenGetParams(resource: "https://api", waitForSignIn: 120))
+        XCTAssertEqual(params(line), try? JSONDecoder().decode(RequestParams<TokenGetParams>.self, from: Data(line.utf8)).params)
+        XCTAssertNil(params(#"{"jsonrpc":"2.0","id":1,"method":"token.get","params":{"wait_for_sign_in":"60"}}"#))
+        XCTAssertEqual(params(#"{"jsonrpc":"2.0","id":1,"method":"token.get","params":{"wait_for_sign_in":null}}"#), TokenGetParams())
+    }
+}
