@@ -73,7 +73,7 @@ extension Broker {
             case .success?:
                 return
             case .failure(let error)?:
-                if session.wasReplaced, let newer = logins.pending(provider: name), newer.id != id {
+                if session.wasReplaced, let newer = await successor(of: id, provider: name, until: deadline) {
                     id = newer.id
                     continue
                 }
@@ -84,6 +84,21 @@ extension Broker {
             }
         }
     }
+
+    /// The sign-in that replaced `id`: a new `login.start` cancels the old sign-in first and
+    /// adds its own once its listener is bound, so it may take a moment to appear (at most
+    /// `successorPatience` seconds, and never past the caller's deadline).
+    private func successor(of id: String, provider name: String, until deadline: Double) async -> LoginSession? {
+        let giveUp = min(deadline, clock.now() + Self.successorPatience)
+        while !Task.isCancelled {
+            if let newer = logins.pending(provider: name), newer.id != id { return newer }
+            guard clock.now() < giveUp else { return nil }
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        return nil
+    }
+
+    static let successorPatience: Double = 30
 
     /// The sign-in's outcome, or nil when the deadline came first or the caller went away.
     private func outcome(of session: LoginSession, until deadline: Double) async -> Result<AccountInfo, BrokerError>? {
