@@ -33,8 +33,10 @@ struct KubeconfigOptions: ParsableArguments {
 
 /// The kubeconfig, built as an ordered tree so that YAML and JSON show the same thing.
 enum Kubeconfig {
-    /// What kubectl does when the plugin needs a sign-in: authctl never asks inside kubectl.
-    static let interactiveMode = "Never"
+    /// kubectl tells the plugin whether the user is there (`spec.interactive`): when so, a
+    /// needed sign-in is waited for (docs/sign-in.md, "Sign-in on demand"); otherwise the
+    /// plugin fails at once.
+    static let interactiveMode = "IfAvailable"
 
     /// The kubeconfig for the token `options` choose, run by `command` (authctl's path).
     static func build(_ options: KubeconfigOptions, token: TokenOptions, command: String = Executable.ownPath()) -> Node {
