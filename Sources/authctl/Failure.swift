@@ -1,6 +1,3 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#endif
 import ArgumentParser
 import BrokerClient
 import BrokerProtocol
