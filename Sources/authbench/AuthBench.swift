@@ -8,6 +8,7 @@ import Glibc
 /// own to what it measures. Each subcommand prints one JSON object on stdout.
 ///
 ///     authbench load --socket PATH --mode persistent|connect --connections N --seconds S --line JSON
+///                    [--framing line|close]   (close: oidc-agent's answer ends at end of stream)
 ///     authbench burst --socket PATH --count N --line JSON
 ///     authbench spawn --runs N -- COMMAND ARGS…
 ///     authbench ready --socket PATH --log FILE -- COMMAND ARGS…
@@ -36,9 +37,11 @@ struct AuthBench {
             let text: String
             switch sub {
             case "load":
-                guard let mode = Load.Mode(rawValue: options["mode"] ?? "persistent") else { usage() }
+                guard let mode = Load.Mode(rawValue: options["mode"] ?? "persistent"),
+                      let framing = Load.Framing(rawValue: options["framing"] ?? "line") else { usage() }
                 text = try Load(socket: socket, mode: mode, connections: Int(number("connections", 1)),
-                                seconds: number("seconds", 2), warmup: number("warmup", 0.3), line: line()).run()
+                                seconds: number("seconds", 2), warmup: number("warmup", 0.3),
+                                line: framing == .line ? line() : Array((options["line"] ?? "").utf8), framing: framing).run()
             case "burst":
                 text = try Burst(socket: socket, count: Int(number("count", 1000)), line: line(), timeout: number("timeout", 60)).run()
             case "spawn":

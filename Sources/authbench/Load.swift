@@ -13,13 +13,23 @@ struct Load {
         case connect
     }
 
+    /// Where an answer ends.
+    enum Framing: String {
+        /// At its `\n`, as authbrokerd answers.
+        case line
+        /// When the server closes the connection, as oidc-agent answers (one JSON object,
+        /// no newline, then close): the request goes out without a `\n` too.
+        case close
+    }
+
     let socket: String
     let mode: Mode
     let connections: Int
     let seconds: Double
     let warmup: Double
-    /// The request, `\n`-terminated.
+    /// The request, `\n`-terminated with `.line` framing.
     let line: [UInt8]
+    var framing: Framing = .line
 
     private struct Slot {
         var fd: Int32 = -1
@@ -28,6 +38,9 @@ struct Load {
     }
 
     func run() throws(BenchError) -> String {
+        guard framing == .line || mode == .connect else {
+            throw BenchError("an answer that ends when the server closes needs --mode connect")
+        }
         var slots = [Slot](repeating: Slot(), count: connections)
         var latencies: [UInt64] = []
         latencies.reserveCapacity(1 << 20)
@@ -63,7 +76,9 @@ struct Load {
             }
             if n == 0 { throw BenchError("no answer within 5 s on \(socket)") }
             for i in 0..<connections where pfds[i].revents != 0 && slots[i].fd >= 0 {
-                guard let answer = try slots[i].reader.readLine(slots[i].fd) else { continue }
+                let fd = slots[i].fd
+                let answer = framing == .line ? try slots[i].reader.readLine(fd) : try slots[i].reader.readToClose(fd)
+                guard let answer else { continue }
                 let now = Clock.nanos()
                 if Answer.isError(answer) { errors += 1 }
                 if now >= measureFrom && slots[i].started >= measureFrom && now <= end {

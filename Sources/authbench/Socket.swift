@@ -72,20 +72,36 @@ struct LineReader {
     /// Reads what is there (one `read`); returns the first complete line if one is in, and
     /// keeps the rest. Throws when the peer closed the connection first.
     mutating func readLine(_ fd: Int32) throws(BenchError) -> [UInt8]? {
+        let n = try readSome(fd)
+        if n == 0 { throw BenchError("the server closed the connection before answering") }
+        guard let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) else { return nil }
+        let line = Array(buffer[..<newline])
+        buffer.removeSubrange(...newline)
+        return line
+    }
+
+    /// Reads what is there (one `read`); returns everything read once the peer has closed
+    /// the connection. Throws when it closed without sending anything.
+    mutating func readToClose(_ fd: Int32) throws(BenchError) -> [UInt8]? {
+        guard try readSome(fd) == 0 else { return nil }
+        if buffer.isEmpty { throw BenchError("the server closed the connection before answering") }
+        defer { buffer = [] }
+        return buffer
+    }
+
+    /// One `read` into the buffer: the byte count, 0 at end of stream, -1 when nothing was
+    /// there yet.
+    private mutating func readSome(_ fd: Int32) throws(BenchError) -> Int {
         let n = withUnsafeTemporaryAllocation(byteCount: 65536, alignment: 1) { chunk -> Int in
             let n = read(fd, chunk.baseAddress, chunk.count)
             if n > 0 { buffer.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[..<n])) }
             return n
         }
         if n < 0 {
-            if errno == EINTR || errno == EAGAIN { return nil }
+            if errno == EINTR || errno == EAGAIN { return -1 }
             throw BenchError("read: \(UnixClient.errorText())")
         }
-        if n == 0 { throw BenchError("the server closed the connection before answering") }
-        guard let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) else { return nil }
-        let line = Array(buffer[..<newline])
-        buffer.removeSubrange(...newline)
-        return line
+        return n
     }
 
     /// Blocks until one whole line is in.

@@ -20,6 +20,8 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "Tests", "IntegrationTests", "support"))
 from glewlwyd_api import Glewlwyd  # noqa: E402
+import bench_peers  # noqa: E402
+from bench_table import table  # noqa: E402
 
 BIN = os.environ["AUTHBROKER_BIN"]
 AUTHBENCH = os.environ.get("AUTHBENCH") or os.path.join(BIN, "authbench")
@@ -252,7 +254,7 @@ def main():
     # disk is not what this measures.
     work = tempfile.mkdtemp(prefix="abb-", dir="/dev/shm" if os.access("/dev/shm", os.W_OK) else "/tmp")
     gl_dirs = [os.path.join(work, "gl-rot"), os.path.join(work, "gl-static")]
-    daemon = echo = None
+    daemon = echo = agent = None
     results = {"machine": {"cores": os.cpu_count(), "load_before": os.getloadavg()[0]},
                "store": "secret-service (gnome-keyring, private session)"}
     try:
@@ -271,6 +273,14 @@ def main():
         rot, static = Glewlwyd(gl_dirs[0]), Glewlwyd(gl_dirs[1])
         # "dpop": the static provider again, with DPoP-bound tokens (docs/dpop.md).
         daemon = Daemon(work, {"rot": (rot, [API]), "static": (static, [API, GIT]), "dpop": (static, [API], "dpop = true\n")})
+
+        if bench_peers.available():
+            log("starting oidc-agent and signing alice in to rot (password grant, confidential client)")
+            agent = bench_peers.OidcAgent(work)
+            agent.start()
+            agent.sign_in(rot)
+        else:
+            log(f"oidc-agent-cli is not installed: no oidc-agent rows ({bench_peers.INSTALL})")
 
         log("starting authbrokerd and signing alice in to all three (device grant)")
         results["ready_empty_ms"] = daemon.start()
@@ -325,6 +335,9 @@ def main():
                     loads[f"{name}.{mode}.{n}"] = bench("load", "--socket", path, "--mode", mode, "--connections", n,
                                                         "--seconds", a.seconds, "--line", line)
         results["load"] = loads
+        if agent:
+            log("oidc-agent: new connection per request, 1 and 16 clients")
+            results["peer"] = {"load": bench_peers.loads(agent, bench, a.seconds)}
 
         log("the [[allow]] policy's cost: one rule naming authbench, new connection per request and persistent")
         results["policy"] = policy_cost(daemon, warm_line, a.seconds)
@@ -344,6 +357,15 @@ def main():
         log(f"authctl token and the C client, {a.runs} process starts each")
         results["authctl"] = bench("spawn", "--runs", a.runs, "--", AUTHCTL, "token", "--resource", API, "--provider", "rot")
         results["c_client"] = bench("spawn", "--runs", a.runs, "--", client_bin, API, "rot")
+        if agent:
+            results["peer"]["oidc_token"] = bench_peers.token_process(agent, bench, a.runs)
+
+        log("8 s quiet, then resident memory")
+        time.sleep(8)
+        results["rss_quiet_kb"] = rss_kb(daemon.pid)
+        if agent:
+            results["peer"]["rss_quiet_kb"] = agent.rss_kb()
+            results["peer"]["processes"] = len(agent.pids())
 
         log(f"filling the cache with {a.entries} entries (real refreshes at the static provider)")
         t0 = time.time()
@@ -359,6 +381,8 @@ def main():
         results["seconds_total"] = round(time.time() - started, 1)
         results["machine"]["load_after"] = os.getloadavg()[0]
     finally:
+        if agent:
+            agent.stop()
         if echo:
             echo.terminate()
             echo.wait()
@@ -374,72 +398,6 @@ def main():
         print(json.dumps(results, indent=2))
     else:
         print(table(results))
-
-
-def table(r):
-    L = r["load"]
-    rows = []
-
-    def row(what, value, floor="", ratio="", target="", ok=None):
-        mark = "" if ok is None else ("ok" if ok else "MISS")
-        rows.append((what, value, floor, ratio, target, mark))
-
-    def ms(v):
-        return f"{v:.2f} ms" if v < 100 else f"{v:.0f} ms"
-
-    def us(v):
-        return f"{v:.0f} µs"
-
-    def rate(v):
-        return f"{v:,.0f}/s"
-
-    b, e = L["broker.persistent.1"], L["echo.persistent.1"]
-    row("warm token.get p50, 1 connection", us(b["p50_us"]), us(e["p50_us"]), f"{b['p50_us'] / e['p50_us']:.2f}×",
-        "≤ 2× floor", b["p50_us"] <= 2 * e["p50_us"])
-    row("warm token.get p99, 1 connection", us(b["p99_us"]), us(e["p99_us"]), f"{b['p99_us'] / e['p99_us']:.2f}×")
-    for n in (1, 16, 64):
-        b, e = L[f"broker.persistent.{n}"], L[f"echo.persistent.{n}"]
-        target, ok = ("≥ ½ floor", b["rps"] >= e["rps"] / 2) if n == 16 else ("", None)
-        row(f"warm token.get, {n} connection{'s' if n > 1 else ''}", rate(b["rps"]), rate(e["rps"]),
-            f"{b['rps'] / e['rps']:.2f}", target, ok)
-    t, p = r["dpop"]["token"], r["dpop"]["proof"]
-    row("warm dpop.proof p50, 1 connection", us(p["p50_us"]), f"token.get {us(t['p50_us'])}", f"{p['p50_us'] / t['p50_us']:.2f}×")
-    row("warm dpop.proof, 1 connection", rate(p["rps"]), f"token.get {rate(t['rps'])}", f"{p['rps'] / t['rps']:.2f}")
-    b, e = L["broker.connect.1"], L["echo.connect.1"]
-    row("new connection per request p50", us(b["p50_us"]), us(e["p50_us"]), f"{b['p50_us'] / e['p50_us']:.2f}×")
-    for n in (1, 16, 64):
-        b, e = L[f"broker.connect.{n}"], L[f"echo.connect.{n}"]
-        row(f"new connection per request, {n} at once", rate(b["rps"]), rate(e["rps"]), f"{b['rps'] / e['rps']:.2f}")
-    none, rule = L["broker.connect.1"], r["policy"]["connect"]
-    row("new connection per request p50, one [[allow]] rule", us(rule["p50_us"]), f"no rule {us(none['p50_us'])}",
-        f"{rule['p50_us'] / none['p50_us']:.2f}×")
-    none, rule = L["broker.persistent.1"], r["policy"]["persistent"]
-    row("warm token.get p50, 1 connection, one [[allow]] rule", us(rule["p50_us"]), f"no rule {us(none['p50_us'])}",
-        f"{rule['p50_us'] / none['p50_us']:.2f}×")
-    ac, cc = r["authctl"], r["c_client"]
-    row("authctl token, whole process, median", ms(ac["p50_ms"]), f"C {ms(cc['p50_ms'])}",
-        f"{ac['p50_ms'] / cc['p50_ms']:.2f}×", "≤ 2× C", ac["p50_ms"] <= 2 * cc["p50_ms"])
-    c = r["cold"]
-    row(f"cold: {c['count']} concurrent, refreshes at provider", str(c["provider_refreshes"]),
-        f"daemon {c['daemon_refreshes']}", "", "1", c["provider_refreshes"] == 1 and c["errors"] == 0)
-    row(f"cold: {c['count']} concurrent, all answered", ms(c["all_ms"]), f"first {ms(c['first_ms'])}",
-        f"{c['errors']} errors" + (f" (first {c['first_error_code']})" if c["errors"] else ""))
-    row("RSS idle (accounts loaded)", f"{r['rss_idle_kb'] / 1024:.1f} MB", "", "", "< 20 MB", r["rss_idle_kb"] < 20 * 1024)
-    f = r["fill"]
-    row(f"RSS with {f['entries']:,} cache entries", f"{r['rss_full_kb'] / 1024:.1f} MB", f"filled in {f['seconds']} s",
-        f"{f['errors']} errors")
-    row(f"RSS with {f['entries']:,} entries, quiet 7 s", f"{r['rss_full_quiet_kb'] / 1024:.1f} MB")
-    one, full = L["broker.persistent.1"]["p50_us"], r["load_full"]["p50_us"]
-    row(f"p50 with {f['entries']:,} entries vs few", us(full), us(one), f"{full / one:.2f}×", "≤ 1.2×", full <= 1.2 * one)
-    row("start to ready (accounts in keyring)", ms(r["ready_ms"]), f"empty {ms(r['ready_empty_ms'])}", "",
-        "< 100 ms", r["ready_ms"] < 100)
-    head = ("measure", "authbrokerd", "floor / other", "ratio", "target", "")
-    widths = [max(len(x[i]) for x in rows + [head]) for i in range(6)]
-    out = [f"authbroker benchmark: {r['machine']['cores']} cores, load {r['machine']['load_before']:.1f} → "
-           f"{r['machine']['load_after']:.1f}, store {r['store']}, {r['seconds_total']} s"]
-    for x in [head] + rows:
-        out.append("  ".join(x[i].ljust(widths[i]) for i in range(6)).rstrip())
-    return "\n".join(out)
 
 
 if __name__ == "__main__":
