@@ -20,6 +20,10 @@ public final class ServerActivity: Sendable {
     /// Requests being worked on now.
     public var requestsInFlight: Int { inFlight.load(ordering: .relaxed) }
 
+    /// CLOCK_MONOTONIC nanoseconds of the last connection opened or closed, request or
+    /// answer: changes whenever anything happened.
+    public var lastActivity: UInt64 { last.load(ordering: .relaxed) }
+
     /// Seconds since the last connection opened or closed, or a request arrived or was answered.
     public var secondsSinceLastActivity: Double {
         let now = Self.monotonicNanoseconds()

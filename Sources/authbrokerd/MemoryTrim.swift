@@ -8,8 +8,16 @@ import CLinux
 /// frees tens of kilobytes (the answer, its JSON, the ID token's verification) around the
 /// one token it leaves in the cache, so after a burst of refreshes most of the heap is free
 /// but still resident: 1 000 refreshes left 9.5 MB of it in the benchmark
-/// (docs/performance.md). The daemon trims once after start-up, then after any refresh once
-/// nothing has happened for a few seconds; never on the path of a request.
+/// (docs/performance.md). A burst of connections leaves the same behind (each one's buffers
+/// and channel), even when every answer came from the cache. The daemon trims once after
+/// start-up, then after any refresh or request once nothing has happened for a few
+/// seconds; never on the path of a request.
+///
+/// The quiet trim also hands back the pages of code and read-only data the daemon mapped
+/// (``releaseFilePages()``): most of an idle daemon's resident memory is its image and its
+/// libraries as far as start-up, sign-in and refreshes touched them, and the kernel maps
+/// 64 KB around every page that faults. The next request maps what it runs again, from the
+/// page cache (about a third of a millisecond once, measured in docs/performance.md).
 struct MemoryTrim: Sendable {
     let broker: Broker
     let activity: ServerActivity
@@ -21,9 +29,17 @@ struct MemoryTrim: Sendable {
         _ = clinux_malloc_trim()
     }
 
-    /// Trims after refreshes, when quiet, until cancelled.
+    /// Unmaps the pages of read-only file mappings that hold no private copies (relocated
+    /// pages are left alone): they stay in the page cache, and come back as minor faults
+    /// when used.
+    static func releaseFilePages() {
+        _ = clinux_release_file_pages()
+    }
+
+    /// Trims after start-up, refreshes and requests, when quiet, until cancelled.
     func run() async {
-        var trimmedAt = broker.counters.refreshes.load(ordering: .relaxed)
+        // nil: start-up's pages are handed back once it has been quiet for the first time.
+        var trimmedAt: (refreshes: Int, activity: UInt64)?
         var pause = quiet
         while !Task.isCancelled {
             do {
@@ -32,16 +48,17 @@ struct MemoryTrim: Sendable {
                 return
             }
             pause = quiet
-            let refreshes = broker.counters.refreshes.load(ordering: .relaxed)
-            guard refreshes != trimmedAt else { continue }
+            let now = (refreshes: broker.counters.refreshes.load(ordering: .relaxed), activity: activity.lastActivity)
+            guard trimmedAt.map({ $0 != now }) ?? true else { continue }
             let idle = activity.secondsSinceLastActivity
             guard activity.requestsInFlight == 0, idle >= quiet else {
-                // Refreshes happened and it is not quiet yet: look again when it could be.
+                // Something happened and it is not quiet yet: look again when it could be.
                 pause = max(0.5, quiet - idle)
                 continue
             }
             Self.trim()
-            trimmedAt = refreshes
+            Self.releaseFilePages()
+            trimmedAt = now
         }
     }
 }

@@ -366,6 +366,10 @@ def main():
         if agent:
             results["peer"]["rss_quiet_kb"] = agent.rss_kb()
             results["peer"]["processes"] = len(agent.pids())
+        # The quiet trim hands back code pages too: one request maps what serving needs again.
+        call(daemon.socket, "token.get", {"provider": "rot", "resource": API})
+        time.sleep(0.2)
+        results["rss_quiet_one_kb"] = rss_kb(daemon.pid)
 
         log(f"filling the cache with {a.entries} entries (real refreshes at the static provider)")
         t0 = time.time()

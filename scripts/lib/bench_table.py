@@ -53,6 +53,7 @@ def table(r):
         f"{c['errors']} errors" + (f" (first {c['first_error_code']})" if c["errors"] else ""))
     row("RSS idle (accounts loaded)", f"{r['rss_idle_kb'] / 1024:.1f} MB", "", "", "< 20 MB", r["rss_idle_kb"] < 20 * 1024)
     row("RSS after load, quiet 8 s", f"{r['rss_quiet_kb'] / 1024:.1f} MB", "", "", "≤ 16 MB", r["rss_quiet_kb"] <= 16 * 1024)
+    row("… then one token.get", f"{r['rss_quiet_one_kb'] / 1024:.1f} MB", "", "", "≤ 16 MB", r["rss_quiet_one_kb"] <= 16 * 1024)
     f = r["fill"]
     row(f"RSS with {f['entries']:,} cache entries", f"{r['rss_full_kb'] / 1024:.1f} MB", f"filled in {f['seconds']} s",
         f"{f['errors']} errors")
