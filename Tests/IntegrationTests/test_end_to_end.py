@@ -217,3 +217,29 @@ def test_a_sign_in_outlasts_the_connection_idle_timeout(glewlwyd):
         c.close()
     finally:
         d.cleanup()
+
+
+def resident_kb(pid):
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("Rss:"))
+
+
+def test_a_quiet_daemon_hands_memory_back_and_still_serves_its_cache(daemon_factory):
+    # After a few quiet seconds the daemon trims its heap and unmaps the code pages
+    # start-up and sign-in touched (docs/performance.md); nothing it needs may go with them.
+    d = daemon_factory(provider="static").start()
+    d.login_device("alice")
+    first = token_via_ctl(d, API)
+    busy = resident_kb(d.proc.pid)
+    deadline = time.time() + 30
+    while resident_kb(d.proc.pid) > busy * 0.7 and time.time() < deadline:
+        time.sleep(0.5)  # reading /proc is not a request: the daemon stays quiet
+    assert resident_kb(d.proc.pid) <= busy * 0.7, "the quiet daemon kept its start-up memory"
+
+    before = d.status()["counters"]
+    assert fingerprint(token_via_ctl(d, API)) == fingerprint(first)
+    assert fingerprint(token_via_ctl(d, GIT)) != fingerprint(first)
+    after = d.status()["counters"]
+    assert after["cache_hits"] == before["cache_hits"] + 1
+    assert after["refreshes"] == before["refreshes"] + 1
+    assert d.proc.poll() is None
