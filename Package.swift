@@ -20,6 +20,8 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         // GIO's GDBus for the sign-in notification (the library libsecret links anyway).
         .systemLibrary(name: "CGio", pkgConfig: "gio-2.0", providers: [.apt(["libglib2.0-dev"])]),
+        // libqrencode: only the reference QREncoderTests compare with (a shared library on Debian).
+        .systemLibrary(name: "CQREncode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
 
         .target(name: "CLinux"),
         .target(name: "BrokerCrypto", dependencies: ["COpenSSL"]),
@@ -30,6 +32,8 @@ let package = Package(
         // The configuration file's format, TOML 1.0, read without Foundation.
         .target(name: "TOML"),
         .target(name: "BrokerProtocol"),
+        // QR codes of device sign-in URLs for authctl: the standard library only.
+        .target(name: "QREncoder"),
         .target(name: "BrokerClient", dependencies: ["BrokerProtocol"]),
         // Opening a page in the user's browser ($BROWSER, xdg-open): authctl and the daemon.
         .target(name: "BrowserLaunch"),
@@ -73,7 +77,7 @@ let package = Package(
             name: "authctl",
             dependencies: [
                 // TOML: shell completions read provider and resource names from config.toml.
-                "BrokerClient", "BrokerProtocol", "TOML", "BrowserLaunch",
+                "BrokerClient", "BrokerProtocol", "TOML", "BrowserLaunch", "QREncoder",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             // A release authctl is one static executable: no dynamic loader, no libstdc++
@@ -93,6 +97,7 @@ let package = Package(
         .testTarget(name: "BrokerProtocolTests", dependencies: ["BrokerProtocol"]),
         .testTarget(name: "BrokerClientTests", dependencies: ["BrokerClient", "BrokerProtocol"]),
         .testTarget(name: "TOMLTests", dependencies: ["TOML"]),
+        .testTarget(name: "QREncoderTests", dependencies: ["QREncoder", "CQREncode"]),
         .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient"], exclude: ["support"]),
         .testTarget(name: "SecretStoreTests", dependencies: ["SecretStore"]),
         .target(name: "JWSTestSupport", dependencies: ["BrokerCrypto"], path: "Tests/JWSTestSupport"),

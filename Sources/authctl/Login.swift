@@ -16,7 +16,9 @@ struct Login: ParsableCommand {
             if the browser never comes back. Ctrl-C cancels it in the daemon too.
 
             With --device, prints a URL and a code to enter there from any browser, on any \
-            machine, then waits until the sign-in is approved, refused or expires.
+            machine, then waits until the sign-in is approved, refused or expires. On a \
+            terminal wide enough, a QR code of the URL follows, for a phone to open it with \
+            the code filled in (--no-qr, or AUTHBROKER_NO_QR=1, leaves it out).
 
               authctl login --login-hint alice@example.com --param acr_values=mfa
 
@@ -63,6 +65,9 @@ struct Login: ParsableCommand {
 
     @Flag(help: "Print JSON lines on stdout: login_started (the URL or code), then signed_in with the account (docs/cli-json.md).")
     var json = false
+
+    @Flag(help: "No QR code beside the device sign-in's URL (also: AUTHBROKER_NO_QR=1).")
+    var noQr = false
 
     func validate() throws {
         if terminal && device {
@@ -117,6 +122,8 @@ struct Login: ParsableCommand {
 
     private func signIn(_ params: LoginStartParams) throws {
         let openBrowser = !noBrowser
+        // Never with --json: whatever reads the JSON has no use for a picture on stderr.
+        let showQR = !noQr && !json
         let account = try DaemonCall.session(json: json) { broker throws(ClientError) -> AccountInfo in
             let start = try broker.loginStart(params)
             // No timeout: the user takes the time they take; the daemon ends the wait
@@ -124,7 +131,8 @@ struct Login: ParsableCommand {
             // request, so that Ctrl-C at any point after them cancels the sign-in too.
             let done = try broker.loginWait(LoginWaitParams(loginID: start.loginID)) {
                 announce(start)
-                for line in Self.instructions(for: start) { Output.note(line) }
+                let qr = DeviceQR.lines(for: start, enabled: showQR)
+                for line in Self.instructions(for: start, qr: qr) { Output.note(line) }
                 guard let url = start.authorizationURL else { return }
                 if openBrowser {
                     switch Browser.open(url) {
@@ -158,8 +166,9 @@ struct Login: ParsableCommand {
         try report(account, resource: params.resource)
     }
 
-    /// The lines on stderr that tell the user what to do.
-    static func instructions(for start: LoginStartResult, now: Int64 = TimeText.now) -> [String] {
+    /// The lines on stderr that tell the user what to do; `qr`, the lines of a QR code,
+    /// go right below the URL and code.
+    static func instructions(for start: LoginStartResult, now: Int64 = TimeText.now, qr: [String] = []) -> [String] {
         let provider = Output.safe(start.provider)
         var lines: [String] = []
         switch (start.verificationURI.map(Output.safe), start.userCode.map(Output.safe)) {
@@ -179,6 +188,7 @@ struct Login: ParsableCommand {
         default:
             lines.append("Signing in to \(provider)…")
         }
+        lines += qr
         lines.append("This sign-in expires in \(remaining(until: start.expiresAt, now: now)); waiting for it to finish…")
         return lines
     }
