@@ -60,6 +60,14 @@ def test_binaries_units_completions_and_man_pages_are_in_place(installed):
                  "authctl.git-credential", "authbrokerd"):
         r = subprocess.run(["man", "-w", page], env=env, capture_output=True, text=True)
         assert r.returncode == 0 and r.stdout.startswith(str(p)), (page, r.stdout, r.stderr)
+    # The hand-written pages (docs/man): `man authctl` is authctl(1) with its exit statuses
+    # and environment, not the generated one; the configuration in section 5.
+    r = subprocess.run(["man", "-P", "cat", "authctl"], env=env, capture_output=True, text=True)
+    assert r.returncode == 0 and "EXIT STATUS" in r.stdout and "AUTHBROKER_NO_QR" in r.stdout, r.stdout + r.stderr
+    r = subprocess.run(["man", "-w", "5", "authbroker.toml"], env=env, capture_output=True, text=True)
+    assert r.stdout.strip() == str(p / "share/man/man5/authbroker.toml.5"), r.stdout + r.stderr
+    r = subprocess.run(["man", "-P", "cat", "authbroker.toml"], env=env, capture_output=True, text=True)
+    assert "refresh_ahead_window" in r.stdout, r.stdout + r.stderr
     r = subprocess.run(["man", "-P", "cat", "authctl.git-credential"], env=env, capture_output=True, text=True)
     text = re.sub(r"[\u2010-]\n\s*", "", r.stdout)  # undo man's hyphenation at line ends
     assert "SYNOPSIS" in text and "password_expiry_utc" in text, r.stdout
@@ -136,6 +144,8 @@ def test_reinstall_keeps_the_users_config_and_uninstall_removes_the_rest(install
     assert "kept your configuration" in r.stdout and config.read_text().endswith("# mine\n")
 
     listed = (p / "share/authbroker/installed-files").read_text().split()
+    for page in ("man1/authctl.1", "man5/authbroker.toml.5", "man8/authbrokerd.8"):
+        assert listed.count(str(p / "share/man" / page)) == 1, page
     r = subprocess.run([UNINSTALL, "--prefix", str(p)], env=installed["env"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
     assert [f for f in listed if os.path.exists(f)] == []
