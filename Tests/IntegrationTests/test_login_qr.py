@@ -126,11 +126,15 @@ def test_no_qr_code_when_stderr_is_not_a_terminal(daemon_factory):
     d = daemon_factory().start()
     p = subprocess.Popen([AUTHCTL, "login", "--device", "--provider", d.name], env=d.env, stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    first = p.stderr.readline()
+    first = ""
+    while "This sign-in expires" not in first:  # the instructions, read before communicate() takes over
+        line = p.stderr.readline()
+        assert line, first
+        first += line
     code = re.search(r"enter the code ([A-Za-z0-9-]+)", first).group(1)
     d.gl.approve_device(d.gl.login_session("alice"), code, d.gl.client_id(d.client),
                         ["openid", "profile", "email", "offline_access"])
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0, first + err
-    assert "which fills in the code" in err and "Signed in to" in out
+    assert "which fills in the code" in first and "Signed in to" in out
     assert "\u2588" not in first + err and "\x1b[" not in first + err, first + err
