@@ -64,6 +64,11 @@ def test_binaries_units_completions_and_man_pages_are_in_place(installed):
     # and environment, not the generated one; the configuration in section 5.
     r = subprocess.run(["man", "-P", "cat", "authctl"], env=env, capture_output=True, text=True)
     assert r.returncode == 0 and "EXIT STATUS" in r.stdout and "AUTHBROKER_NO_QR" in r.stdout, r.stdout + r.stderr
+    # Without MANPATH, man-db finds PREFIX/share/man through PREFIX/bin on PATH.
+    by_path = {k: v for k, v in env.items() if k != "MANPATH"}
+    by_path["PATH"] = f"{p / 'bin'}:{os.environ['PATH']}"
+    r = subprocess.run(["man", "-w", "authctl"], env=by_path, capture_output=True, text=True)
+    assert r.stdout.strip() == str(p / "share/man/man1/authctl.1"), r.stdout + r.stderr
     r = subprocess.run(["man", "-w", "5", "authbroker.toml"], env=env, capture_output=True, text=True)
     assert r.stdout.strip() == str(p / "share/man/man5/authbroker.toml.5"), r.stdout + r.stderr
     r = subprocess.run(["man", "-P", "cat", "authbroker.toml"], env=env, capture_output=True, text=True)
