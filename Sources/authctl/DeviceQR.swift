@@ -11,14 +11,22 @@ enum DeviceQR {
     /// off (`--no-qr`, `$AUTHBROKER_NO_QR`), stderr (where the instructions go) not a
     /// terminal, or the terminal narrower than the code.
     static func lines(for start: LoginStartResult, enabled: Bool) -> [String] {
-        guard enabled, start.userCode != nil, let url = start.verificationURIComplete ?? start.verificationURI,
-              Output.safe(url) == url,  // a URL with control characters is shown as text only
+        guard enabled, let url = url(for: start),
               !switchedOff(getenv("AUTHBROKER_NO_QR").map { String(cString: $0) }),
               getenv("TERM").map({ String(cString: $0) }) != "dumb",
               let columns = terminalColumns(STDERR_FILENO),
               let code = QRCode.encode(url), code.terminalSize.columns <= columns
         else { return [] }
         return code.terminalLines()
+    }
+
+    /// What the code holds: the page with the code filled in when the provider gives it,
+    /// else the page; nil for a sign-in that is not a device sign-in, and for a URL with
+    /// control characters (shown as text only, made safe).
+    static func url(for start: LoginStartResult) -> String? {
+        guard start.userCode != nil, let url = start.verificationURIComplete ?? start.verificationURI,
+              Output.safe(url) == url else { return nil }
+        return url
     }
 
     /// `AUTHBROKER_NO_QR` set to anything but empty or `0` turns the code off.
