@@ -121,7 +121,9 @@ final class WriterGate: @unchecked Sendable {
             head = PeerCredentials.firstWriter(fd)
         }
         switch head {
-        case .writer(let pid, let uid): next = pid == self.pid && uid == self.uid ? .connecting : .other(pid)
+        case .writer(let pid, let uid):
+            // pid 0: bytes the kernel recorded no writer for (sent before SO_PASSCRED was on).
+            next = pid == self.pid && uid == self.uid ? .connecting : pid > 0 ? .other(pid) : .unknown
         case .empty, .noCredentials, .failed: next = .unknown
         }
     }
