@@ -95,7 +95,7 @@ final class PeerIdentity {
         message: "forbidden by policy: this connection was opened before the [[allow]] rules came into force, so the daemon does not know which process writes on it; the connection is closed: connect again")
 
     static let uncheckedError = BrokerError.forbidden(
-        message: "forbidden by policy: the daemon cannot tell which process writes on this connection (see its log); the connection is closed: connect again")
+        message: "forbidden by policy: the daemon cannot tell which process writes on this connection; the connection is closed: the daemon's log says why (journalctl --user -u authbroker)")
 
     static let changedError = BrokerError.forbidden(
         message: "forbidden by policy: the process that opened this connection has since ended or run another program; the connection is closed: connect again from the program that asks")

@@ -23,7 +23,9 @@ import NIOCore
 ///   the writer of what that read(2) returns: only the daemon reads the socket, so the
 ///   queue's head cannot change in between, and the read stops where another writer's
 ///   bytes begin. NIO reads once per readable event here (`maxMessagesPerRead` 1), so the
-///   queue is not empty at the peek; should it be, the read's writer is unknown.
+///   queue is not empty at the peek (but after the peer's end of input, when nothing more
+///   can arrive); should bytes arrive between a peek at an empty queue and the read, their
+///   writer is unknown and they are refused.
 /// - `WriterCheck`, first in the pipeline, takes the verdict of that peek for each chunk
 ///   read, before the line framing sees a byte. A chunk without a verdict from its own peek
 ///   (an empty queue, no credentials, an NIO that no longer asks the allocator) is refused
