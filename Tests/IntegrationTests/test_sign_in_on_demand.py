@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import API, AUTHCTL, RPC, fingerprint
+from conftest import API, AUTHCTL, ROOT, RPC, fingerprint
 from test_sign_in import follow, play_browser
 
 STUB = os.path.join(os.path.dirname(__file__), "support", "stub_notifications.py")
@@ -247,3 +247,27 @@ def test_authctl_login_replaces_a_pending_sign_in_and_its_waiters_follow(daemon_
     finish_in_browser(glewlwyd, newer["authorization_url"])
     assert c.call("login.wait", {"login_id": newer["login_id"]})["result"]["account"]["state"] == "ready"
     assert waiter.read()["result"]["access_token"]
+
+
+def test_the_python_example_client_waits_for_the_sign_in(daemon_factory, glewlwyd):
+    import sys
+    sys.path.insert(0, os.path.join(ROOT, "examples", "python"))
+    from authbroker_client import Broker, BrokerError
+
+    d = on_demand_daemon(daemon_factory)
+    with Broker(d.socket) as broker:
+        with pytest.raises(BrokerError) as refused:
+            broker.token(resource=API, provider=d.name)
+        assert refused.value.code == -32001
+    answers = []
+
+    def wait():
+        with Broker(d.socket) as broker:
+            answers.append(broker.token(resource=API, provider=d.name, wait_for_sign_in=120))
+
+    t = threading.Thread(target=wait)
+    t.start()
+    assert wait_until(lambda: "sign-in on demand started" in d.log_text()), d.log_text()
+    finish_in_browser(glewlwyd, pending_sign_in(d)["authorization_url"])
+    t.join(60)
+    assert answers and answers[0]["access_token"] and answers[0]["provider"] == d.name

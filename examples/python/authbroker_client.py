@@ -64,12 +64,24 @@ class Broker:
             raise BrokerError(e.get("code"), e.get("message"), e.get("data"))
         return answer["result"]
 
-    def token(self, resource=None, scopes=None, provider=None, min_ttl=None):
-        """token.get: access_token, token_type, expires_at (Unix seconds), scope, resource, provider."""
+    def token(self, resource=None, scopes=None, provider=None, min_ttl=None, wait_for_sign_in=None):
+        """token.get: access_token, token_type, expires_at (Unix seconds), scope, resource, provider.
+
+        With wait_for_sign_in (seconds), an account that needs a sign-in does not raise
+        BrokerError -32001: the daemon starts (or joins) its one pending browser sign-in,
+        shows a desktop notification, and answers once the user has signed in."""
         params = {k: v for k, v in
-                  {"resource": resource, "scopes": scopes, "provider": provider, "min_ttl": min_ttl}.items()
+                  {"resource": resource, "scopes": scopes, "provider": provider, "min_ttl": min_ttl,
+                   "wait_for_sign_in": wait_for_sign_in}.items()
                   if v is not None}
-        return self.call("token.get", params)
+        if wait_for_sign_in is None:
+            return self.call("token.get", params)
+        previous = self._sock.gettimeout()
+        self._sock.settimeout(wait_for_sign_in + 30)
+        try:
+            return self.call("token.get", params)
+        finally:
+            self._sock.settimeout(previous)
 
     def close(self):
         self._reader.close()
