@@ -143,6 +143,7 @@ extension MethodTable {
         t.register(.dpopProof, DPoPProofParams.self, empty: DPoPProofParams(token: TokenGetParams(), htm: "", htu: ""),
                    authorize: { identify, p throws(BrokerError) in try broker.authorizeToken(identify, p.token) },
                    fast: { broker.cachedDPoPProof($0) },
+                   cancelledOnClose: { $0.token.waitForSignIn != nil },
                    slow: { p throws(BrokerError) in try await broker.dpopProof(p) })
         t.register(.tokenExchange, TokenExchangeParams.self, empty: TokenExchangeParams(),
                    authorize: { identify, p throws(BrokerError) in try broker.authorizeExchange(identify, p) },
