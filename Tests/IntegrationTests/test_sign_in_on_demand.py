@@ -271,3 +271,38 @@ def test_the_python_example_client_waits_for_the_sign_in(daemon_factory, glewlwy
     finish_in_browser(glewlwyd, pending_sign_in(d)["authorization_url"])
     t.join(60)
     assert answers and answers[0]["access_token"] and answers[0]["provider"] == d.name
+
+
+def test_notifications_off_in_config_show_nothing_and_authctl_opens_the_page(daemon_factory, glewlwyd, notifications):
+    d = daemon_factory(extra_env={"BROWSER": ""})
+    d.env.pop("INVOCATION_ID", None)
+    with open(d.config) as f:
+        text = f.read()
+    with open(d.config, "w") as f:
+        f.write(text.replace("[daemon]\n", "[daemon]\nsign_in_notifications = false\n", 1))
+    d.start()
+    script, opened = browser_recorder(d)
+    p = subprocess.Popen([AUTHCTL, "token", "--wait-for-sign-in", "--provider", d.name, "--resource", API],
+                         env=dict(d.env, BROWSER=script), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         stdin=subprocess.DEVNULL)
+    url = page_from(p, [])
+    assert pending_sign_in(d)["notified"] is False
+    assert wait_until(lambda: read_lines(opened) == [url])
+    finish_in_browser(glewlwyd, url)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    assert notifications.calls() == []
+
+
+def test_clicking_the_notification_itself_opens_the_page(daemon_factory, glewlwyd, notifications):
+    d = on_demand_daemon(daemon_factory)
+    script, opened = browser_recorder(d)
+    d.stop()
+    d.env["BROWSER"] = script
+    d.start()
+    waiter = waiting_token_get(d)
+    assert wait_until(lambda: len(notifications.calls("Notify")) == 1), d.log_text()
+    notifications.click(notifications.calls("Notify")[0]["id"], "default")
+    assert wait_until(lambda: len(read_lines(opened)) == 1), d.log_text()
+    finish_in_browser(glewlwyd, read_lines(opened)[0])
+    assert waiter.read()["result"]["access_token"]
