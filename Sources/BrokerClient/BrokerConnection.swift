@@ -66,8 +66,10 @@ public final class BrokerConnection {
     /// Bytes read but not yet consumed: the start of the next line, when a read returned
     /// more than one line or part of one.
     private var pending: [UInt8] = []
-    private let encoder = JSONEncoder()
-    private let decoder = JSONDecoder()
+    // Made on first use: `token()`'s own wire path needs neither, and making them is a
+    // good part of a short `authctl token` process (docs/performance.md).
+    private lazy var encoder = JSONEncoder()
+    private lazy var decoder = JSONDecoder()
 
     /// Connects to authbrokerd.
     ///

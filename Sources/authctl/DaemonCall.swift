@@ -13,10 +13,17 @@ enum DaemonCall {
     /// A failure is printed as `authctl: <sentence>` on stderr (with `json`, as the JSON
     /// error object of docs/cli-json.md) and becomes the ``ExitStatus`` for its kind,
     /// thrown as ArgumentParser's `ExitCode` (which exits without printing anything more).
+    ///
+    /// Not written with ``attempt(_:)``: the first use of a `Result<T, ClientError>` makes the
+    /// runtime instantiate its type and check `ClientError: Error` through every
+    /// conformance in the executable, about a third of an `authctl token` process's
+    /// instructions (docs/performance.md).
     static func session<T>(json: Bool = false, _ body: (BrokerConnection) throws(ClientError) -> T) throws(ExitCode) -> T {
-        switch attempt(body) {
-        case .success(let value): return value
-        case .failure(let error): throw Failure.report(error, json: json)
+        do throws(ClientError) {
+            let connection = try BrokerConnection(callTimeout: callTimeout())
+            return try body(connection)
+        } catch {
+            throw Failure.report(error, json: json)
         }
     }
 
