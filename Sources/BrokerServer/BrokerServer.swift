@@ -73,12 +73,9 @@ public final class BrokerServer: Sendable {
             // Under [[allow]] rules the kernel names the writer of each message on every
             // connection from its first byte (WriterCheck); not otherwise: it costs nothing then.
             .serverChannelOption(Self.passCredentials, value: broker.callerPolicy.isOpen ? 0 : 1)
-            .childChannelOption(.allowRemoteHalfClosure, value: true)
-            // Above 64 KiB of unsent answers a connection is not writable, and the RPC
-            // handler stops reading its requests until it drains below 32 KiB.
-            .childChannelOption(.writeBufferWaterMark, value: .init(low: 32 * 1024, high: 64 * 1024))
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    try Self.setOptions(of: channel)
                     try Self.addHandlers(
                         to: channel.pipeline.syncOperations, stall: stall, idle: idle, table: table, counters: counters,
                         logger: logger, activity: activity, maxConnections: maxConnections,
@@ -106,6 +103,18 @@ public final class BrokerServer: Sendable {
         made.withLock { $0 = SocketListener.identity(of: path) }
         logger.info("listening", metadata: ["socket": "\(path)"])
         return channel
+    }
+
+    /// A connection's options, set directly on the event loop. As `childChannelOption`s of
+    /// the bootstrap they would be applied through a chain of futures for every accepted
+    /// connection: a tenth of the instructions of a new connection (docs/performance.md).
+    static func setOptions(of channel: any Channel) throws {
+        guard let options = channel.syncOptions else { return }
+        // A client may close its writing side after the request and still read the answer.
+        try options.setOption(.allowRemoteHalfClosure, value: true)
+        // Above 64 KiB of unsent answers a connection is not writable, and the RPC
+        // handler stops reading its requests until it drains below 32 KiB.
+        try options.setOption(.writeBufferWaterMark, value: .init(low: 32 * 1024, high: 64 * 1024))
     }
 
     /// One connection's pipeline: limits, line framing, the JSON-RPC handler. The handler

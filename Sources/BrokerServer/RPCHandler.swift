@@ -85,10 +85,13 @@ final class RPCHandler: ChannelDuplexHandler {
         self.maxInFlightTotal = maxInFlightTotal
     }
 
+    /// The daemon's own uid, the only one served: read once, not at every accept.
+    private static let daemonUID = getuid()
+
     func channelActive(context: ChannelHandlerContext) {
         let peer = PeerIdentity(channel: context.channel, credentials: identify(context.channel))
         self.peer = peer
-        let me = getuid()
+        let me = Self.daemonUID
         guard let cred = peer.credentials, cred.uid == me else {
             // Even with the socket's mode loosened, only the daemon's own user is served.
             // Another user's connection is closed at once and not counted, so it can
@@ -215,10 +218,11 @@ final class RPCHandler: ChannelDuplexHandler {
         guard let method = header.method else {
             return fail(context, id, RPCError(.invalidRequest, "the request has no \"method\" string"))
         }
-        if method == RPCMethod.eventsSubscribe.rawValue || method == RPCMethod.eventsUnsubscribe.rawValue {
-            return subscribe(context, method: method, line: line, id: id, answer: header.hasID)
-        }
         guard let handler = table[method] else {
+            // Not in the table, so not compared on every token request.
+            if method == RPCMethod.eventsSubscribe.rawValue || method == RPCMethod.eventsUnsubscribe.rawValue {
+                return subscribe(context, method: method, line: line, id: id, answer: header.hasID)
+            }
             return fail(context, id, RPCError(.methodNotFound, "there is no method \"\(method.prefix(64))\": see docs/protocol.md for the methods"))
         }
         guard let peer else { return }
