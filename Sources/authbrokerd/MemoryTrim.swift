@@ -17,7 +17,7 @@ import CLinux
 /// (``releaseFilePages()``): most of an idle daemon's resident memory is its image and its
 /// libraries as far as start-up, sign-in and refreshes touched them, and the kernel maps
 /// 64 KB around every page that faults. The next request maps what it runs again, from the
-/// page cache (about a third of a millisecond once, measured in docs/performance.md).
+/// page cache: about 60 minor faults once (docs/performance.md).
 struct MemoryTrim: Sendable {
     let broker: Broker
     let activity: ServerActivity
