@@ -1,4 +1,9 @@
+#define _GNU_SOURCE
 #include "clinux.h"
+#include <elf.h>
+#include <link.h>
+#include <stdint.h>
+#include <unistd.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,55 +15,52 @@ int clinux_set_nondumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
 int clinux_is_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0); }
 int clinux_malloc_trim(void) { return malloc_trim(0); }
 
-/* Whether a VmFlags line of smaps names a flag that rules MADV_DONTNEED out or makes it
-   pointless: locked (lo), PFN or I/O mappings (pf, io). */
-static int has_blocking_flag(const char *flags) {
-    static const char *const blocking[] = {" lo", " pf", " io"};
-    for (size_t i = 0; i < sizeof blocking / sizeof blocking[0]; i++) {
-        const char *p = flags;
-        while ((p = strstr(p, blocking[i])) != NULL) {
-            char after = p[3];
-            if (after == ' ' || after == '\n' || after == '\0') return 1;
-            p += 3;
+/* The read-only segments of every loaded object, from the loader's own program headers:
+   a segment without PF_W, outside PT_GNU_RELRO (which relocation wrote), in an object
+   without text relocations, holds the file's bytes as they are, so MADV_DONTNEED only
+   makes them fault in again from the page cache. Only whole pages inside such a segment
+   are dropped, so a page it shares with a writable neighbour is kept. The objects come
+   from the loader, not from /proc/self/smaps: a mapping seen there could be a library
+   another thread is loading, whose writable segment is about to be mapped over part of it
+   and relocated; dl_iterate_phdr names an object only once its segments are in place. */
+static int release_object(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    long *released = data;
+    /* the kernel's vDSO is no file */
+    if (info->dlpi_name != NULL && strncmp(info->dlpi_name, "linux-vdso", 10) == 0) return 0;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t relro_start = 0, relro_end = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_GNU_RELRO) {
+            relro_start = info->dlpi_addr + ph->p_vaddr;
+            relro_end = relro_start + ph->p_memsz;
+        } else if (ph->p_type == PT_DYNAMIC) {
+            for (const ElfW(Dyn) *d = (const ElfW(Dyn) *)(info->dlpi_addr + ph->p_vaddr); d->d_tag != DT_NULL; d++) {
+                if (d->d_tag == DT_TEXTREL || (d->d_tag == DT_FLAGS && (d->d_un.d_val & DF_TEXTREL))) return 0;
+            }
+        }
+    }
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || (ph->p_flags & PF_W) || ph->p_filesz == 0) continue;
+        uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+        uintptr_t end = start + ph->p_filesz;  /* past p_filesz: zero fill, not the file */
+        start = (start + page - 1) & ~(page - 1);
+        end &= ~(page - 1);
+        if (relro_end > relro_start && start < relro_end && relro_start < end) {
+            /* keep the RELRO pages: release what lies before them only */
+            end = relro_start & ~(page - 1);
+        }
+        if (end > start && madvise((void *)start, end - start, MADV_DONTNEED) == 0) {
+            *released += (long)(end - start);
         }
     }
     return 0;
 }
 
 long clinux_release_file_pages(void) {
-    FILE *smaps = fopen("/proc/self/smaps", "re");
-    if (smaps == NULL) return -1;
-    char line[4096];
-    unsigned long start = 0, end = 0;
-    long anonymous = -1, released = 0;
-    int candidate = 0, whole_line = 1;
-    while (fgets(line, sizeof line, smaps) != NULL) {
-        int continuation = !whole_line;
-        whole_line = strchr(line, '\n') != NULL;
-        if (continuation) continue; /* the rest of an overlong path */
-        unsigned long a, b;
-        char perms[8];
-        int path_at = 0;
-        if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &a, &b, perms, &path_at) == 3) {
-            start = a;
-            end = b;
-            anonymous = -1;
-            /* A file's pages, never written: private pages that were (relocations) are
-               Anonymous and would be lost, so any mapping with one is left alone. */
-            candidate = strlen(perms) == 4 && perms[1] == '-' && path_at > 0 && line[path_at] == '/';
-            continue;
-        }
-        if (!candidate) continue;
-        if (strncmp(line, "Anonymous:", 10) == 0) {
-            anonymous = strtol(line + 10, NULL, 10);
-        } else if (strncmp(line, "VmFlags:", 8) == 0) {
-            if (anonymous == 0 && !has_blocking_flag(line + 8) && end > start &&
-                madvise((void *)start, end - start, MADV_DONTNEED) == 0) {
-                released += (long)(end - start);
-            }
-            candidate = 0;
-        }
-    }
-    fclose(smaps);
+    long released = 0;
+    dl_iterate_phdr(release_object, &released);
     return released;
 }

@@ -29,8 +29,8 @@ struct MemoryTrim: Sendable {
         _ = clinux_malloc_trim()
     }
 
-    /// Unmaps the pages of read-only file mappings that hold no private copies (relocated
-    /// pages are left alone): they stay in the page cache, and come back as minor faults
+    /// Unmaps the pages of the read-only segments of the daemon and its libraries (relocated
+    /// RELRO pages are left alone): they stay in the page cache, and come back as minor faults
     /// when used.
     static func releaseFilePages() {
         _ = clinux_release_file_pages()

@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.join(ROOT, "Tests", "IntegrationTests", "support"))
 from glewlwyd_api import Glewlwyd  # noqa: E402
 import bench_peers  # noqa: E402
 from bench_table import table  # noqa: E402
+from bench_fill import fill  # noqa: E402
 
 BIN = os.environ["AUTHBROKER_BIN"]
 AUTHBENCH = os.environ.get("AUTHBENCH") or os.path.join(BIN, "authbench")
@@ -163,37 +164,6 @@ class Daemon:
 
     def counters(self):
         return call(self.socket, "daemon.status")["result"]["counters"]
-
-
-def fill(path, provider, count):
-    """`count` distinct cache entries: scope sets bench.0 … bench.N-1 over both resources,
-    pipelined on 8 connections. Each is a real refresh at Glewlwyd (which ignores scope
-    on refresh, so every one succeeds and mints a real token)."""
-    conns = 8
-    socks = []
-    for _ in range(conns):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(120)
-        s.connect(path)
-        socks.append(s)
-    for c, s in enumerate(socks):
-        lines = []
-        for i in range(c, count, conns):
-            params = {"provider": provider, "resource": API if i % 2 == 0 else GIT, "scopes": [f"bench.{i}"]}
-            lines.append(rpc_line("token.get", params, id=i + 1))
-        s.sendall(("\n".join(lines) + "\n").encode())
-    errors = 0
-    for c, s in enumerate(socks):
-        want = len(range(c, count, conns))
-        buf = b""
-        while buf.count(b"\n") < want:
-            chunk = s.recv(1 << 20)
-            if not chunk:
-                raise SystemExit("bench: the daemon closed a fill connection")
-            buf += chunk
-        errors += sum(1 for line in buf.split(b"\n") if line and b'"error":' in line)
-        s.close()
-    return errors
 
 
 def profile(daemon, out):
@@ -373,7 +343,8 @@ def main():
 
         log(f"filling the cache with {a.entries} entries (real refreshes at the static provider)")
         t0 = time.time()
-        fill_errors = fill(daemon.socket, "static", a.entries)
+        fill_errors = fill(daemon.socket, a.entries, lambda i: rpc_line(
+            "token.get", {"provider": "static", "resource": API if i % 2 == 0 else GIT, "scopes": [f"bench.{i}"]}, id=i + 1))
         results["fill"] = {"entries": a.entries, "errors": fill_errors, "seconds": round(time.time() - t0, 1)}
         time.sleep(0.5)
         results["rss_full_kb"] = rss_kb(daemon.pid)

@@ -1,0 +1,47 @@
+"""Filling the daemon's cache for the benchmark (scripts/lib/bench.py)."""
+import socket
+import threading
+
+
+def fill(path, count, line):
+    """`count` requests (`line(i)` writes the i-th), pipelined on 8 connections; the
+    number of error answers. The benchmark asks for distinct cache entries (scope sets
+    bench.0 … bench.N-1 over two resources), each a real refresh at Glewlwyd.
+
+    Each connection sends from one thread and reads its answers in another, all at once:
+    the daemon stops reading a connection whose answers are not read (back-pressure) and
+    closes one whose answers stay unread for `request_line_timeout`, so a client that sent
+    everything before reading, or read the connections one after another, would stall."""
+    conns = 8
+    errors = [0] * conns
+    failed = []
+
+    def one(c):
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(120)
+                s.connect(path)
+                lines = []
+                for i in range(c, count, conns):
+                    lines.append(line(i))
+                payload = ("\n".join(lines) + "\n").encode()
+                threading.Thread(target=s.sendall, args=(payload,), daemon=True).start()
+                want, buf = len(lines), b""
+                while buf.count(b"\n") < want:
+                    chunk = s.recv(1 << 20)
+                    if not chunk:
+                        failed.append(c)
+                        return
+                    buf += chunk
+                errors[c] = sum(1 for line in buf.split(b"\n") if line and b'"error":' in line)
+        except OSError as e:
+            failed.append(f"{c}: {e}")
+
+    workers = [threading.Thread(target=one, args=(c,)) for c in range(conns)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    if failed:
+        raise SystemExit(f"bench: the daemon closed a fill connection ({failed})")
+    return sum(errors)
