@@ -112,8 +112,8 @@ public final class BrokerServer: Sendable {
     /// connection: a tenth of the instructions of a new connection (docs/performance.md).
     static func setOptions(of channel: any Channel) throws {
         guard let options = channel.syncOptions else { return }
-        // A client may close its writing side after the request and still read the answer.
-        try options.setOption(.allowRemoteHalfClosure, value: true)
+        // Half-closure (a client may close its writing side and still read its answers) is
+        // switched on by the connection guard only while something is owed to the client.
         // Above 64 KiB of unsent answers a connection is not writable, and the RPC
         // handler stops reading its requests until it drains below 32 KiB.
         try options.setOption(.writeBufferWaterMark, value: .init(low: 32 * 1024, high: 64 * 1024))

@@ -15,6 +15,12 @@ struct ReadsHeld: Sendable {
     let held: Bool
 }
 
+/// Sent down the pipeline by the RPC handler when it starts (true) or stops (false) owing
+/// answers that are still being worked on.
+struct AnswersOwed: Sendable {
+    let owed: Bool
+}
+
 /// Sent up the pipeline when a connection's answers stayed unread (the channel not
 /// writable) for the stall timeout: the peer does not read, and the connection is closed.
 struct ConnectionNotReading: Sendable {}
@@ -25,6 +31,12 @@ struct ConnectionNotReading: Sendable {}
 /// `idleTimeout`. A connection whose answers are not read (its write buffer stays above the
 /// high-water mark) for `stallTimeout` is closed too: the RPC handler has stopped reading
 /// from it, and it would otherwise hold its buffers until the idle timeout.
+///
+/// The guard also switches the connection's half-closure on only while the peer is still
+/// owed something: a started line, a held line, an answer being worked on, answers queued
+/// past the high-water mark. Otherwise the peer's end of stream closes the connection at
+/// once in NIO, without the half-close events and the extra close through the pipeline
+/// (docs/performance.md, "The request path").
 final class ConnectionGuard: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -39,6 +51,10 @@ final class ConnectionGuard: ChannelDuplexHandler {
     /// The RPC handler holds reads back (`ReadsHeld`): the rest of a started line may be
     /// waiting in the socket, unread by the daemon, so the stall timer does not count.
     private var readsHeld = false
+    /// The RPC handler works on answers for this connection (`AnswersOwed`).
+    private var answersOwed = false
+    /// Whether the connection's half-closure is on now (NIO's default: off).
+    private var halfClosure = false
     /// When the connection last read or wrote. The idle timer is not re-armed on each
     /// request (scheduling and cancelling a task cost a fifth of a cache hit in a profile):
     /// when it fires early it looks here and sleeps for the rest.
@@ -71,6 +87,7 @@ final class ConnectionGuard: ChannelDuplexHandler {
             drainTimer?.cancel()
             drainTimer = nil
         } else if drainTimer == nil {
+            allowHalfClosure(context)
             let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
             drainTimer = context.eventLoop.scheduleTask(in: stallTimeout) {
                 bound.value.fireUserInboundEventTriggered(ConnectionNotReading())
@@ -95,6 +112,18 @@ final class ConnectionGuard: ChannelDuplexHandler {
         }
         armIdle(context)
         context.fireChannelRead(data)
+        // After the lines of this chunk were handled: the end of stream may be read next.
+        allowHalfClosure(context)
+    }
+
+    /// Half-closure on while the peer is owed an answer or a started line waits for its
+    /// end: the peer may have closed its writing side and still read. Off otherwise, so that
+    /// a peer's end of stream closes the connection at once.
+    private func allowHalfClosure(_ context: ChannelHandlerContext) {
+        let needed = stallTimer != nil || readsHeld || answersOwed || !context.channel.isWritable
+        guard needed != halfClosure, context.channel.isActive else { return }
+        halfClosure = needed
+        try? context.channel.syncOptions?.setOption(.allowRemoteHalfClosure, value: needed)
     }
 
     private func armStall(_ context: ChannelHandlerContext) {
@@ -110,8 +139,14 @@ final class ConnectionGuard: ChannelDuplexHandler {
     }
 
     func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
-        guard let held = event as? ReadsHeld else { return context.triggerUserOutboundEvent(event, promise: promise) }
-        readsHeld = held.held
+        if let held = event as? ReadsHeld {
+            readsHeld = held.held
+        } else if let owed = event as? AnswersOwed {
+            answersOwed = owed.owed
+        } else {
+            return context.triggerUserOutboundEvent(event, promise: promise)
+        }
+        allowHalfClosure(context)
         promise?.succeed(())
     }
 

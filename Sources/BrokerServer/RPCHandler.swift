@@ -58,6 +58,8 @@ final class RPCHandler: ChannelDuplexHandler {
     private var resuming = false
     /// Reads are held back now, as last told to the connection guard (`ReadsHeld`).
     private var holding = false
+    /// Answers are being worked on now, as last told to the connection guard (`AnswersOwed`).
+    private var owing = false
     /// Names this connection's requests to the refresh queue, which takes turns between
     /// connections (`RequestOrigin`).
     private let origin = RequestOrigin.next()
@@ -149,7 +151,14 @@ final class RPCHandler: ChannelDuplexHandler {
 
     /// Tells the connection guard when reading stops or resumes, so the time a started line
     /// waits unread in the socket is not taken for the client's stall.
+    /// Tells it too while answers are being worked on: the guard keeps half-closure on
+    /// for them, so a peer that closes its writing side still gets them.
     private func tellGuard(_ context: ChannelHandlerContext) {
+        let owes = pending > 0
+        if owes != owing {
+            owing = owes
+            context.triggerUserOutboundEvent(AnswersOwed(owed: owes), promise: nil)
+        }
         let now = !held.isEmpty || paused(context)
         guard now != holding else { return }
         holding = now

@@ -88,6 +88,35 @@ def test_socat_one_shot(daemon):
     assert json.loads(r.stdout)["result"]["version"]
 
 
+@pytest.mark.parametrize("raw, check", [
+    # answered at once, on the event loop
+    (b'{"jsonrpc":"2.0","id":1,"method":"daemon.status"}\n', lambda a: a["result"]["version"]),
+    # answered later, by a task (no cached token): the answer is owed when the peer closes
+    (b'{"jsonrpc":"2.0","id":1,"method":"token.get","params":{"provider":"nope"}}\n',
+     lambda a: a["error"]["code"] == -32006),
+    # the last line without its newline still counts
+    (b'{"jsonrpc":"2.0","id":1,"method":"daemon.status"}', lambda a: a["result"]["version"]),
+])
+def test_a_client_that_closes_its_writing_side_still_gets_its_answer(daemon, raw, check):
+    # The daemon switches half-closure on only while it owes something (docs/performance.md).
+    for _ in range(3):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(10)
+        s.connect(daemon.socket)
+        s.sendall(raw)
+        s.shutdown(socket.SHUT_WR)
+        got = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+        s.close()
+        answer = json.loads(got)
+        assert answer["id"] == 1 and check(answer), answer
+    assert "result" in daemon.rpc("daemon.status")
+
+
 def test_socket_and_folder_are_private(daemon):
     assert stat.S_IMODE(os.stat(daemon.socket).st_mode) == 0o600
     assert stat.S_ISSOCK(os.stat(daemon.socket).st_mode)
