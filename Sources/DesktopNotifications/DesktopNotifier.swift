@@ -49,7 +49,7 @@ public final class DesktopNotifier: SignInAnnouncing {
 
     private func show(_ signIn: PendingSignIn) -> (any SignInAnnouncement)? {
         guard let notifier = connected() else { return nil }
-        let provider = Self.escaped(signIn.provider)
+        let provider = SignInPage.escape(signIn.provider)  // the body may be read as markup
         let seconds = max(1, signIn.expiresAt - Double(time(nil)))
         let minutes = Int((seconds + 59) / 60)
         let body = "A program is waiting for you to sign in to \(provider). Choose Sign in to open the sign-in page in your browser"
@@ -110,20 +110,6 @@ public final class DesktopNotifier: SignInAnnouncing {
             }
             if let handle { authbroker_notifier_close(handle.pointer, id) }
         }
-    }
-
-    /// The body may be read as markup by the server: a provider name is shown as text.
-    static func escaped(_ text: String) -> String {
-        var out = ""
-        for c in text {
-            switch c {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            default: out.append(c)
-            }
-        }
-        return out
     }
 }
 

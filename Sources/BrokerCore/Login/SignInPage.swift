@@ -86,8 +86,9 @@ public struct SignInPage: Sendable, Equatable {
             """
     }
 
-    /// HTML-escapes text for element content and attribute values.
-    static func escape(_ s: String) -> String {
+    /// HTML-escapes text for element content and attribute values (also used for the
+    /// markup of desktop notifications).
+    public static func escape(_ s: String) -> String {
         var out = ""
         out.reserveCapacity(s.utf8.count)
         for c in s.unicodeScalars {
