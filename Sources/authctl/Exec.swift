@@ -133,13 +133,7 @@ struct Exec: ParsableCommand {
         var pid = pid_t()
         let spawned = posix_spawnp(&pid, commandLine[0], nil, &attributes, pointers, environ)
         guard spawned == 0 else { throw cannotRun(commandLine[0], spawned) }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 {
-            guard errno == EINTR else { return 126 }
-        }
-        // WIFEXITED / WEXITSTATUS / WTERMSIG, which Swift does not import as macros.
-        let signal = status & 0x7F
-        return signal == 0 ? (status >> 8) & 0xFF : 128 + signal
+        return Executable.wait(for: pid) ?? 126
     }
 
     private func cannotRun(_ command: String, _ error: Int32) -> ExitCode {

@@ -22,9 +22,15 @@ enum Executable {
         let args: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
         defer { args.forEach { free($0) } }
         guard posix_spawnp(&pid, argv[0], nil, nil, args, environ) == 0 else { return 127 }
+        return wait(for: pid) ?? 1
+    }
+
+    /// Waits for the child `pid` and gives its exit status as a shell reports it (128 + N
+    /// for a signal N); nil when it cannot be waited for.
+    static func wait(for pid: pid_t) -> Int32? {
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 {
-            guard errno == EINTR else { return 1 }
+            guard errno == EINTR else { return nil }
         }
         // WIFEXITED / WEXITSTATUS / WTERMSIG, which Swift does not import as macros.
         let signal = status & 0x7F
