@@ -21,13 +21,21 @@ enum PeerCredentials {
     /// The connecting process's credentials, or nil when the kernel would not say. Call on
     /// the channel's event loop.
     static func credentials(of channel: any Channel) -> UCred? {
-        guard let provider = channel as? any SocketOptionProvider else { return nil }
-        let future: EventLoopFuture<UCred> = provider.unsafeGetSocketOption(
-            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
-        var cred: UCred?
-        future.assumeIsolated().whenSuccess { cred = $0 }  // completed already: on the event loop
-        guard let cred, cred.pid > 0 else { return nil }
+        let answer: Result<UCred, any Error>? = socketOption(SO_PEERCRED, of: channel)
+        guard case .success(let cred) = answer, cred.pid > 0 else { return nil }
         return cred
+    }
+
+    /// A `SOL_SOCKET` option of the channel's socket, read through NIO (which keeps the
+    /// descriptor to itself); nil when the channel has no socket. Call on the channel's
+    /// event loop: NIO then answers with a future completed already.
+    private static func socketOption<Value: Sendable>(_ name: Int32, of channel: any Channel) -> Result<Value, any Error>? {
+        guard let provider = channel as? any SocketOptionProvider else { return nil }
+        let future: EventLoopFuture<Value> = provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(name))
+        var answer: Result<Value, any Error>?
+        future.assumeIsolated().whenComplete { answer = $0 }
+        return answer
     }
 
     /// A pidfd for the connecting process: `.some(fd)`, `.gone` when the kernel has
@@ -35,19 +43,15 @@ enum PeerCredentials {
     enum PIDFD { case some(CInt), gone, unsupported }
 
     static func pidfd(of channel: any Channel) -> PIDFD {
-        guard let provider = channel as? any SocketOptionProvider else { return .unsupported }
-        let future: EventLoopFuture<CInt> = provider.unsafeGetSocketOption(
-            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(peerPIDFD))
-        var result = PIDFD.unsupported
-        future.assumeIsolated().whenComplete {
-            switch $0 {
-            case .success(let fd): result = fd >= 0 ? .some(fd) : .gone
-            case .failure(let error):
-                // ENOPROTOOPT (or EINVAL): an older kernel. Anything else: no such process now.
-                if let io = error as? IOError, io.errnoCode != ENOPROTOOPT, io.errnoCode != EINVAL { result = .gone }
-            }
+        let answer: Result<CInt, any Error>? = socketOption(peerPIDFD, of: channel)
+        switch answer {
+        case .success(let fd): return fd >= 0 ? .some(fd) : .gone
+        case .failure(let error):
+            // ENOPROTOOPT (or EINVAL): an older kernel. Anything else: no such process now.
+            if let io = error as? IOError, io.errnoCode != ENOPROTOOPT, io.errnoCode != EINVAL { return .gone }
+            return .unsupported
+        case nil: return .unsupported
         }
-        return result
     }
 
     /// `SO_COOKIE`: the kernel's id of a socket, never reused while it runs.
@@ -63,12 +67,8 @@ enum PeerCredentials {
     /// description names (`fd=12`), which costs ~85 000 instructions to format. Call on
     /// the channel's event loop.
     static func descriptor(of channel: any Channel) -> CInt? {
-        guard let provider = channel as? any SocketOptionProvider else { return nil }
-        let future: EventLoopFuture<UInt64> = provider.unsafeGetSocketOption(
-            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(socketCookie))
-        var cookie: UInt64?
-        future.assumeIsolated().whenSuccess { cookie = $0 }
-        guard let cookie, cookie != 0 else { return nil }
+        let answer: Result<UInt64, any Error>? = socketOption(socketCookie, of: channel)
+        guard case .success(let cookie) = answer, cookie != 0 else { return nil }
         func isIt(_ fd: CInt) -> Bool {
             var found: UInt64 = 0
             var length = socklen_t(MemoryLayout<UInt64>.size)
