@@ -6,15 +6,14 @@ import json
 import os
 import shutil
 import socket
-import ssl
 import subprocess
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
 from conftest import API, AUTHCTL, GIT, Daemon, fingerprint
+from stub_http import StubHTTPServer, bearer
 
 SCOPES = ["openid", "profile", "email", "offline_access"]
 
@@ -333,40 +332,20 @@ def test_setup_git_makes_git_credential_fill_get_the_token(broker, git_env):
 
 # kubectl.
 
-class _KubeAPI(BaseHTTPRequestHandler):
-    """STUB Kubernetes API server (kubectl sends exec-plugin credentials only over TLS):
-    answers /version and /api, and records the fingerprint of the bearer token it got."""
-    seen = []
-
-    def do_GET(self):
-        auth = self.headers.get("Authorization", "")
-        _KubeAPI.seen.append(fingerprint(auth[len("Bearer "):]) if auth.startswith("Bearer ") else None)
-        body = json.dumps({"kind": "APIVersions", "versions": ["v1"]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def kube_api(tmp_path):
-    cert, key = tmp_path / "ca.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True)
-    server = HTTPServer(("127.0.0.1", 0), _KubeAPI)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(str(cert), str(key))
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    _KubeAPI.seen.clear()
-    yield f"https://127.0.0.1:{server.server_port}", str(cert)
-    server.shutdown()
-    server.server_close()
+    """STUB Kubernetes API server (kubectl sends exec-plugin credentials only over TLS):
+    answers /version and /api, and records the fingerprint of each bearer token it got.
+    Yields its URL, its certificate's file and that record."""
+    seen = []
+
+    def answer(request):
+        token = bearer(request)
+        seen.append(fingerprint(token) if token else None)
+        return "application/json", json.dumps({"kind": "APIVersions", "versions": ["v1"]}).encode()
+
+    with StubHTTPServer(answer, tls_dir=tmp_path) as server:
+        yield server.url, server.ca, seen
 
 
 def kubeconfig_as_kubectl_reads_it(env, path):
@@ -378,7 +357,7 @@ def kubeconfig_as_kubectl_reads_it(env, path):
 def test_print_kubeconfig_gives_kubectl_the_token(broker, kube_api, tmp_path):
     if shutil.which("kubectl") is None:
         pytest.skip("kubectl is not installed (one with client.authentication.k8s.io/v1: 1.22 or later)")
-    url, ca = kube_api
+    url, ca, seen = kube_api
     args = ["kube-credential", "--print-kubeconfig", "--resource", API, "--provider", broker.name,
             "--server", url, "--certificate-authority", ca, "--cluster-name", "test-cluster"]
     r = ctl(broker.env, *args)
@@ -403,7 +382,7 @@ def test_print_kubeconfig_gives_kubectl_the_token(broker, kube_api, tmp_path):
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["kind"] == "APIVersions"
     want = fingerprint(token_for(broker, API))
-    assert _KubeAPI.seen and set(_KubeAPI.seen) == {want}
+    assert seen and set(seen) == {want}
 
     # Without --server: the user entry alone, to merge into an existing kubeconfig.
     r = ctl(broker.env, "kube-credential", "--print-kubeconfig", "--resource", API)

@@ -8,13 +8,12 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
 from conftest import API, AUTHCTL, GIT, ROOT, Daemon, decode_jwt, fingerprint
+from stub_http import StubHTTPServer, bearer
 
 EXAMPLES = os.path.join(ROOT, "examples")
 
@@ -214,29 +213,15 @@ def test_git_credential_never_answers_another_host_or_plain_http(broker, git_hom
     assert (r.returncode, r.stdout) == (0, "")
 
 
-class _EchoAuthorization(BaseHTTPRequestHandler):
-    """A stub resource server: answers with the fingerprint of the bearer token it got."""
-
-    def do_GET(self):
-        auth = self.headers.get("Authorization", "")
-        body = (fingerprint(auth[len("Bearer "):]) if auth.startswith("Bearer ") else "none").encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def api_server():
-    server = HTTPServer(("127.0.0.1", 0), _EchoAuthorization)
-    t = threading.Thread(target=server.serve_forever, daemon=True)
-    t.start()
-    yield f"http://127.0.0.1:{server.server_port}/"
-    server.shutdown()
-    server.server_close()
+    """STUB resource server: answers with the fingerprint of the bearer token it got."""
+    def answer(request):
+        token = bearer(request)
+        return None, (fingerprint(token) if token else "none").encode()
+
+    with StubHTTPServer(answer) as server:
+        yield server.url + "/"
 
 
 def test_curl_recipes_send_the_bearer_token(broker, api_server):

@@ -4,11 +4,8 @@ tokens, whoami/userinfo, several providers, machine accounts, RP-initiated logou
 The browser is played through Glewlwyd's own login API: sign in with the password,
 grant the scopes, follow the daemon's authorization URL, and hand the redirect to the
 daemon's loopback port the way a browser would."""
-import http.server
 import json
 import subprocess
-import threading
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -17,6 +14,7 @@ import pytest
 
 from conftest import API, AUTHCTL, GIT, RPC, Daemon, decode_jwt, fingerprint, secret_tool, stored_item
 from glewlwyd_api import _request
+from stub_http import StubHTTPServer
 
 SCOPES = ["openid", "profile", "email", "offline_access"]
 
@@ -258,31 +256,20 @@ def test_logout_ends_the_provider_session_and_local_only_keeps_the_token(daemon_
     assert glewlwyd.refresh_token_enabled(payload["refresh_token"]) is True
 
 
-class _StubIssuer(http.server.BaseHTTPRequestHandler):
+def _stub_issuer(request):
     """STUB provider: Glewlwyd cannot advertise RFC 9207's
     authorization_response_iss_parameter_supported, so this stub serves only a discovery
     document that does; the test never reaches its token endpoint."""
-
-    def do_GET(self):
-        base = f"http://127.0.0.1:{self.server.server_port}"
-        doc = {"issuer": base, "authorization_endpoint": base + "/authorize", "token_endpoint": base + "/token",
-               "jwks_uri": base + "/jwks", "authorization_response_iss_parameter_supported": True}
-        body = json.dumps(doc).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+    base = f"http://127.0.0.1:{request.server.server_port}"
+    doc = {"issuer": base, "authorization_endpoint": base + "/authorize", "token_endpoint": base + "/token",
+           "jwks_uri": base + "/jwks", "authorization_response_iss_parameter_supported": True}
+    return "application/json", json.dumps(doc).encode()
 
 
 def test_missing_iss_is_refused_when_the_provider_promises_it():
-    server = http.server.HTTPServer(("127.0.0.1", 0), _StubIssuer)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = StubHTTPServer(_stub_issuer)
     d = Daemon(None, name="stub")
-    d.write_config(text=f'[daemon]\nstore = "memory"\n[providers.stub]\nissuer = "http://127.0.0.1:{server.server_port}"\nclient_id = "x"\n')
+    d.write_config(text=f'[daemon]\nstore = "memory"\n[providers.stub]\nissuer = "{server.url}"\nclient_id = "x"\n')
     try:
         d.start()
         c, start = start_browser_login(d)
@@ -294,7 +281,7 @@ def test_missing_iss_is_refused_when_the_provider_promises_it():
         assert done["error"]["code"] == -32007 and "RFC 9207" in done["error"]["message"]
     finally:
         d.cleanup()
-        server.shutdown()
+        server.close()
 
 
 def test_client_secret_kept_in_the_secret_service(glewlwyd):
