@@ -264,6 +264,33 @@ def daemon_factory(request):
         d.cleanup()
 
 
+@pytest.fixture
+def policy_daemon(glewlwyd_static):
+    """Makes started daemons whose config ends in `rules` ([[allow]] tables): memory store,
+    the static provider with resources API and GIT, and alice signed in (signing in is not
+    restricted by the rules)."""
+    made = []
+
+    def make(rules):
+        d = Daemon(glewlwyd_static)
+        made.append(d)
+        d.write_config(text=f"""
+[daemon]
+store = "memory"
+[providers.{d.name}]
+issuer = "{glewlwyd_static.issuer}"
+client_id = "{glewlwyd_static.client_id('authbroker')}"
+resources = ["{API}", "{GIT}"]
+""" + rules)
+        d.start()
+        d.login_device("alice")
+        return d
+
+    yield make
+    for d in made:
+        d.cleanup()
+
+
 def signed_in_at_stub(config_for):
     """A real daemon whose config is `config_for(provider_name)`, with its one account
     signed in at a STUB provider (device flow, which the stub approves at once)."""

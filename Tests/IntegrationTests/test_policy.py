@@ -2,78 +2,59 @@
 import os
 import stat
 import subprocess
-import sys
 
 from conftest import API, AUTHCTL, GIT, RPC, Daemon, decode_jwt
-
-PYTHON = os.path.realpath(sys.executable)
-
-
-def policy_daemon(gl, rules):
-    d = Daemon(gl)
-    d.write_config(text=f"""
-[daemon]
-store = "memory"
-[providers.{d.name}]
-issuer = "{gl.issuer}"
-client_id = "{gl.client_id('authbroker')}"
-resources = ["{API}", "{GIT}"]
-""" + rules.format(name=d.name))
-    return d
+from policy_callers import PYTHON
 
 
-def test_allowed_executable_gets_its_resource_and_nothing_else(glewlwyd_static):
-    d = policy_daemon(glewlwyd_static, f"""
+def test_allowed_executable_gets_its_resource_and_nothing_else(policy_daemon):
+    d = policy_daemon(f"""
 [[allow]]
 exe = "{PYTHON}"
 resources = ["{API}"]
 """)
-    try:
-        d.start()
-        d.login_device("alice")  # signing in is not restricted
-        c = RPC(d.socket)
-        ok = c.call("token.get", {"resource": API})
-        assert "result" in ok, ok
-        assert decode_jwt(ok["result"]["access_token"])[1]["aud"] == API
-        refused = c.call("token.get", {"resource": GIT})
-        assert refused["error"]["code"] == -32002
-        assert PYTHON in refused["error"]["message"] and GIT in refused["error"]["message"]
-        claims = c.call("account.whoami", {})
-        assert claims["error"]["code"] == -32002
-        assert "result" in c.call("account.list")  # management reveals no token
-        c.close()
+    c = RPC(d.socket)
+    ok = c.call("token.get", {"resource": API})
+    assert "result" in ok, ok
+    assert decode_jwt(ok["result"]["access_token"])[1]["aud"] == API
+    refused = c.call("token.get", {"resource": GIT})
+    assert refused["error"]["code"] == -32002
+    assert PYTHON in refused["error"]["message"] and GIT in refused["error"]["message"]
+    claims = c.call("account.whoami", {})
+    assert claims["error"]["code"] == -32002
+    assert "result" in c.call("account.list")  # management reveals no token
+    c.close()
 
-        r = d.ctl("token", "--resource", API)
-        assert r.returncode == 5, r.stderr
-        assert "forbidden by policy" in r.stderr and AUTHCTL in r.stderr
-        assert "token refused by policy" in d.log_text()
-    finally:
-        d.cleanup()
+    r = d.ctl("token", "--resource", API)
+    assert r.returncode == 5, r.stderr
+    assert "forbidden by policy" in r.stderr and AUTHCTL in r.stderr
+    assert "token refused by policy" in d.log_text()
 
 
-def test_rule_for_authctl_and_claims(glewlwyd_static):
-    d = policy_daemon(glewlwyd_static, f"""
+def test_rule_for_authctl_and_claims(policy_daemon):
+    d = policy_daemon(f"""
 [[allow]]
 exe = "{os.path.realpath(AUTHCTL)}"
 resources = ["*"]
 claims = true
 """)
-    try:
-        d.start()
-        d.login_device("alice")
-        assert d.ctl("token", "--resource", GIT).returncode == 0
-        assert d.ctl("whoami").returncode == 0
-        c = RPC(d.socket)
-        assert c.call("token.get", {"resource": API})["error"]["code"] == -32002
-        c.close()
-    finally:
-        d.cleanup()
+    assert d.ctl("token", "--resource", GIT).returncode == 0
+    assert d.ctl("whoami").returncode == 0
+    c = RPC(d.socket)
+    assert c.call("token.get", {"resource": API})["error"]["code"] == -32002
+    c.close()
+
+
+def as_nobody(d, script):
+    """Opens the daemon's socket to every user and gives the command that runs `script`
+    (its argv[1]: the socket) as the user nobody."""
+    os.chmod(d.dir, 0o755)
+    os.chmod(d.socket, 0o666)
+    return ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", PYTHON, "-c", script, d.socket]
 
 
 def test_a_process_of_another_uid_is_refused_even_with_a_loosened_socket(daemon_factory):
     d = daemon_factory(store="memory").start()
-    os.chmod(d.dir, 0o755)
-    os.chmod(d.socket, 0o666)
     probe = (
         "import json,socket,sys\n"
         "s=socket.socket(socket.AF_UNIX);s.settimeout(10);s.connect(sys.argv[1])\n"
@@ -87,8 +68,7 @@ def test_a_process_of_another_uid_is_refused_even_with_a_loosened_socket(daemon_
         "    data+=chunk\n"
         "print(data.decode())\n"
     )
-    r = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", PYTHON, "-c", probe, d.socket],
-                       capture_output=True, text=True, timeout=30)
+    r = subprocess.run(as_nobody(d, probe), capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
     assert '"result"' not in r.stdout
     assert "-32002" in r.stdout and "uid" in r.stdout
@@ -108,8 +88,6 @@ client_id = "{glewlwyd.client_id('authbroker')}"
 """)
     try:
         d.start()
-        os.chmod(d.dir, 0o755)
-        os.chmod(d.socket, 0o666)
         # 40 connections from another user, each kept open on its side.
         hog = (
             "import socket,sys,time\n"
@@ -119,8 +97,7 @@ client_id = "{glewlwyd.client_id('authbroker')}"
             "print('held',flush=True)\n"
             "time.sleep(30)\n"
         )
-        p = subprocess.Popen(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", PYTHON, "-c", hog, d.socket],
-                             stdout=subprocess.PIPE, text=True)
+        p = subprocess.Popen(as_nobody(d, hog), stdout=subprocess.PIPE, text=True)
         try:
             assert p.stdout.readline().strip() == "held"
             for _ in range(2):

@@ -2,55 +2,14 @@
 in a namespace of the caller's own, a program run after connecting, or a sibling left
 holding the socket does not get another program's tokens (docs/security.md)."""
 import os
-import shutil
 import subprocess
-import sys
-
-import pytest
 
 from conftest import API, GIT
-from test_policy import policy_daemon
-
-PYTHON = os.path.realpath(sys.executable)
-
-# Asks for a token on the socket (argv[1]) or the inherited fd (argv[2]) and prints only
-# "served" or the error's code and message: never a token.
-ASK = r"""
-import json, socket, sys
-def ask(s, resource):
-    try:
-        s.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "token.get", "params": {"resource": resource}}).encode() + b"\n")
-    except OSError:
-        return "closed"
-    data = b""
-    while b"\n" not in data:
-        try:
-            chunk = s.recv(65536)
-        except OSError:
-            return "closed"
-        if not chunk:
-            return "closed"
-        data += chunk
-    answer = json.loads(data.split(b"\n")[0])
-    return "served" if "result" in answer else "%d %s" % (answer["error"]["code"], answer["error"]["message"])
-"""
+from policy_callers import ASK, ASK_ONCE, PYTHON, ask_once, copy_of_python, run
 
 
-def run(argv, **kw):
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=60, **kw)
-    assert r.returncode == 0, r.stderr
-    return r.stdout.strip().splitlines()
-
-
-def copy_of_python(d, python=PYTHON):
-    """The same interpreter as another file: another inode, which no rule names."""
-    path = os.path.join(d.dir, "python-copy")
-    shutil.copy2(python, path)
-    return path
-
-
-def test_a_program_bind_mounted_over_an_allowed_path_is_refused(glewlwyd_static):
-    d = policy_daemon(glewlwyd_static, f"""
+def test_a_program_bind_mounted_over_an_allowed_path_is_refused(policy_daemon):
+    d = policy_daemon(f"""
 [[allow]]
 exe = "/usr/bin/sleep"
 namespaces = "any"
@@ -60,80 +19,64 @@ resources = ["{API}"]
 exe = "{PYTHON}"
 resources = ["{GIT}"]
 """)
-    try:
-        d.start()
-        d.login_device("alice")
-        # The system's interpreter: bind-mounted under /usr/bin, it finds its library in /usr.
-        evil = copy_of_python(d, os.path.realpath("/usr/bin/python3"))
-        client = ASK + "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print(ask(s, sys.argv[2]))\n"
-        # In a user and mount namespace of its own, any process of the user may mount any
-        # file over /usr/bin/sleep; /proc/PID/exe then reads "/usr/bin/sleep".
-        probe = run(["unshare", "-U", "-r", "-m", "sh", "-c",
-                     'mount --bind "$0" /usr/bin/sleep && exec /usr/bin/sleep -c "$1" "$2" "$3"',
-                     evil, client, d.socket, API])
-        assert probe[0].startswith("-32002 ") and "/usr/bin/sleep" in probe[0], probe
-        # The allowed interpreter itself, from a namespace of its own: its rule does not
-        # say namespaces = "any".
-        probe = run(["unshare", "-U", "-r", "-m", PYTHON, "-c", client, d.socket, GIT])
-        assert probe[0].startswith("-32002 "), probe
-        # ...and from the user's own namespaces it is served.
-        assert run([PYTHON, "-c", client, d.socket, GIT]) == ["served"]
-        assert run([evil, "-c", client, d.socket, GIT])[0].startswith("-32002 "), "a copy is another file"
-    finally:
-        d.cleanup()
+    # The system's interpreter: bind-mounted under /usr/bin, it finds its library in /usr.
+    evil = copy_of_python(d, os.path.realpath("/usr/bin/python3"))
+    # In a user and mount namespace of its own, any process of the user may mount any
+    # file over /usr/bin/sleep; /proc/PID/exe then reads "/usr/bin/sleep".
+    probe = run(["unshare", "-U", "-r", "-m", "sh", "-c",
+                 'mount --bind "$0" /usr/bin/sleep && exec /usr/bin/sleep -c "$1" "$2" "$3"',
+                 evil, ASK_ONCE, d.socket, API])
+    assert probe[0].startswith("-32002 ") and "/usr/bin/sleep" in probe[0], probe
+    # The allowed interpreter itself, from a namespace of its own: its rule does not
+    # say namespaces = "any".
+    probe = run(["unshare", "-U", "-r", "-m", PYTHON, "-c", ASK_ONCE, d.socket, GIT])
+    assert probe[0].startswith("-32002 "), probe
+    # ...and from the user's own namespaces it is served.
+    assert ask_once(PYTHON, d, GIT) == ["served"]
+    assert ask_once(evil, d, GIT)[0].startswith("-32002 "), "a copy is another file"
 
 
-def test_a_program_run_after_connecting_does_not_inherit_the_connection(glewlwyd_static):
-    d = policy_daemon(glewlwyd_static, f"""
+def test_a_program_run_after_connecting_does_not_inherit_the_connection(policy_daemon):
+    d = policy_daemon(f"""
 [[allow]]
 exe = "{PYTHON}"
 resources = ["*"]
 """)
-    try:
-        d.start()
-        d.login_device("alice")
-        other = copy_of_python(d)
-        then = ASK + "s = socket.socket(fileno=int(sys.argv[1])); print(ask(s, sys.argv[2])); print(ask(s, sys.argv[2]))\n"
-        first = ASK + (
-            "import os\n"
-            "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print(ask(s, sys.argv[2]), flush=True)\n"
-            "s.set_inheritable(True)\n"
-            "os.execv(sys.argv[3], [sys.argv[3], '-c', sys.argv[4], str(s.fileno()), sys.argv[2]])\n")
-        lines = run([PYTHON, "-c", first, d.socket, API, other, then])
-        assert lines[0] == "served", lines
-        assert lines[1].startswith("-32002 ") and "another program" in lines[1], lines
-        assert lines[2] == "closed", lines
-    finally:
-        d.cleanup()
+    other = copy_of_python(d)
+    then = ASK + "s = socket.socket(fileno=int(sys.argv[1])); print(ask(s, sys.argv[2])); print(ask(s, sys.argv[2]))\n"
+    first = ASK + (
+        "import os\n"
+        "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print(ask(s, sys.argv[2]), flush=True)\n"
+        "s.set_inheritable(True)\n"
+        "os.execv(sys.argv[3], [sys.argv[3], '-c', sys.argv[4], str(s.fileno()), sys.argv[2]])\n")
+    lines = run([PYTHON, "-c", first, d.socket, API, other, then])
+    assert lines[0] == "served", lines
+    assert lines[1].startswith("-32002 ") and "another program" in lines[1], lines
+    assert lines[2] == "closed", lines
 
 
-def test_a_sibling_left_holding_the_socket_is_not_served(glewlwyd_static):
-    d = policy_daemon(glewlwyd_static, f"""
+def test_a_sibling_left_holding_the_socket_is_not_served(policy_daemon):
+    d = policy_daemon(f"""
 [[allow]]
 exe = "{PYTHON}"
 resources = ["*"]
 """)
-    try:
-        d.start()
-        d.login_device("alice")
-        script = ASK + (
-            "import os, time\n"
-            "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print(ask(s, sys.argv[2]), flush=True)\n"
-            "parent = os.getpid()\n"
-            "if os.fork() > 0:\n"
-            "    os._exit(0)\n"  # the connecting process ends; its child keeps the socket
-            "while os.getppid() == parent: time.sleep(0.01)\n"
-            "print(ask(s, sys.argv[2]), flush=True)\n")
-        p = subprocess.Popen([PYTHON, "-c", script, d.socket, API], stdout=subprocess.PIPE, text=True)
-        # The child writes to the same pipe after its parent exited.
-        out = p.stdout.read()
-        p.wait(timeout=30)
-        lines = out.strip().splitlines()
-        assert lines[0] == "served", lines
-        # What the child writes is not the connecting process's (test_policy_sender.py).
-        assert lines[1].startswith("-32002 ") and "another process" in lines[1], lines
-    finally:
-        d.cleanup()
+    script = ASK + (
+        "import os, time\n"
+        "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print(ask(s, sys.argv[2]), flush=True)\n"
+        "parent = os.getpid()\n"
+        "if os.fork() > 0:\n"
+        "    os._exit(0)\n"  # the connecting process ends; its child keeps the socket
+        "while os.getppid() == parent: time.sleep(0.01)\n"
+        "print(ask(s, sys.argv[2]), flush=True)\n")
+    p = subprocess.Popen([PYTHON, "-c", script, d.socket, API], stdout=subprocess.PIPE, text=True)
+    # The child writes to the same pipe after its parent exited.
+    out = p.stdout.read()
+    p.wait(timeout=30)
+    lines = out.strip().splitlines()
+    assert lines[0] == "served", lines
+    # What the child writes is not the connecting process's (test_policy_sender.py).
+    assert lines[1].startswith("-32002 ") and "another process" in lines[1], lines
 
 
 def test_no_rules_means_no_identity_work(daemon_factory):

@@ -10,8 +10,7 @@ import subprocess
 import time
 
 from conftest import API, GIT
-from test_policy import policy_daemon
-from test_policy_identity import ASK, PYTHON, copy_of_python, run
+from policy_callers import ASK, PYTHON, ask_once, copy_of_python, run
 
 SLEEP = os.path.realpath("/usr/bin/sleep")
 
@@ -69,31 +68,22 @@ def sibling_attack(d, python, *extra):
         p.wait(timeout=10)
 
 
-def test_a_sibling_writing_after_the_connecting_process_ran_an_allowed_program_is_refused(glewlwyd_static):
-    d = policy_daemon(glewlwyd_static, RULES)
-    try:
-        d.start()
-        d.login_device("alice")
-        lines = sibling_attack(d, copy_of_python(d), "twice")
-        assert lines[0].startswith("-32002 ") and "another process" in lines[0], lines
-        assert lines[1] == "closed", lines
-        # Nothing of the refusal sticks: the daemon serves an allowed program at once.
-        assert run([PYTHON, "-c", ASK + "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print(ask(s, sys.argv[2]))\n",
-                    d.socket, GIT]) == ["served"]
-        assert d.proc.poll() is None
-    finally:
-        d.cleanup()
+def test_a_sibling_writing_after_the_connecting_process_ran_an_allowed_program_is_refused(policy_daemon):
+    d = policy_daemon(RULES)
+    lines = sibling_attack(d, copy_of_python(d), "twice")
+    assert lines[0].startswith("-32002 ") and "another process" in lines[0], lines
+    assert lines[1] == "closed", lines
+    # Nothing of the refusal sticks: the daemon serves an allowed program at once.
+    assert ask_once(PYTHON, d, GIT) == ["served"]
+    assert d.proc.poll() is None
 
 
-def test_an_allowed_program_is_served_from_each_of_its_threads(glewlwyd_static):
+def test_an_allowed_program_is_served_from_each_of_its_threads(policy_daemon):
     """Threads share the process id the kernel records for each message, so a program that
     connects on one thread and asks on others is served; so is one writing a request in
     pieces from two threads."""
-    d = policy_daemon(glewlwyd_static, RULES)
-    try:
-        d.start()
-        d.login_device("alice")
-        script = ASK + r"""
+    d = policy_daemon(RULES)
+    script = ASK + r"""
 import json, threading
 import time
 s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
@@ -108,47 +98,36 @@ t = threading.Thread(target=lambda: s.sendall(line[20:])); t.start(); t.join()
 answer = json.loads(s.makefile("rb").readline())
 print("served" if "result" in answer else answer["error"]["message"], flush=True)
 """
-        assert run([PYTHON, "-c", script, d.socket, GIT]) == ["served"] * 3
-    finally:
-        d.cleanup()
+    assert run([PYTHON, "-c", script, d.socket, GIT]) == ["served"] * 3
 
 
-def test_a_refused_sibling_leaves_the_other_connections_served(glewlwyd_static):
+def test_a_refused_sibling_leaves_the_other_connections_served(policy_daemon):
     """An allowed program's connection opened before the attack is served before and after
     it, and so is a new one."""
-    d = policy_daemon(glewlwyd_static, RULES)
+    d = policy_daemon(RULES)
+    keeper = ASK + (
+        "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print(ask(s, sys.argv[2]), flush=True)\n"
+        "sys.stdin.readline(); print(ask(s, sys.argv[2]), flush=True)\n")
+    k = subprocess.Popen([PYTHON, "-c", keeper, d.socket, GIT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
-        d.start()
-        d.login_device("alice")
-        keeper = ASK + (
-            "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print(ask(s, sys.argv[2]), flush=True)\n"
-            "sys.stdin.readline(); print(ask(s, sys.argv[2]), flush=True)\n")
-        k = subprocess.Popen([PYTHON, "-c", keeper, d.socket, GIT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        try:
-            assert k.stdout.readline().strip() == "served"
-            # The attack from the allowed interpreter itself (which may have GIT, not API).
-            lines = sibling_attack(d, PYTHON)
-            assert lines[0].startswith("-32002 ") and "another process" in lines[0], lines
-            k.stdin.write("again\n")
-            k.stdin.flush()
-            assert k.stdout.readline().strip() == "served"
-        finally:
-            k.kill()
-            k.wait(timeout=10)
-        ask = ASK + "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print(ask(s, sys.argv[2]))\n"
-        assert run([PYTHON, "-c", ask, d.socket, GIT]) == ["served"]
+        assert k.stdout.readline().strip() == "served"
+        # The attack from the allowed interpreter itself (which may have GIT, not API).
+        lines = sibling_attack(d, PYTHON)
+        assert lines[0].startswith("-32002 ") and "another process" in lines[0], lines
+        k.stdin.write("again\n")
+        k.stdin.flush()
+        assert k.stdout.readline().strip() == "served"
     finally:
-        d.cleanup()
+        k.kill()
+        k.wait(timeout=10)
+    assert ask_once(PYTHON, d, GIT) == ["served"]
 
 
-def test_a_process_that_wrote_and_ended_before_the_daemon_read_is_not_served(glewlwyd_static):
+def test_a_process_that_wrote_and_ended_before_the_daemon_read_is_not_served(policy_daemon):
     """The writer check passes (the connecting process wrote the request); the identity check
     refuses: that process is gone, and a child holding the socket would read the answer."""
-    d = policy_daemon(glewlwyd_static, RULES)
-    try:
-        d.start()
-        d.login_device("alice")
-        script = ASK + r"""
+    d = policy_daemon(RULES)
+    script = ASK + r"""
 import json, os
 s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
 if os.fork() == 0:
@@ -158,18 +137,16 @@ if os.fork() == 0:
     os._exit(0)
 s.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "token.get", "params": {"resource": sys.argv[2]}}).encode() + b"\n")
 """
-        os.kill(d.proc.pid, signal.SIGSTOP)
-        try:
-            p = subprocess.Popen([PYTHON, "-c", script, d.socket, GIT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-            p.wait(timeout=30)  # the connecting process has written and ended
-        finally:
-            os.kill(d.proc.pid, signal.SIGCONT)
-        p.stdin.write("go\n")
-        p.stdin.flush()
-        line = p.stdout.readline().strip()
-        assert line.startswith("forbidden by policy"), line
+    os.kill(d.proc.pid, signal.SIGSTOP)
+    try:
+        p = subprocess.Popen([PYTHON, "-c", script, d.socket, GIT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        p.wait(timeout=30)  # the connecting process has written and ended
     finally:
-        d.cleanup()
+        os.kill(d.proc.pid, signal.SIGCONT)
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    line = p.stdout.readline().strip()
+    assert line.startswith("forbidden by policy"), line
 
 
 def ask(s, resource):
@@ -186,32 +163,27 @@ def call(path, resource):
         return json.loads(s.makefile("rb").readline())
 
 
-def test_rules_brought_in_by_a_reload_check_the_writers_of_new_connections_only(glewlwyd_static):
+def test_rules_brought_in_by_a_reload_check_the_writers_of_new_connections_only(policy_daemon):
     """A reload that brings rules in: a connection opened before has no record of who wrote
     on it and is refused at its next request; new ones are checked (the listening socket
     records writers from the reload on) and served when their own process writes."""
-    d = policy_daemon(glewlwyd_static, "")
-    try:
-        d.start()
-        d.login_device("alice")
-        before = socket.socket(socket.AF_UNIX)
-        before.connect(d.socket)
-        assert ask(before, GIT) == "served"
-        with open(d.config, "a") as f:
-            f.write(RULES)
-        d.proc.send_signal(signal.SIGHUP)
-        for _ in range(200):
-            if "error" in call(d.socket, API):  # this interpreter may not have API any more
-                break
-            time.sleep(0.05)
-        else:
-            raise AssertionError("the reload did not bring the rules in")
-        answer = ask(before, GIT)
-        assert answer.startswith("-32002 ") and "before the [[allow]] rules" in answer, answer
-        assert ask(before, GIT) == "closed"
-        assert sibling_attack(d, copy_of_python(d))[0].startswith("-32002 ")
-        late = ASK + ("import time\n"
-                      "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); time.sleep(0.3); print(ask(s, sys.argv[2]))\n")
-        assert run([PYTHON, "-c", late, d.socket, GIT]) == ["served"]
-    finally:
-        d.cleanup()
+    d = policy_daemon("")
+    before = socket.socket(socket.AF_UNIX)
+    before.connect(d.socket)
+    assert ask(before, GIT) == "served"
+    with open(d.config, "a") as f:
+        f.write(RULES)
+    d.proc.send_signal(signal.SIGHUP)
+    for _ in range(200):
+        if "error" in call(d.socket, API):  # this interpreter may not have API any more
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the reload did not bring the rules in")
+    answer = ask(before, GIT)
+    assert answer.startswith("-32002 ") and "before the [[allow]] rules" in answer, answer
+    assert ask(before, GIT) == "closed"
+    assert sibling_attack(d, copy_of_python(d))[0].startswith("-32002 ")
+    late = ASK + ("import time\n"
+                  "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); time.sleep(0.3); print(ask(s, sys.argv[2]))\n")
+    assert run([PYTHON, "-c", late, d.socket, GIT]) == ["served"]
