@@ -23,6 +23,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "support"))
 
 from glewlwyd_api import Glewlwyd, decode_jwt  # noqa: E402
+from stub_provider import StubProvider  # noqa: E402
 
 
 def _bin_dir():
@@ -83,6 +84,15 @@ def glewlwyd_static():
         yield Glewlwyd(d)
     finally:
         _stop_provider(d)
+
+
+@pytest.fixture
+def stub():
+    """A STUB provider (support/stub_provider.py) whose access tokens live ten minutes. A
+    test file that needs other tokens defines a `stub` of its own."""
+    s = StubProvider(access_token_life=600).start()
+    yield s
+    s.stop()
 
 
 class RPC:

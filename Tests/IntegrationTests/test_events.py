@@ -11,14 +11,6 @@ import time
 import pytest
 
 from conftest import RPC, Daemon
-from stub_provider import StubProvider
-
-
-@pytest.fixture
-def stub():
-    s = StubProvider(access_token_life=600).start()
-    yield s
-    s.stop()
 
 
 @pytest.fixture

@@ -16,11 +16,8 @@ import subprocess
 import termios
 import time
 
-import pytest
-
 import stub_first_party as fpa
 from conftest import API, AUTHCTL, Daemon, files_outside_the_keyring
-from stub_provider import StubProvider
 from test_faults import stub_config
 
 
@@ -158,13 +155,6 @@ def test_ctrl_c_at_the_password_question_gives_the_terminal_its_echo_back(glewlw
         os.close(slave)
         os.close(master)
         d.cleanup()
-
-
-@pytest.fixture
-def stub():
-    s = StubProvider(access_token_life=600).start()
-    yield s
-    s.stop()
 
 
 def first_party_daemon(stub, extra=""):

@@ -4,30 +4,15 @@ Glewlwyd nor any other provider run here implements it, so the provider is a STU
 import json
 import os
 
-import pytest
-
-from conftest import AUTHCTL, RPC, Daemon, fingerprint
+from conftest import AUTHCTL, RPC, fingerprint, signed_in_at_stub
 from stub_exchange import ACCESS, GRANT, ID, enable
-from stub_provider import StubProvider
 from test_faults import stub_config
 
 DOWNSTREAM = "https://downstream.example.com"
 
 
-@pytest.fixture
-def stub():
-    s = StubProvider(access_token_life=600).start()
-    yield s
-    s.stop()
-
-
 def signed_in(stub, extra=""):
-    d = Daemon(None)
-    d.write_config(text=stub_config(d.name, stub, refresh_margin=60) + extra)
-    d.start()
-    r = d.ctl("login", "--device", "--provider", d.name, timeout=30)
-    assert r.returncode == 0, f"sign-in at the STUB failed ({r.returncode}): {r.stderr}\n{d.log_text()}"
-    return d
+    return signed_in_at_stub(lambda name: stub_config(name, stub, refresh_margin=60) + extra)
 
 
 def exchange_forms(stub):

@@ -4,15 +4,7 @@ does not know, so the provider here is a STUB that records every token request's
 import pytest
 
 from conftest import fingerprint, signed_in_at_stub, token
-from stub_provider import StubProvider
 from test_faults import stub_config
-
-
-@pytest.fixture
-def stub():
-    s = StubProvider(access_token_life=600).start()
-    yield s
-    s.stop()
 
 
 @pytest.fixture
