@@ -73,6 +73,8 @@ def test_a_provider_without_token_exchange_gets_a_clear_sentence(stub):
         assert "audience or a resource" in bad["error"]["message"], bad
         bad = c.call("token.exchange", {"audience": "a", "subject_token_type": "refresh_token"})
         assert "subject_token_type must be access_token or id_token" in bad["error"]["message"], bad
+        bad = c.call("token.exchange", {"audience": "a", "min_ttl": 86401})
+        assert "min_ttl must be between 0 and 86400 seconds" in bad["error"]["message"], bad
         c.close()
         assert d.ctl("status").returncode == 0  # the daemon is still there
     finally:

@@ -44,10 +44,7 @@ extension Broker {
 
     /// `token(_:)` without waiting for a sign-in: `login_required` at once.
     private func tokenNow(_ request: TokenGetParams) async throws(BrokerError) -> TokenGetResult {
-        let range = TokenGetParams.minTTLRange
-        if let minTTL = request.minTTL, !range.contains(minTTL) {
-            throw BrokerError.invalidRequest(message: "min_ttl must be between \(range.lowerBound) and \(range.upperBound) seconds")
-        }
+        try Self.checkMinTTL(request.minTTL)
         try Self.checkParams(request.params)
         let (provider, account) = try resolved(provider: request.provider, account: request.account)
         guard account.state == .ready else {
@@ -61,7 +58,7 @@ extension Broker {
         let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [], params: request.params)
         // After the answer is in the cache: the background refresh starts from it.
         defer { askedFor(key, provider: provider) }
-        let minimumLife = minimumLife(request)
+        let minimumLife = minimumLife(request.minTTL)
         if let token = cache.lookup(key, now: clock.now(), minimumLife: minimumLife) {
             counters.cacheHits.increment()
             return result(token, key: key, account: account)
@@ -88,8 +85,18 @@ extension Broker {
         return result(token, key: key, account: account)
     }
 
-    func minimumLife(_ request: TokenGetParams) -> Double {
-        Double(max(config.daemon.refreshMargin, request.minTTL ?? 0))
+    /// Refuses a `min_ttl` outside the one range `token.get` and `token.exchange` take.
+    static func checkMinTTL(_ minTTL: Int?) throws(BrokerError) {
+        let range = TokenGetParams.minTTLRange
+        if let minTTL, !range.contains(minTTL) {
+            throw BrokerError.invalidRequest(message: "min_ttl must be between \(range.lowerBound) and \(range.upperBound) seconds")
+        }
+    }
+
+    /// The life a cached token must have left to be served: the caller's `min_ttl`, and no
+    /// less than `refresh_margin`.
+    func minimumLife(_ minTTL: Int?) -> Double {
+        Double(max(config.daemon.refreshMargin, minTTL ?? 0))
     }
 
     func result(_ token: CachedToken, key: CacheKey, account: Account) -> TokenGetResult {

@@ -6,14 +6,11 @@ extension Broker {
     /// from the account's access token (or ID token), and cached under its own key.
     public func exchangeToken(_ request: TokenExchangeParams) async throws(BrokerError) -> TokenGetResult {
         let target = try Self.exchangeTarget(request)
-        let range = TokenGetParams.minTTLRange
-        if let minTTL = request.minTTL, !range.contains(minTTL) {
-            throw BrokerError.invalidRequest(message: "min_ttl must be between \(range.lowerBound) and \(range.upperBound) seconds")
-        }
+        try Self.checkMinTTL(request.minTTL)
         let (provider, account) = try resolved(provider: request.provider, account: request.account)
         guard account.state == .ready else { throw BrokerError.signInAgain(provider.name, account.displayName) }
         let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [], exchange: target)
-        let minimumLife = Double(max(config.daemon.refreshMargin, request.minTTL ?? 0))
+        let minimumLife = minimumLife(request.minTTL)
         if let token = cache.lookup(key, now: clock.now(), minimumLife: minimumLife) {
             counters.cacheHits.increment()
             return result(token, key: key, account: account)
