@@ -108,14 +108,18 @@ class RPC:
     def send_line(self, raw):
         self.sock.sendall(raw if isinstance(raw, bytes) else raw.encode())
 
-    def read(self):
+    def read_raw(self):
+        """The next line the daemon sent, undecoded (to search it for tokens)."""
         while b"\n" not in self.buf:
             chunk = self.sock.recv(65536)
             if not chunk:
                 raise ConnectionError("the daemon closed the connection")
             self.buf += chunk
         line, self.buf = self.buf.split(b"\n", 1)
-        return json.loads(line)
+        return line
+
+    def read(self):
+        return json.loads(self.read_raw())
 
     def call(self, method, params=None):
         self.next_id += 1

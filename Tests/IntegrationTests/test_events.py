@@ -5,7 +5,6 @@ and one that stops reading is dropped while the daemon's memory stays bounded.
 
 No test prints a token: the raw event lines are checked against every token the stub issued."""
 import json
-import socket
 import time
 
 import pytest
@@ -32,19 +31,8 @@ def subscribe(d, **params):
     return c
 
 
-def read_raw(c):
-    """The next line the daemon sent, undecoded (to search it for tokens)."""
-    while b"\n" not in c.buf:
-        chunk = c.sock.recv(65536)
-        if not chunk:
-            raise ConnectionError("the daemon closed the connection")
-        c.buf += chunk
-    line, c.buf = c.buf.split(b"\n", 1)
-    return line
-
-
 def next_event(c):
-    line = read_raw(c)
+    line = c.read_raw()
     message = json.loads(line)
     assert "id" not in message and message["method"] == "event", message
     return line, message["params"]
