@@ -305,6 +305,23 @@ resources = ["{API}", "{GIT}"]
         d.cleanup()
 
 
+@pytest.fixture(scope="module")
+def broker(glewlwyd_static):
+    """One daemon for the module, signed in (Glewlwyd without rotation: both resources)."""
+    d = Daemon(glewlwyd_static)
+    d.start()
+    d.login_device("alice")
+    yield d
+    d.cleanup()
+
+
+def token_for(d, resource):
+    """The token `authctl token` prints for the resource: what another tool must have got."""
+    r = d.ctl("token", "--resource", resource, "--provider", d.name)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
 def signed_in_at_stub(config_for):
     """A real daemon whose config is `config_for(provider_name)`, with its one account
     signed in at a STUB provider (device flow, which the stub approves at once)."""

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import API, AUTHCTL, GIT, Daemon, fingerprint
+from conftest import API, AUTHCTL, GIT, fingerprint, token_for
 from stub_http import StubHTTPServer, bearer
 
 SCOPES = ["openid", "profile", "email", "offline_access"]
@@ -46,22 +46,6 @@ def login_json(d, user="alice"):
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0, err + d.log_text()
     return [started] + [json.loads(line) for line in out.splitlines()]
-
-
-@pytest.fixture(scope="module")
-def broker(glewlwyd_static):
-    """One daemon for the module, signed in (Glewlwyd without rotation: both resources)."""
-    d = Daemon(glewlwyd_static)
-    d.start()
-    d.login_device("alice")
-    yield d
-    d.cleanup()
-
-
-def token_for(d, resource):
-    r = ctl(d.env, "token", "--resource", resource, "--provider", d.name)
-    assert r.returncode == 0, r.stderr
-    return r.stdout.strip()
 
 
 # Mistyped commands and options.

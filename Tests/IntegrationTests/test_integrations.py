@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import API, AUTHCTL, GIT, ROOT, Daemon, decode_jwt, fingerprint
+from conftest import API, AUTHCTL, GIT, ROOT, decode_jwt, fingerprint, token_for
 from stub_http import StubHTTPServer, bearer
 
 EXAMPLES = os.path.join(ROOT, "examples")
@@ -84,24 +84,8 @@ def validate_schema(instance, schema):
     check(instance, schema, "$")
 
 
-@pytest.fixture(scope="module")
-def broker(glewlwyd_static):
-    """One signed-in daemon for the module (Glewlwyd without rotation: both resources)."""
-    d = Daemon(glewlwyd_static)
-    d.start()
-    d.login_device("alice")
-    yield d
-    d.cleanup()
-
-
 def run(d, *args, input=None, env=None, timeout=60):
     return subprocess.run(list(args), env=env or d.env, input=input, capture_output=True, text=True, timeout=timeout)
-
-
-def token_for(d, resource):
-    r = run(d, AUTHCTL, "token", "--resource", resource)
-    assert r.returncode == 0, r.stderr
-    return r.stdout.strip()
 
 
 def expiry_for(d, resource):
