@@ -205,11 +205,7 @@ final class SecretServiceFailureTests: XCTestCase {
     func testNoSecretServiceOnTheBusIsUnavailable() throws {
         let session = try PrivateSession(withKeyring: false)
         defer { session.stop() }
-        var environment = session.environment
-        environment[Self.scenarioVariable] = "no-secret-service"
-        let result = try TestSupport.runTestInChildProcess(Self.childTest, environment: environment)
-        XCTAssertEqual(result.status, 0, result.output)
-        XCTAssertTrue(result.output.contains("SCENARIO PASSED: no-secret-service"), result.output)
+        try assertScenarioPasses("no-secret-service", environment: session.environment)
     }
 
     /// No session bus at all: no address, no $XDG_RUNTIME_DIR/bus, no X11 display.
@@ -220,10 +216,7 @@ final class SecretServiceFailureTests: XCTestCase {
         environment["DBUS_SESSION_BUS_ADDRESS"] = nil
         environment["DISPLAY"] = nil
         environment["XDG_RUNTIME_DIR"] = runtime.path
-        environment[Self.scenarioVariable] = "no-session-bus"
-        let result = try TestSupport.runTestInChildProcess(Self.childTest, environment: environment)
-        XCTAssertEqual(result.status, 0, result.output)
-        XCTAssertTrue(result.output.contains("SCENARIO PASSED: no-session-bus"), result.output)
+        try assertScenarioPasses("no-session-bus", environment: environment)
     }
 
     /// A keyring whose login collection gets locked (after an item was stored): every
@@ -231,11 +224,7 @@ final class SecretServiceFailureTests: XCTestCase {
     func testLockedKeyringIsReportedAsLocked() throws {
         let session = try PrivateSession(withKeyring: true)
         defer { session.stop() }
-        var environment = session.environment
-        environment[Self.scenarioVariable] = "locked"
-        let result = try TestSupport.runTestInChildProcess(Self.childTest, environment: environment)
-        XCTAssertEqual(result.status, 0, result.output)
-        XCTAssertTrue(result.output.contains("SCENARIO PASSED: locked"), result.output)
+        try assertScenarioPasses("locked", environment: session.environment)
     }
 
     /// A Secret Service that takes D-Bus calls but never answers: every call fails with
@@ -245,11 +234,18 @@ final class SecretServiceFailureTests: XCTestCase {
         let session = try PrivateSession(withKeyring: true)
         defer { session.stop() }
         session.freezeKeyring(true)
-        var environment = session.environment
-        environment[Self.scenarioVariable] = "hung"
+        try assertScenarioPasses("hung", environment: session.environment)
+    }
+
+    /// Runs `testChildProcessScenario` in a child process with `environment` and the
+    /// scenario's name, and checks that the scenario passed there.
+    private func assertScenarioPasses(_ scenario: String, environment: [String: String],
+                                      file: StaticString = #filePath, line: UInt = #line) throws {
+        var environment = environment
+        environment[Self.scenarioVariable] = scenario
         let result = try TestSupport.runTestInChildProcess(Self.childTest, environment: environment)
-        XCTAssertEqual(result.status, 0, result.output)
-        XCTAssertTrue(result.output.contains("SCENARIO PASSED: hung"), result.output)
+        XCTAssertEqual(result.status, 0, result.output, file: file, line: line)
+        XCTAssertTrue(result.output.contains("SCENARIO PASSED: \(scenario)"), result.output, file: file, line: line)
     }
 
     /// Runs only in the child processes started above.
