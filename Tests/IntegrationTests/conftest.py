@@ -315,6 +315,17 @@ def broker(glewlwyd_static):
     d.cleanup()
 
 
+@pytest.fixture
+def git_env(broker, tmp_path):
+    """The broker's environment for git, with an empty HOME of its own: no global or system
+    git config but what the test writes."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = dict(broker.env, HOME=str(home), GIT_TERMINAL_PROMPT="0", GIT_CONFIG_NOSYSTEM="1")
+    env.pop("XDG_CONFIG_HOME", None)
+    return env
+
+
 def token_for(d, resource):
     """The token `authctl token` prints for the resource: what another tool must have got."""
     r = d.ctl("token", "--resource", resource, "--provider", d.name)

@@ -265,15 +265,6 @@ def test_completions_offer_the_configured_providers_and_resources(tmp_path):
 
 # git.
 
-@pytest.fixture
-def git_env(broker, tmp_path):
-    home = tmp_path / "home"
-    home.mkdir()
-    env = dict(broker.env, HOME=str(home), GIT_TERMINAL_PROMPT="0", GIT_CONFIG_NOSYSTEM="1")
-    env.pop("XDG_CONFIG_HOME", None)
-    return env
-
-
 def fill(env, host="git.example.test"):
     r = run(env, "git", "credential", "fill", input=f"protocol=https\nhost={host}\n\n")
     return r, dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)

@@ -148,15 +148,11 @@ def test_kube_credential_prints_an_exec_credential_kubectl_accepts(broker):
 
 
 @pytest.fixture
-def git_home(broker, tmp_path):
+def git_home(git_env):
     """A HOME whose global git config has the helper for the git resource's host only."""
-    home = tmp_path / "home"
-    home.mkdir()
-    env = dict(broker.env, HOME=str(home), GIT_TERMINAL_PROMPT="0", GIT_CONFIG_NOSYSTEM="1")
-    env.pop("XDG_CONFIG_HOME", None)
     helper = f"!{AUTHCTL} git-credential --resource {GIT} --username alice-bot"
-    subprocess.run(["git", "config", "--global", f"credential.{GIT}.helper", helper], env=env, check=True)
-    return env
+    subprocess.run(["git", "config", "--global", f"credential.{GIT}.helper", helper], env=git_env, check=True)
+    return git_env
 
 
 def test_git_credential_fill_gets_the_token_as_password(broker, git_home):
