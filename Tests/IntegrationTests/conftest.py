@@ -22,6 +22,7 @@ import pytest
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "support"))
 
+from device_login import approve_device_login  # noqa: E402
 from glewlwyd_api import Glewlwyd, decode_jwt  # noqa: E402
 from stub_provider import StubProvider  # noqa: E402
 
@@ -235,26 +236,7 @@ class Daemon:
         p = subprocess.Popen([AUTHCTL, "login", "--device", "--provider", self.name, *args], env=self.env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              stdin=subprocess.DEVNULL)
-        code = None
-        seen = []
-        deadline = time.time() + 30
-        while code is None and time.time() < deadline:
-            line = p.stderr.readline()
-            if not line:
-                break
-            seen.append(line)
-            m = re.search(r"enter the code ([A-Za-z0-9-]+)", line)
-            if m:
-                code = m.group(1)
-        if code is None:
-            p.kill()
-            raise AssertionError("authctl login printed no user code:\n" + "".join(seen) + self.log_text())
-        session = self.gl.login_session(user)
-        self.gl.approve_device(session, code, self.gl.client_id(self.client),
-                               ["openid", "profile", "email", "offline_access"])
-        out, err = p.communicate(timeout=60)
-        assert p.returncode == 0, f"login failed ({p.returncode}): {''.join(seen)}{err}\n{self.log_text()}"
-        return out
+        return approve_device_login(p, self.gl, self.client, user, self.log_text)
 
     def cleanup(self):
         self.stop()

@@ -22,6 +22,7 @@ import time
 import pytest
 
 from conftest import API, BIN, GIT, ROOT
+from device_login import approve_device_login
 
 USER = "abtest"
 TOOL = os.path.join(ROOT, "scripts", "user-systemd")
@@ -275,22 +276,7 @@ def test_reload_puts_the_new_configuration_in_force(live):
 
 def sign_in(s, provider="corp", user="alice"):
     p = s.popen(os.path.join(s.home, ".local", "bin", "authctl"), "login", "--device", "--provider", provider)
-    code, seen = None, []
-    deadline = time.time() + 30
-    while code is None and time.time() < deadline:
-        line = p.stderr.readline()
-        if not line:
-            break
-        seen.append(line)
-        m = re.search(r"enter the code ([A-Za-z0-9-]+)", line)
-        code = m.group(1) if m else None
-    if code is None:
-        p.kill()
-        raise AssertionError("authctl login printed no user code:\n" + "".join(seen) + s.log_text())
-    session = s.gl.login_session(user)
-    s.gl.approve_device(session, code, s.gl.client_id("authbroker"), ["openid", "profile", "email", "offline_access"])
-    _, err = p.communicate(timeout=60)
-    assert p.returncode == 0, err + s.log_text()
+    approve_device_login(p, s.gl, "authbroker", user, s.log_text)
 
 
 def test_idle_exit_and_a_restart_that_reads_the_account_back_from_the_secret_service(live):
