@@ -7,11 +7,12 @@ bounded memory is something a user notices; no test here asserts a wall-clock ti
 Tokens come from the real Glewlwyd, except where the test counts the provider's token
 requests: that counter exists only in the STUB provider (support/stub_provider.py)."""
 import json
-import os
 import socket
 import time
 
-from conftest import API, RPC, Daemon, fingerprint
+import pytest
+
+from conftest import API, RPC, fingerprint, signed_in_at_stub
 from stub_provider import StubProvider
 
 # A generous bound: the daemon idles at ~25 MB; before back-pressure a client that never
@@ -109,19 +110,31 @@ def test_a_client_that_never_reads_cannot_grow_the_daemon(daemon_factory):
     print(f"after it was closed: RSS {memory_kb(d, 'VmRSS') // 1024} MB")
 
 
-def stub_daemon(stub, any_resource=False, daemon_settings="", http_timeout=5):
-    """A daemon signed in at the STUB provider (device flow, approved at once), whose
+@pytest.fixture
+def stub():
+    s = StubProvider(access_token_life=3600).start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def stub_daemon(stub):
+    """Makes daemons signed in at the STUB provider (device flow, approved at once), whose
     tokens live an hour: requests for a cached key are cache hits."""
-    d = Daemon(None)
-    d.write_config(text=(
-        '[daemon]\nstore = "memory"\nrefresh_margin = 60\n' + f"http_timeout = {http_timeout}\n" + daemon_settings + '\n'
-        f"[providers.{d.name}]\nissuer = \"{stub.issuer}\"\nclient_id = \"{stub.client_id}\"\n"
-        f'scopes = ["openid", "offline_access"]\nresources = ["{API}"]\n'
-        + ("any_resource = true\n" if any_resource else "")))
-    d.start()
-    r = d.ctl("login", "--device", "--provider", d.name, timeout=30)
-    assert r.returncode == 0, f"sign-in at the stub failed ({r.returncode}): {r.stderr}\n{d.log_text()}"
-    return d
+    made = []
+
+    def make(any_resource=False, daemon_settings="", http_timeout=5):
+        d = signed_in_at_stub(lambda name: (
+            '[daemon]\nstore = "memory"\nrefresh_margin = 60\n' + f"http_timeout = {http_timeout}\n" + daemon_settings + '\n'
+            f"[providers.{name}]\nissuer = \"{stub.issuer}\"\nclient_id = \"{stub.client_id}\"\n"
+            f'scopes = ["openid", "offline_access"]\nresources = ["{API}"]\n'
+            + ("any_resource = true\n" if any_resource else "")))
+        made.append(d)
+        return d
+
+    yield make
+    for d in made:
+        d.cleanup()
 
 
 def notification(i):
@@ -129,86 +142,71 @@ def notification(i):
                         "params": {"resource": f"https://flood.example.test/{i}"}}) + "\n").encode()
 
 
-def test_a_flood_of_unconfigured_resources_costs_no_provider_requests():
-    stub = StubProvider(access_token_life=3600).start()
-    d = stub_daemon(stub)
-    try:
-        refreshes_before = stub.counts()[1]
-        attacker = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        attacker.connect(d.socket)
-        attacker.settimeout(30)
-        attacker.sendall(b"".join(notification(i) for i in range(20_000)))
-        # Another caller of the account is answered, and the flood reaches the provider not once.
-        other = d.rpc("token.get", {"resource": API})
-        assert "result" in other, other
-        settled_request_count(d)
-        refreshes = stub.counts()[1] - refreshes_before
-        peak = memory_kb(d, "VmHWM")
-        print(f"\nflood of 20000 unconfigured resources: {refreshes} provider refreshes, peak RSS {peak // 1024} MB")
-        assert refreshes == 1, "only the other caller's token needed the provider"
-        assert peak < RSS_BOUND_KB
-        # The refusal names the key to set.
-        refused = d.rpc("token.get", {"resource": "https://flood.example.test/x"})
-        assert refused["error"]["code"] == -32602
-        assert "any_resource" in refused["error"]["message"] and "resources" in refused["error"]["message"]
-        attacker.close()
-    finally:
-        d.cleanup()
-        stub.stop()
+def test_a_flood_of_unconfigured_resources_costs_no_provider_requests(stub, stub_daemon):
+    d = stub_daemon()
+    refreshes_before = stub.counts()[1]
+    attacker = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    attacker.connect(d.socket)
+    attacker.settimeout(30)
+    attacker.sendall(b"".join(notification(i) for i in range(20_000)))
+    # Another caller of the account is answered, and the flood reaches the provider not once.
+    other = d.rpc("token.get", {"resource": API})
+    assert "result" in other, other
+    settled_request_count(d)
+    refreshes = stub.counts()[1] - refreshes_before
+    peak = memory_kb(d, "VmHWM")
+    print(f"\nflood of 20000 unconfigured resources: {refreshes} provider refreshes, peak RSS {peak // 1024} MB")
+    assert refreshes == 1, "only the other caller's token needed the provider"
+    assert peak < RSS_BOUND_KB
+    # The refusal names the key to set.
+    refused = d.rpc("token.get", {"resource": "https://flood.example.test/x"})
+    assert refused["error"]["code"] == -32602
+    assert "any_resource" in refused["error"]["message"] and "resources" in refused["error"]["message"]
+    attacker.close()
 
 
-def test_one_connection_cannot_make_others_wait_behind_its_refreshes():
-    stub = StubProvider(access_token_life=3600).start()
-    d = stub_daemon(stub, any_resource=True)
-    try:
-        refreshes_before = stub.counts()[1]
-        attacker = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        attacker.connect(d.socket)
-        attacker.settimeout(30)
-        flood_size = 2_000
-        attacker.sendall(b"".join(notification(i) for i in range(flood_size)))
-        # Wait until the flood has reached the provider, then ask as another caller: its
-        # refresh takes the next turn, not the 2001st.
-        while stub.counts()[1] - refreshes_before < 5:
-            time.sleep(0.05)
-        other = d.rpc("token.get", {"resource": API})
-        done_when_answered = stub.counts()[1] - refreshes_before
-        print(f"\nflood of {flood_size} resources: the other caller was answered after {done_when_answered} provider refreshes")
-        assert "result" in other, other
-        assert done_when_answered < 100, "the other caller waited behind the flood"
-        attacker.close()
-    finally:
-        d.cleanup()
-        stub.stop()
+def test_one_connection_cannot_make_others_wait_behind_its_refreshes(stub, stub_daemon):
+    d = stub_daemon(any_resource=True)
+    refreshes_before = stub.counts()[1]
+    attacker = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    attacker.connect(d.socket)
+    attacker.settimeout(30)
+    flood_size = 2_000
+    attacker.sendall(b"".join(notification(i) for i in range(flood_size)))
+    # Wait until the flood has reached the provider, then ask as another caller: its
+    # refresh takes the next turn, not the 2001st.
+    while stub.counts()[1] - refreshes_before < 5:
+        time.sleep(0.05)
+    other = d.rpc("token.get", {"resource": API})
+    done_when_answered = stub.counts()[1] - refreshes_before
+    print(f"\nflood of {flood_size} resources: the other caller was answered after {done_when_answered} provider refreshes")
+    assert "result" in other, other
+    assert done_when_answered < 100, "the other caller waited behind the flood"
+    attacker.close()
 
 
-def test_requests_in_flight_are_capped_per_connection_and_in_total():
-    stub = StubProvider(access_token_life=3600).start()
-    d = stub_daemon(stub, daemon_settings="max_requests_in_flight = 68\n", http_timeout=10)
-    try:
-        stub.mode = "hang"  # every refresh waits: requests stay in flight
-        before = d.status()["counters"]["requests"]
-        pipelining = RPC(d.socket)
-        pipelining.send_line(b"".join(
-            (json.dumps({"jsonrpc": "2.0", "id": i, "method": "token.get",
-                         "params": {"resource": API, "scopes": [f"s{i}"]}}) + "\n").encode()
-            for i in range(100)))
-        # 64 are taken up; the rest wait unread until some are answered.
-        assert settled_request_count(d) - before == 64
-        other = RPC(d.socket)
-        other.send_line(b"".join(
-            (json.dumps({"jsonrpc": "2.0", "id": f"o{i}", "method": "token.get",
-                         "params": {"resource": API, "scopes": [f"o{i}"]}}) + "\n").encode()
-            for i in range(10)))
-        refused = [other.read() for _ in range(6)]
-        assert all(a["error"]["code"] == -32009 and a["error"]["data"]["limit"] == 68 for a in refused), refused
-        # Once the provider answers (here: times out), every request is answered, none lost.
-        stub.mode = "ok"
-        ids = {pipelining.read()["id"] for _ in range(100)}
-        assert ids == set(range(100))
-        assert len({other.read()["id"] for _ in range(4)}) == 4
-        pipelining.close()
-        other.close()
-    finally:
-        d.cleanup()
-        stub.stop()
+def test_requests_in_flight_are_capped_per_connection_and_in_total(stub, stub_daemon):
+    d = stub_daemon(daemon_settings="max_requests_in_flight = 68\n", http_timeout=10)
+    stub.mode = "hang"  # every refresh waits: requests stay in flight
+    before = d.status()["counters"]["requests"]
+    pipelining = RPC(d.socket)
+    pipelining.send_line(b"".join(
+        (json.dumps({"jsonrpc": "2.0", "id": i, "method": "token.get",
+                     "params": {"resource": API, "scopes": [f"s{i}"]}}) + "\n").encode()
+        for i in range(100)))
+    # 64 are taken up; the rest wait unread until some are answered.
+    assert settled_request_count(d) - before == 64
+    other = RPC(d.socket)
+    other.send_line(b"".join(
+        (json.dumps({"jsonrpc": "2.0", "id": f"o{i}", "method": "token.get",
+                     "params": {"resource": API, "scopes": [f"o{i}"]}}) + "\n").encode()
+        for i in range(10)))
+    refused = [other.read() for _ in range(6)]
+    assert all(a["error"]["code"] == -32009 and a["error"]["data"]["limit"] == 68 for a in refused), refused
+    # Once the provider answers (here: times out), every request is answered, none lost.
+    stub.mode = "ok"
+    ids = {pipelining.read()["id"] for _ in range(100)}
+    assert ids == set(range(100))
+    assert len({other.read()["id"] for _ in range(4)}) == 4
+    pipelining.close()
+    other.close()
