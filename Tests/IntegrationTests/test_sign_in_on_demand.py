@@ -104,6 +104,19 @@ def pending_sign_in(d):
     return answer["result"]
 
 
+def announced_with_a_recorded_browser(daemon_factory, notifications):
+    """An on-demand daemon whose $BROWSER writes down the pages it opens, and a caller
+    waiting for the sign-in a notification has announced: (daemon, waiter, pages file)."""
+    d = on_demand_daemon(daemon_factory)
+    script, opened = browser_recorder(d)
+    d.stop()
+    d.env["BROWSER"] = script
+    d.start()
+    waiter = waiting_token_get(d)
+    assert wait_until(lambda: len(notifications.calls("Notify")) == 1), d.log_text()
+    return d, waiter, opened
+
+
 def finish_in_browser(glewlwyd, url):
     status, page = follow(play_browser(glewlwyd, "authbroker", url))
     assert status == 200 and "You are signed in" in page
@@ -154,13 +167,7 @@ def test_a_caller_that_does_not_wait_hears_login_required_at_once(daemon_factory
 
 
 def test_the_notifications_sign_in_button_opens_the_page_with_BROWSER(daemon_factory, glewlwyd, notifications):
-    d = on_demand_daemon(daemon_factory)
-    script, opened = browser_recorder(d)
-    d.stop()
-    d.env["BROWSER"] = script
-    d.start()
-    waiter = waiting_token_get(d)
-    assert wait_until(lambda: len(notifications.calls("Notify")) == 1), d.log_text()
+    d, waiter, opened = announced_with_a_recorded_browser(daemon_factory, notifications)
     url = pending_sign_in(d)["authorization_url"]
     assert read_lines(opened) == []  # nothing opens before the user asks
 
@@ -295,13 +302,7 @@ def test_notifications_off_in_config_show_nothing_and_authctl_opens_the_page(dae
 
 
 def test_clicking_the_notification_itself_opens_the_page(daemon_factory, glewlwyd, notifications):
-    d = on_demand_daemon(daemon_factory)
-    script, opened = browser_recorder(d)
-    d.stop()
-    d.env["BROWSER"] = script
-    d.start()
-    waiter = waiting_token_get(d)
-    assert wait_until(lambda: len(notifications.calls("Notify")) == 1), d.log_text()
+    d, waiter, opened = announced_with_a_recorded_browser(daemon_factory, notifications)
     notifications.click(notifications.calls("Notify")[0]["id"], "default")
     assert wait_until(lambda: len(read_lines(opened)) == 1), d.log_text()
     finish_in_browser(glewlwyd, read_lines(opened)[0])
