@@ -32,6 +32,11 @@ static inline const SecretSchema *authbroker_credential_schema(void)
     return &schema;
 }
 
+/* The four attributes of the schema as the varargs of libsecret's calls, named
+ * once (in the schema's order) for every call that picks one credential. */
+#define AUTHBROKER_CREDENTIAL_ATTRIBUTES(provider, issuer, client_id, subject) \
+    "provider", (provider), "issuer", (issuer), "client_id", (client_id), "subject", (subject)
+
 /* Stores `secret` (UTF-8 text) in the default collection. An item of the
  * schema with the same four attributes in that collection is replaced. */
 static inline gboolean authbroker_secret_store(const gchar *label,
@@ -46,10 +51,7 @@ static inline gboolean authbroker_secret_store(const gchar *label,
     return secret_password_store_sync(authbroker_credential_schema(),
                                       SECRET_COLLECTION_DEFAULT, label, secret,
                                       cancellable, error,
-                                      "provider", provider,
-                                      "issuer", issuer,
-                                      "client_id", client_id,
-                                      "subject", subject,
+                                      AUTHBROKER_CREDENTIAL_ATTRIBUTES(provider, issuer, client_id, subject),
                                       NULL);
 }
 
@@ -65,10 +67,7 @@ static inline gboolean authbroker_secret_clear(const gchar *provider,
 {
     return secret_password_clear_sync(authbroker_credential_schema(),
                                       cancellable, error,
-                                      "provider", provider,
-                                      "issuer", issuer,
-                                      "client_id", client_id,
-                                      "subject", subject,
+                                      AUTHBROKER_CREDENTIAL_ATTRIBUTES(provider, issuer, client_id, subject),
                                       NULL);
 }
 
@@ -86,10 +85,7 @@ static inline gint authbroker_secret_exists(const gchar *provider,
     GError *local = NULL;
     GList *found = secret_password_search_sync(authbroker_credential_schema(),
                                                SECRET_SEARCH_NONE, cancellable, &local,
-                                               "provider", provider,
-                                               "issuer", issuer,
-                                               "client_id", client_id,
-                                               "subject", subject,
+                                               AUTHBROKER_CREDENTIAL_ATTRIBUTES(provider, issuer, client_id, subject),
                                                NULL);
     gint exists = found != NULL ? 1 : 0;
     g_list_free_full(found, g_object_unref);
