@@ -13,6 +13,13 @@ import CLinux
 /// start-up, then after any refresh or request once nothing has happened for a few
 /// seconds; never on the path of a request.
 ///
+/// The first of those trims waits for a much shorter quiet (``firstQuiet``): start-up leaves
+/// the most behind (the keyring's session, the configuration, every library's
+/// initialisation), and a daemon just started, at login or by its first connection, is
+/// looked at right then (`ps`, `systemctl --user status`). A request that comes while it
+/// waits moves the trim on, as for any other; it only costs the next request the minor
+/// faults below, once.
+///
 /// The quiet trim also hands back the pages of code and read-only data the daemon mapped
 /// (``releaseFilePages()``): most of an idle daemon's resident memory is its image and its
 /// libraries as far as start-up, sign-in and refreshes touched them, and the kernel maps
@@ -23,6 +30,8 @@ struct MemoryTrim: Sendable {
     let activity: ServerActivity
     /// Seconds without requests before a trim.
     var quiet: Double = 5
+    /// Seconds without requests before the first trim after start-up.
+    var firstQuiet: Double = 0.3
 
     /// Trims now: `malloc_trim(0)` releases the free pages of every arena.
     static func trim() {
@@ -40,20 +49,23 @@ struct MemoryTrim: Sendable {
     func run() async {
         // nil: start-up's pages are handed back once it has been quiet for the first time.
         var trimmedAt: (refreshes: Int, activity: UInt64)?
-        var pause = quiet
+        var pause = firstQuiet
         while !Task.isCancelled {
             do {
                 try await Task.sleep(for: .milliseconds(Int(pause * 1000)))
             } catch {
                 return
             }
+            let wanted = trimmedAt == nil ? firstQuiet : quiet
             pause = quiet
             let now = (refreshes: broker.counters.refreshes.load(ordering: .relaxed), activity: activity.lastActivity)
             guard trimmedAt.map({ $0 != now }) ?? true else { continue }
             let idle = activity.secondsSinceLastActivity
-            guard activity.requestsInFlight == 0, idle >= quiet else {
-                // Something happened and it is not quiet yet: look again when it could be.
-                pause = max(0.5, quiet - idle)
+            let inFlight = activity.requestsInFlight
+            guard inFlight == 0, idle >= wanted else {
+                // Something happened and it is not quiet yet: look again when it could be, or
+                // in half a second while a request is worked on (a sign-in's wait takes minutes).
+                pause = max(inFlight > 0 ? 0.5 : wanted / 10, wanted - idle)
                 continue
             }
             Self.trim()

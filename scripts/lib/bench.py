@@ -6,6 +6,7 @@ device grant, and measures what docs/performance.md describes. Prints one table,
 --json one JSON document. Never prints a token. Talks only to 127.0.0.1 and Unix sockets.
 """
 import argparse
+import copy
 import json
 import os
 import re
@@ -22,7 +23,8 @@ sys.path.insert(0, os.path.join(ROOT, "Tests", "IntegrationTests", "support"))
 from glewlwyd_api import Glewlwyd  # noqa: E402
 import bench_peers  # noqa: E402
 from bench_table import table  # noqa: E402
-from bench_fill import fill  # noqa: E402
+from bench_fill import fill, p50_in_turns  # noqa: E402
+from bench_proc import minor_faults, rss_kb  # noqa: E402
 
 BIN = os.environ["AUTHBROKER_BIN"]
 AUTHBENCH = os.environ.get("AUTHBENCH") or os.path.join(BIN, "authbench")
@@ -63,14 +65,6 @@ def call(path, method, params=None):
                 raise SystemExit(f"bench: the daemon closed the connection answering {method}")
             buf += chunk
         return json.loads(buf.split(b"\n", 1)[0])
-
-
-def rss_kb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def policy_cost(daemon, line, seconds):
@@ -129,6 +123,17 @@ class Daemon:
                   *wrap, AUTHBROKERD, "--config", self.config)
         self.pid = r["pid"]
         return r["ready_ms"]
+
+    def twin(self, folder):
+        """A second daemon with this one's configuration, and so its accounts (the same
+        keyring), listening on its own socket."""
+        os.mkdir(folder)
+        other = copy.copy(self)
+        other.work, other.wrap, other.pid = folder, None, None
+        other.socket, other.config, other.log = (os.path.join(folder, n) for n in ("broker.sock", "config.toml", "log"))
+        other.env = dict(os.environ, AUTHBROKER_SOCKET=other.socket)
+        shutil.copy(self.config, other.config)
+        return other
 
     def stop(self):
         if self.pid:
@@ -266,6 +271,8 @@ def main():
         results["ready_ms"] = daemon.start()
         time.sleep(0.5)
         results["rss_idle_kb"] = rss_kb(daemon.pid)
+        time.sleep(0.5)
+        results["rss_idle_1s_kb"] = rss_kb(daemon.pid)
         if os.environ.get("AUTHBENCH_SMAPS"):  # where the idle memory is, for docs/performance.md
             shutil.copy(f"/proc/{daemon.pid}/smaps", os.environ["AUTHBENCH_SMAPS"])
 
@@ -337,9 +344,11 @@ def main():
             results["peer"]["rss_quiet_kb"] = agent.rss_kb()
             results["peer"]["processes"] = len(agent.pids())
         # The quiet trim hands back code pages too: one request maps what serving needs again.
+        faults = minor_faults(daemon.pid)
         call(daemon.socket, "token.get", {"provider": "rot", "resource": API})
         time.sleep(0.2)
         results["rss_quiet_one_kb"] = rss_kb(daemon.pid)
+        results["quiet_one_faults"] = minor_faults(daemon.pid) - faults
 
         log(f"filling the cache with {a.entries} entries (real refreshes at the static provider)")
         t0 = time.time()
@@ -348,8 +357,18 @@ def main():
         results["fill"] = {"entries": a.entries, "errors": fill_errors, "seconds": round(time.time() - t0, 1)}
         time.sleep(0.5)
         results["rss_full_kb"] = rss_kb(daemon.pid)
-        results["load_full"] = bench("load", "--socket", daemon.socket, "--mode", "persistent", "--connections", 1,
-                                     "--seconds", a.seconds, "--line", warm_line)
+        # Against a second daemon with few entries, in turns: runs a minute apart (before and
+        # after the fill) differed by more than the entries could make (docs/performance.md).
+        twin = daemon.twin(os.path.join(work, "twin"))
+        twin.start()
+        os.environ["AUTHBROKER_SOCKET"] = daemon.socket  # start() pointed it at the twin
+        try:
+            entries_line = rpc_line("token.get", {"provider": "static", "resource": API})
+            results["entries_p50"] = p50_in_turns(lambda d: bench(
+                "load", "--socket", d.socket, "--mode", "persistent", "--connections", 1,
+                "--seconds", max(0.25, a.seconds / 4), "--line", entries_line), many=daemon, few=twin)
+        finally:
+            twin.stop()
         # The daemon hands the refreshes' freed heap back once quiet for 5 s (MemoryTrim).
         time.sleep(7)
         results["rss_full_quiet_kb"] = rss_kb(daemon.pid)

@@ -1,5 +1,7 @@
-"""Filling the daemon's cache for the benchmark (scripts/lib/bench.py)."""
+"""Filling the daemon's cache for the benchmark (scripts/lib/bench.py), and what the
+entries cost a warm request."""
 import socket
+import statistics
 import threading
 
 
@@ -45,3 +47,16 @@ def fill(path, count, line):
     if failed:
         raise SystemExit(f"bench: the daemon closed a fill connection ({failed})")
     return sum(errors)
+
+
+def p50_in_turns(load, many, few, rounds=3):
+    """`load(daemon)`'s p50 on the filled daemon and on `few`, a second one of the same
+    binary and accounts, run in turns so that both see the same machine: one round that
+    caches the token and is not counted, then `rounds`. Medians of the rounds' p50s."""
+    runs = {"many": [], "few": []}
+    for r in range(rounds + 1):
+        for name, daemon in (("many", many), ("few", few)):
+            p50 = load(daemon)["p50_us"]
+            if r:
+                runs[name].append(p50)
+    return {name: {"p50_us": statistics.median(v), "runs": v} for name, v in runs.items()}

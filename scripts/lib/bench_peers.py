@@ -14,6 +14,8 @@ import signal
 import subprocess
 import time
 
+from bench_proc import rss_kb
+
 ACCOUNT = "bench"
 REQUEST = '{"request":"access_token","account":"bench","application_hint":"authbench"}'
 # The client scripts/glewlwyd registers for password sign-in (confidential, password grant).
@@ -23,17 +25,6 @@ INSTALL = "sudo apt-get install oidc-agent-cli"
 
 def available():
     return all(shutil.which(b) for b in ("oidc-agent", "oidc-gen", "oidc-token"))
-
-
-def rss_kb(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except FileNotFoundError:
-        pass
-    return 0
 
 
 class OidcAgent:
