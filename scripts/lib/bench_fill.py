@@ -49,13 +49,15 @@ def fill(path, count, line):
     return sum(errors)
 
 
-def p50_in_turns(load, many, few, rounds=3):
+def p50_in_turns(load, many, few, rounds=4):
     """`load(daemon)`'s p50 on the filled daemon and on `few`, a second one of the same
     binary and accounts, run in turns so that both see the same machine: one round that
-    caches the token and is not counted, then `rounds`. Medians of the rounds' p50s."""
+    caches the token and is not counted, then `rounds`, which of the two goes first
+    alternating. Medians of the rounds' p50s."""
     runs = {"many": [], "few": []}
     for r in range(rounds + 1):
-        for name, daemon in (("many", many), ("few", few)):
+        pair = (("many", many), ("few", few))
+        for name, daemon in (pair if r % 2 else pair[::-1]):
             p50 = load(daemon)["p50_us"]
             if r:
                 runs[name].append(p50)
