@@ -22,6 +22,10 @@ public final class BrokerServer: Sendable {
     /// The socket file this daemon made: the only one it removes when it stops (a daemon
     /// started meanwhile on the same path has its own).
     private let made = Mutex<SocketListener.Identity?>(nil)
+    /// The listening socket, -1 before `start` and after `stopAccepting`.
+    private let listening = Mutex<CInt>(-1)
+    /// The thread that accepts connections, while it runs.
+    private let door = Mutex<FrontDoor?>(nil)
     /// Open connections and requests in flight, for the daemon's idle exit.
     public let activity = ServerActivity()
 
@@ -44,67 +48,76 @@ public final class BrokerServer: Sendable {
     }
 
     /// Binds the socket (or takes the inherited one) and starts serving; returns once the
-    /// daemon accepts connections.
-    public func start() async throws -> any Channel {
-        if inherited == nil {
-            do {
+    /// daemon accepts connections. The front door accepts them (`FrontDoor`) and hands
+    /// NIO those it does not answer itself.
+    public func start() async throws {
+        let fd: CInt
+        do {
+            if let inherited {
+                try SocketListener.adopt(inherited)
+                fd = inherited
+            } else {
                 try SocketListener.prepare(path: path)
-            } catch {
-                throw ServerError(description: error.description)
+                fd = try SocketListener.listen(path: path)
+                made.withLock { $0 = SocketListener.identity(of: path) }
             }
+        } catch {
+            throw ServerError(description: error.description)
         }
+        listening.withLock { $0 = fd }
+        // Under [[allow]] rules the kernel names the writer of each message on every
+        // connection from its first byte (WriterCheck); not otherwise: it costs nothing then.
+        recordWriters(!broker.callerPolicy.isOpen)
         let table = MethodTable.broker(broker)
         let limits = broker.config.daemon
         let stall = TimeAmount.seconds(Int64(limits.requestLineTimeout))
         let idle = TimeAmount.seconds(Int64(limits.connectionIdleTimeout))
-        let maxConnections = limits.maxConnections
-        let maxInFlightTotal = limits.maxRequestsInFlight
-        let activity = self.activity
-        let counters = broker.counters
-        let events = broker.events
-        let logger = self.logger
-        let refusals = RefusalLog()
         // The user's namespaces, taken now while the daemon's parent is the one that started it.
         _ = PeerCredentials.userNamespaces
-        let bootstrap = ServerBootstrap(group: group)
-            // A burst of clients (a build farm's jobs all starting at once) waits in the
-            // queue rather than failing to connect; the kernel caps it at somaxconn.
-            .serverChannelOption(.backlog, value: 4096)
-            // Under [[allow]] rules the kernel names the writer of each message on every
-            // connection from its first byte (WriterCheck); not otherwise: it costs nothing then.
-            .serverChannelOption(Self.passCredentials, value: broker.callerPolicy.isOpen ? 0 : 1)
-            // NIO's four accepts per wake-up stay: one spares a lone client's failing accept4
-            // but cost a third of the throughput of 16 clients connecting at once.
-            .childChannelInitializer { channel in
+        let pipeline = PipelineSettings(
+            stall: stall, idle: idle, table: table, counters: broker.counters, logger: logger, activity: activity,
+            maxConnections: limits.maxConnections, maxInFlightTotal: limits.maxRequestsInFlight, refusals: RefusalLog(),
+            events: broker.events)
+        let group = self.group
+        let door = try FrontDoor(
+            listening: fd, table: table, counters: broker.counters, activity: activity, logger: logger,
+            limits: .init(maxConnections: limits.maxConnections,
+                          idleTimeout: UInt64(idle.nanoseconds), stallTimeout: UInt64(stall.nanoseconds)),
+            handOver: { fd, handover in Self.handOver(fd, handover, to: group, pipeline) })
+        try door.start()
+        self.door.withLock { $0 = door }
+        logger.info(inherited == nil ? "listening" : "listening on the socket systemd passed", metadata: ["socket": "\(path)"])
+    }
+
+    /// What every connection's pipeline is made of (`addHandlers`).
+    struct PipelineSettings: Sendable {
+        let stall: TimeAmount
+        let idle: TimeAmount
+        let table: MethodTable
+        let counters: BrokerCounters
+        let logger: Logger
+        let activity: ServerActivity
+        let maxConnections: Int
+        let maxInFlightTotal: Int
+        let refusals: RefusalLog
+        let events: EventHub
+    }
+
+    /// Gives a connection the front door accepted to NIO: the same pipeline, which goes on
+    /// from where the front door stopped (`Handover`).
+    private static func handOver(_ fd: CInt, _ handover: Handover, to group: any EventLoopGroup, _ p: PipelineSettings) {
+        ClientBootstrap(group: group)
+            .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try Self.setOptions(of: channel)
-                    try Self.addHandlers(
-                        to: channel.pipeline.syncOperations, stall: stall, idle: idle, table: table, counters: counters,
-                        logger: logger, activity: activity, maxConnections: maxConnections,
-                        maxInFlightTotal: maxInFlightTotal, refusals: refusals, events: events)
+                    try setOptions(of: channel)
+                    try addHandlers(
+                        to: channel.pipeline.syncOperations, stall: p.stall, idle: p.idle, table: p.table,
+                        counters: p.counters, logger: p.logger, activity: p.activity, maxConnections: p.maxConnections,
+                        maxInFlightTotal: p.maxInFlightTotal, refusals: p.refusals, events: p.events, handover: handover)
                 }
             }
-        if let inherited {
-            do {
-                let channel = try await bootstrap.withBoundSocket(inherited).get()
-                logger.info("listening on the socket systemd passed", metadata: ["socket": "\(path)"])
-                return channel
-            } catch {
-                throw ServerError(description: "cannot serve the socket systemd passed (fd \(inherited)): \(error); check authbroker.socket (`systemctl --user status authbroker.socket`)")
-            }
-        }
-        let old = umask(0o177)
-        defer { umask(old) }
-        let channel: any Channel
-        do {
-            channel = try await bootstrap.bind(unixDomainSocketPath: path).get()
-        } catch {
-            throw ServerError(description: "cannot listen on \(path): \(error)")
-        }
-        SocketListener.secure(path: path)
-        made.withLock { $0 = SocketListener.identity(of: path) }
-        logger.info("listening", metadata: ["socket": "\(path)"])
-        return channel
+            .withConnectedSocket(fd)
+            .whenFailure { error in p.logger.debug("cannot serve a connection", metadata: ["error": "\(error)"]) }
     }
 
     /// A connection's options, set directly on the event loop. As `childChannelOption`s of
@@ -125,7 +138,7 @@ public final class BrokerServer: Sendable {
         to pipeline: ChannelPipeline.SynchronousOperations, stall: TimeAmount, idle: TimeAmount, table: MethodTable,
         counters: BrokerCounters, logger: Logger, activity: ServerActivity, maxConnections: Int,
         maxInFlightTotal: Int = DaemonSettings().maxRequestsInFlight,
-        refusals: RefusalLog = RefusalLog(), events: EventHub? = nil,
+        refusals: RefusalLog = RefusalLog(), events: EventHub? = nil, handover: Handover = Handover(),
         identify: @escaping PeerIdentifier = PeerCredentials.credentials(of:)
     ) throws {
         try pipeline.addHandler(ConnectionGuard(stallTimeout: stall, idleTimeout: idle))
@@ -133,26 +146,38 @@ public final class BrokerServer: Sendable {
         try pipeline.addHandler(
             RPCHandler(table: table, counters: counters, logger: logger, activity: activity, maxConnections: maxConnections,
                        maxInFlight: DaemonSettings.maxRequestsInFlightPerConnection, maxInFlightTotal: maxInFlightTotal,
-                       refusals: refusals, events: events, identify: identify))
+                       refusals: refusals, events: events, handover: handover, identify: identify))
     }
-
-    private static let passCredentials = ChannelOptions.socketOption(.init(rawValue: SO_PASSCRED))
 
     /// Switches the kernel's record of each message's writer (`SO_PASSCRED`) on or off for
     /// the connections made from now on; on while `[[allow]]` rules are in force (a reload
     /// switches it on before the rules take effect, and off after they are gone).
-    public func recordWriters(_ on: Bool, listening channel: any Channel) async {
-        do {
-            try await channel.setOption(Self.passCredentials, value: on ? 1 : 0).get()
-        } catch {
-            logger.error("cannot switch the record of who writes on new connections; under [[allow]] rules they may be refused", metadata: ["error": "\(error)"])
+    public func recordWriters(_ on: Bool) {
+        let fd = listening.withLock { $0 }
+        guard fd >= 0 else { return }
+        var value: CInt = on ? 1 : 0
+        if setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &value, socklen_t(MemoryLayout<CInt>.size)) != 0 {
+            logger.error("cannot switch the record of who writes on new connections; under [[allow]] rules they may be refused", metadata: ["error": "\(String(cString: strerror(errno)))"])
+        }
+    }
+
+    /// Stops accepting: the front door ends (closing the connections between requests it
+    /// holds) and the listening socket is closed. Connections NIO serves go on.
+    public func stopAccepting() {
+        door.withLock { door in
+            door?.stop()
+            door = nil
+        }
+        listening.withLock { fd in
+            if fd >= 0 { close(fd) }
+            fd = -1
         }
     }
 
     /// Stops accepting, removes the socket file if it is still the one this daemon made
     /// (never systemd's, never a newer daemon's), and stops the event loops.
-    public func stop(_ channel: any Channel) async {
-        try? await channel.close()
+    public func stop() async {
+        stopAccepting()
         // Sign-ins hold listeners on these loops: end them (and answer their waiters)
         // while the loops still run.
         await broker.endSignIns()

@@ -67,15 +67,18 @@ final class RPCHandler: ChannelDuplexHandler {
     let events: EventHub?
     /// This connection's id at the hub while it is subscribed.
     var subscription: Int?
+    /// What the front door did on this connection before NIO had it; emptied once taken over.
+    private var handover: Handover
 
     /// - Parameter identify: the peer of a new connection; production reads the kernel's
     ///   word (`PeerCredentials.credentials(of:)`). Tests on an `EmbeddedChannel`, which has
     ///   no peer, say who connects; the check of the uid stays the same.
     init(table: MethodTable, counters: BrokerCounters, logger: Logger, activity: ServerActivity, maxConnections: Int,
          maxInFlight: Int = 64, maxInFlightTotal: Int = 1024,
-         refusals: RefusalLog, events: EventHub? = nil,
+         refusals: RefusalLog, events: EventHub? = nil, handover: Handover = Handover(),
          identify: @escaping PeerIdentifier = PeerCredentials.credentials(of:)) {
         self.events = events
+        self.handover = handover
         self.identify = identify
         self.table = table
         self.refusals = refusals
@@ -112,10 +115,28 @@ final class RPCHandler: ChannelDuplexHandler {
             logger.warning("connection limit reached", metadata: ["limit": "\(maxConnections)"])
         } else {
             let policy = table.callerPolicy()
-            // Read who connected before it can run another program (docs/security.md).
-            if !policy.isOpen { peer.bind(needsCgroup: policy.needsCgroup, logger: logger, counters: counters) }
+            // Read who connected before it can run another program (docs/security.md); not
+            // on a connection the front door accepted without rules: it is too late for that.
+            if !policy.isOpen && !handover.acceptedWithoutRules {
+                peer.bind(needsCgroup: policy.needsCgroup, logger: logger, counters: counters)
+            }
         }
         context.fireChannelActive()
+        takeOver(context)
+    }
+
+    /// Goes on from where the front door stopped: the request it took in, then the bytes it
+    /// read, before NIO reads the socket (which it does only after `channelActive`).
+    private func takeOver(_ context: ChannelHandlerContext) {
+        let handover = self.handover
+        self.handover = Handover()
+        if let adopted = handover.adopted, !refused {
+            startWork(context, adopted.reply, id: adopted.id, answer: adopted.answer)
+            tellGuard(context)
+        }
+        if let unread = handover.unread, context.channel.isActive {
+            context.pipeline.syncOperations.fireChannelRead(NIOAny(unread))
+        }
     }
 
     /// Answers the refusal, then closes the writing side only (``AfterAnswer/closeOutput``).
@@ -248,6 +269,16 @@ final class RPCHandler: ChannelDuplexHandler {
             } else if answer {
                 write(context, data)
             }
+        case .later, .untilClosed:
+            startWork(context, reply, id: id, answer: answer)
+        }
+    }
+
+    /// Starts the work of an answer that comes later, and writes the answer when it is done.
+    private func startWork(_ context: ChannelHandlerContext, _ reply: Reply, id: RequestID, answer: Bool) {
+        switch reply {
+        case .now:
+            return
         case .later(let work), .untilClosed(let work):
             guard activity.requestsInFlight < maxInFlightTotal else {
                 // Every connection's work together is capped; one caller pausing its own

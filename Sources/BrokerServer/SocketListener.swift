@@ -92,6 +92,48 @@ enum SocketListener {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
+        var addr = address(path)
+        let r = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        return r == 0
+    }
+
+    /// Binds and listens on the path (prepared by `prepare`): a non-blocking socket, made
+    /// owner-only before anyone can connect (bound under a umask of 0177, then chmod 600).
+    /// A burst of clients (a build farm's jobs all starting at once) waits in the queue of
+    /// 4096 rather than failing to connect; the kernel caps it at somaxconn.
+    static func listen(path: String) throws(Failure) -> CInt {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        guard fd >= 0 else { throw Failure(description: "cannot make a socket: \(String(cString: strerror(errno)))") }
+        var addr = address(path)
+        let old = umask(0o177)
+        let bound = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        umask(old)
+        guard bound == 0, Glibc.listen(fd, 4096) == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(fd)
+            throw Failure(description: "cannot listen on \(path): \(reason)")
+        }
+        secure(path: path)
+        return fd
+    }
+
+    /// Makes an inherited listening socket (systemd's) non-blocking, as the front door reads it.
+    static func adopt(_ fd: CInt) throws(Failure) {
+        let flags = fcntl(fd, F_GETFL)
+        guard flags >= 0, fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0 else {
+            throw Failure(description: "cannot use the socket systemd passed (fd \(fd)): \(String(cString: strerror(errno))); check authbroker.socket (`systemctl --user status authbroker.socket`)")
+        }
+    }
+
+    private static func address(_ path: String) -> sockaddr_un {
         var addr = sockaddr_un()
         addr.sun_family = sa_family_t(AF_UNIX)
         withUnsafeMutableBytes(of: &addr.sun_path) { raw in
@@ -99,11 +141,6 @@ enum SocketListener {
             raw.copyBytes(from: bytes)
             raw[bytes.count] = 0
         }
-        let r = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        return r == 0
+        return addr
     }
 }

@@ -10,6 +10,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <pthread.h>
 
 int clinux_set_nondumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
 int clinux_is_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0); }
@@ -64,3 +67,33 @@ long clinux_release_file_pages(void) {
     dl_iterate_phdr(release_object, &released);
     return released;
 }
+
+int clinux_epoll_ctl(int epoll, int op, int fd, unsigned int events) {
+    struct epoll_event ev = { .events = events, .data.fd = fd };
+    return epoll_ctl(epoll, op, fd, &ev);
+}
+
+int clinux_epoll_wait(int epoll, int *fds, unsigned int *events, int max, int timeout) {
+    struct epoll_event ready[64];
+    if (max > 64) max = 64;
+    int n = epoll_wait(epoll, ready, max, timeout);
+    for (int i = 0; i < n; i++) {
+        fds[i] = ready[i].data.fd;
+        events[i] = ready[i].events;
+    }
+    return n;
+}
+
+int clinux_peer_credentials(int fd, int *pid, unsigned int *uid, unsigned int *gid) {
+    struct ucred cred;
+    socklen_t length = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &length) != 0) return -1;
+    *pid = cred.pid;
+    *uid = cred.uid;
+    *gid = cred.gid;
+    return 0;
+}
+
+int clinux_accept(int fd) { return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC); }
+
+void clinux_name_thread(const char *name) { pthread_setname_np(pthread_self(), name); }

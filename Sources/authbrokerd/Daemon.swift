@@ -80,9 +80,8 @@ struct Daemon {
 
         let server = BrokerServer(broker: broker, socketPath: socketPath, logger: logger, eventLoops: loops,
                                   inheritedSocket: inherited?.descriptor)
-        let channel: any Channel
         do {
-            channel = try await server.start()
+            try await server.start()
         } catch {
             fail("\(error)", status: 1, notifier)
         }
@@ -94,7 +93,7 @@ struct Daemon {
         ])
         NamespaceCheck.warnIfCallersAreHidden(settings.policy, logger: logger)
         let lifecycle = Lifecycle(
-            broker: broker, server: server, channel: channel, configPath: path, notifier: notifier,
+            broker: broker, server: server, configPath: path, notifier: notifier,
             socketActivated: inherited != nil, logger: logger)
         _ = await lifecycle.run()
     }

@@ -11,7 +11,6 @@ import NIOCore
 struct Lifecycle {
     let broker: Broker
     let server: BrokerServer
-    let channel: any Channel
     let configPath: String
     let notifier: SystemdNotifier
     let socketActivated: Bool
@@ -100,7 +99,7 @@ struct Lifecycle {
         do {
             let config = try ConfigLoader.load(path: configPath)
             // New connections carry their writers before the rules that check them apply.
-            if !config.policy.isOpen { await server.recordWriters(true, listening: channel) }
+            if !config.policy.isOpen { server.recordWriters(true) }
             _ = try await broker.reload(config)
             NamespaceCheck.warnIfCallersAreHidden(config.policy, logger: logger)
         } catch let error as ConfigError {
@@ -110,21 +109,21 @@ struct Lifecycle {
         } catch {
             logger.error("the configuration reload failed; still running on the previous one", metadata: ["error": "\(error)"])
         }
-        await server.recordWriters(!broker.callerPolicy.isOpen, listening: channel)
+        server.recordWriters(!broker.callerPolicy.isOpen)
         notifier.ready(status: readyStatus())
     }
 
     /// Stops accepting, gives requests in flight a few seconds to finish (a refresh must
     /// get to store its rotated refresh token), then closes everything.
     private func stopServing() async {
-        try? await channel.close()
+        server.stopAccepting()
         for _ in 0..<100 where server.activity.requestsInFlight > 0 {
             try? await Task.sleep(for: .milliseconds(100))
         }
         if server.activity.requestsInFlight > 0 {
             logger.warning("stopping with requests still in flight", metadata: ["requests": "\(server.activity.requestsInFlight)"])
         }
-        await server.stop(channel)
+        await server.stop()
     }
 
     private func readyStatus() -> String {
