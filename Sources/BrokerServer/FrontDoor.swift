@@ -197,11 +197,11 @@ final class FrontDoor: @unchecked Sendable {
         var gid: UInt32 = 0
         guard clinux_peer_credentials(fd, &pid, &uid, &gid) == 0, pid > 0, uid == Self.daemonUID,
               table.callerPolicy().isOpen
-        else { return handOver(fd, Handover()) }
+        else { return handOver(fd, Handover(descriptor: fd)) }
         activity.opened()
         guard activity.openConnections <= limits.maxConnections else {
             activity.closed()
-            return handOver(fd, Handover())
+            return handOver(fd, Handover(descriptor: fd))
         }
         let connection = Connection(fd: fd, now: ServerActivity.monotonicNanoseconds())
         connections[fd] = connection
@@ -265,6 +265,8 @@ final class FrontDoor: @unchecked Sendable {
     /// Gives a connection the front door holds to NIO, with what it did on it.
     func give(_ connection: Connection, _ handover: Handover) {
         guard connections.removeValue(forKey: connection.fd) != nil else { return }
+        var handover = handover
+        handover.descriptor = connection.fd
         if connection.registered { _ = clinux_epoll_ctl(epoll, EPOLL_CTL_DEL, connection.fd, 0) }
         // NIO counts it again when its pipeline becomes active.
         activity.closed()

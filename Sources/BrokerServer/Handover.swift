@@ -4,6 +4,10 @@ import NIOCore
 /// What the front door did on a connection before it handed it to NIO's pipeline
 /// (`FrontDoor`): NIO goes on from exactly there.
 struct Handover: Sendable {
+    /// The connection's socket, which NIO keeps to itself once it has it: the writer check
+    /// peeks at it under `[[allow]]` rules (`WriterCheck`). nil only in tests on an
+    /// `EmbeddedChannel`.
+    var descriptor: CInt?
     /// Bytes read from the socket and not handled: the pipeline reads them before the socket.
     var unread: ByteBuffer?
     /// A request the front door took in whose answer comes later (a refresh, a sign-in):

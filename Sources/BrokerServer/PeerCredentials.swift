@@ -3,7 +3,6 @@ import Glibc
 #endif
 import BrokerCore
 import NIOCore
-import Synchronization
 
 /// The peer of a connection as the kernel reports it: SO_PEERCRED, and SO_PEERPIDFD (a
 /// handle on the connecting process itself, Linux 6.5+) when the kernel has it.
@@ -54,41 +53,8 @@ enum PeerCredentials {
         }
     }
 
-    /// `SO_COOKIE`: the kernel's id of a socket, never reused while it runs.
-    static let socketCookie: Int32 = 57
     /// `SCM_CREDENTIALS`, from an enum in Glibc's headers.
     static let credentialsMessage: Int32 = 2
-
-    /// The connection's file descriptor, which NIO keeps to itself. The socket cookie read
-    /// through NIO and through a candidate descriptor proves the candidate is this
-    /// connection's socket, so a wrong guess finds nothing rather than another socket.
-    /// Candidates: the descriptors around the one found last (a connection usually gets the
-    /// number the previous one freed: one or two getsockopt), then the one the channel's
-    /// description names (`fd=12`), which costs ~85 000 instructions to format. Call on
-    /// the channel's event loop.
-    static func descriptor(of channel: any Channel) -> CInt? {
-        let answer: Result<UInt64, any Error>? = socketOption(socketCookie, of: channel)
-        guard case .success(let cookie) = answer, cookie != 0 else { return nil }
-        func isIt(_ fd: CInt) -> Bool {
-            var found: UInt64 = 0
-            var length = socklen_t(MemoryLayout<UInt64>.size)
-            return fd >= 0 && getsockopt(fd, SOL_SOCKET, socketCookie, &found, &length) == 0 && found == cookie
-        }
-        let hint = lastDescriptor.load(ordering: .relaxed)
-        for step in [0, 1, -1, 2, -2, 3, -3, 4, -4] where isIt(hint + CInt(step)) {
-            lastDescriptor.store(hint + CInt(step), ordering: .relaxed)
-            return hint + CInt(step)
-        }
-        let text = String(describing: channel).utf8
-        guard let at = text.firstRange(of: "fd=".utf8) else { return nil }
-        let digits = text[at.upperBound...].prefix { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
-        guard let fd = CInt(String(decoding: digits, as: UTF8.self)), isIt(fd) else { return nil }
-        lastDescriptor.store(fd, ordering: .relaxed)
-        return fd
-    }
-
-    /// The descriptor `descriptor(of:)` found last: where it looks first.
-    private static let lastDescriptor = Atomic<CInt>(0)
 
     /// What the kernel says of the first unread byte of a socket with `SO_PASSCRED`.
     enum FirstWriter {

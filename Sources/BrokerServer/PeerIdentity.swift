@@ -38,10 +38,12 @@ final class PeerIdentity {
 
     /// Reads the identity now, as close to the connect as the daemon can, and lets only
     /// that process's bytes through from now on (`WriterCheck`). Call in `channelActive`.
-    func bind(needsCgroup: Bool, logger: Logger, counters: BrokerCounters) {
+    /// - Parameter descriptor: the connection's socket (`Handover.descriptor`), where the
+    ///   writer check peeks; without it nothing the connection sends passes a policy.
+    func bind(descriptor: CInt?, needsCgroup: Bool, logger: Logger, counters: BrokerCounters) {
         guard !read, let cred = credentials else { return }
         read = true
-        writersChecked = WriterCheck.install(on: channel, pid: cred.pid, uid: cred.uid, logger: logger, counters: counters)
+        writersChecked = WriterCheck.install(on: channel, descriptor: descriptor, pid: cred.pid, uid: cred.uid, logger: logger, counters: counters)
         switch PeerCredentials.pidfd(of: channel) {
         case .some(let fd): pidfd = fd
         case .gone: return  // exited already: whatever holds the socket now is no one we know

@@ -118,7 +118,7 @@ final class RPCHandler: ChannelDuplexHandler {
             // Read who connected before it can run another program (docs/security.md); not
             // on a connection the front door accepted without rules: it is too late for that.
             if !policy.isOpen && !handover.acceptedWithoutRules {
-                peer.bind(needsCgroup: policy.needsCgroup, logger: logger, counters: counters)
+                peer.bind(descriptor: handover.descriptor, needsCgroup: policy.needsCgroup, logger: logger, counters: counters)
             }
         }
         context.fireChannelActive()

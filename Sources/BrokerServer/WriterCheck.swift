@@ -48,10 +48,11 @@ final class WriterCheck: ChannelInboundHandler {
     }
 
     /// Puts the check in front of `channel`'s pipeline; false when the connection's socket
-    /// cannot be found (then nothing it sends may pass a policy). Call in `channelActive`,
-    /// before the first read.
-    static func install(on channel: any Channel, pid: Int32, uid: UInt32, logger: Logger, counters: BrokerCounters) -> Bool {
-        guard let fd = PeerCredentials.descriptor(of: channel) else {
+    /// is not known (then nothing it sends may pass a policy). `descriptor` is the socket the
+    /// front door accepted and handed to NIO (`Handover`). Call in `channelActive`, before
+    /// the first read.
+    static func install(on channel: any Channel, descriptor: CInt?, pid: Int32, uid: UInt32, logger: Logger, counters: BrokerCounters) -> Bool {
+        guard let fd = descriptor else {
             logger.error("cannot find the socket of a connection to check who writes on it; its requests are refused under [[allow]] rules")
             return false
         }
