@@ -154,7 +154,7 @@ public final class BrokerConnection {
         var line = try encode(id)
         line.append(UInt8(ascii: "\n"))
 
-        let deadline = timeout.map { ContinuousClock.now.advanced(by: $0) }
+        let deadline = timeout.map { UnixSocket.now() + $0 }
         do {
             try socket.sendAll(line)
             whenSent()
@@ -307,7 +307,7 @@ public final class BrokerConnection {
     private func readLine(
         from socket: UnixSocket,
         method: String,
-        deadline: ContinuousClock.Instant?,
+        deadline: Duration?,
         timeout: Duration?
     ) throws(ClientError) -> ArraySlice<UInt8> {
         var scanned = 0

@@ -8,7 +8,10 @@ enum LightJSON: Equatable {
     case string(String)
     /// An integer that fits in 64 bits; other numbers keep their text.
     case integer(Int64)
-    case number(Substring.UTF8View)
+    // A String, not a resilient type such as Substring.UTF8View: with one, this enum's layout
+    // is only known at run time, and the runtime builds its metadata (and that of every
+    // Optional, tuple and array of it) on first use (docs/performance.md).
+    case number(String)
     case bool(Bool)
     case null
     case array([LightJSON])
@@ -27,7 +30,7 @@ enum LightJSON: Equatable {
         switch (a, b) {
         case (.string(let x), .string(let y)): x == y
         case (.integer(let x), .integer(let y)): x == y
-        case (.number(let x), .number(let y)): x.elementsEqual(y)
+        case (.number(let x), .number(let y)): x == y
         case (.bool(let x), .bool(let y)): x == y
         case (.null, .null): true
         case (.array(let x), .array(let y)): x == y
@@ -201,7 +204,7 @@ enum LightJSON: Equatable {
             }
             let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<at]), as: UTF8.self)
             if integral, let n = Int64(text) { return .integer(n) }
-            return .number(Substring(text).utf8)
+            return .number(text)
         }
 
         mutating func digits(leadingZeroAlone: Bool) -> Bool {

@@ -95,19 +95,21 @@ final class UnixSocket {
 
     /// Reads what is available (at most one chunk) and appends it to `buffer`.
     ///
-    /// Waits for data until `deadline`, or without limit when it is nil.
+    /// Waits for data until `deadline` (a ``now()``), or without limit when it is nil.
     /// - Returns: the number of bytes appended; 0 means the peer closed the connection.
     /// - Throws: ``ClientError/timedOut(method:after:)`` when the deadline passes first.
     func receive(
         appendingTo buffer: inout [UInt8],
-        deadline: ContinuousClock.Instant?,
+        deadline: Duration?,
         method: String,
         timeout: Duration?
     ) throws(ClientError) -> Int {
         if let deadline, let timeout {
             try waitReadable(until: deadline, method: method, timeout: timeout)
         }
-        let chunkSize = 64 * 1024
+        // 16 KB fits the heap a process starts with; 64 KB made malloc grow it and give it
+        // back (two brk calls). Longer lines take more reads.
+        let chunkSize = 16 * 1024
         while true {
             let n = withUnsafeTemporaryAllocation(byteCount: chunkSize, alignment: 1) { chunk -> Int in
                 let n = read(fd, chunk.baseAddress, chunkSize)
@@ -121,9 +123,20 @@ final class UnixSocket {
         }
     }
 
-    private func waitReadable(until deadline: ContinuousClock.Instant, method: String, timeout: Duration) throws(ClientError) {
+    /// Now on CLOCK_BOOTTIME, the clock `ContinuousClock` reads on Linux, as time since boot.
+    ///
+    /// Deadlines are kept as this `Duration` rather than a `ContinuousClock.Instant`: the
+    /// Instant's layout is resilient, and its first use makes the runtime build
+    /// `Optional<Instant>`'s metadata, a tenth of an `authctl token` process (docs/performance.md).
+    static func now() -> Duration {
+        var time = timespec()
+        clock_gettime(CLOCK_BOOTTIME, &time)
+        return .seconds(time.tv_sec) + .nanoseconds(time.tv_nsec)
+    }
+
+    private func waitReadable(until deadline: Duration, method: String, timeout: Duration) throws(ClientError) {
         while true {
-            let left = ContinuousClock.now.duration(to: deadline)
+            let left = deadline - UnixSocket.now()
             guard left > .zero else { throw .timedOut(method: method, after: timeout) }
             let (seconds, attoseconds) = left.components
             // Round up so that a sub-millisecond remainder still waits instead of spinning.

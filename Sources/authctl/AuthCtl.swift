@@ -40,7 +40,7 @@ struct AuthCtl: ParsableCommand {
     /// everything else is parsed as declared here, with suggestions for mistyped commands
     /// and JSON usage errors under --json (``CommandLineMistakes``).
     static func main() {
-        TokenFastPath.runIfPlain(CommandLine.arguments)
+        TokenFastPath.runIfPlain(argc: CommandLine.argc, argv: CommandLine.unsafeArgv)
         CommandLineMistakes.run(Array(CommandLine.arguments.dropFirst()))
     }
 }

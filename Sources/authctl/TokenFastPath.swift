@@ -12,10 +12,13 @@ import BrokerProtocol
 /// unknown or repeated option, a missing or out-of-range value, `--json` with `--header` —
 /// returns, and ArgumentParser handles it as before, with its own messages and exit status.
 enum TokenFastPath {
-    /// Runs `authctl token` and exits if `arguments` are plain; returns otherwise.
-    static func runIfPlain(_ arguments: [String]) {
-        guard arguments.count >= 2, arguments[1] == "token",
-              let parsed = parse(arguments.dropFirst(2))
+    /// Runs `authctl token` and exits if the command line is plain; returns otherwise.
+    ///
+    /// Reads `argv` itself: `CommandLine.arguments` makes every word a String and the array
+    /// of them first, a tenth of the process's instructions (docs/performance.md).
+    static func runIfPlain(argc: Int32, argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) {
+        guard argc >= 2, let command = argv[1], strcmp(command, "token") == 0,
+              let parsed = parse(Words(argc: Int(argc), argv: argv))
         else { return }
         do {
             try Token.printToken(parsed.params, json: parsed.json, header: parsed.header)
@@ -31,12 +34,25 @@ enum TokenFastPath {
         var header = false
     }
 
+    /// `argv[2...]`, each made a String when it is reached, as `CommandLine.arguments` does.
+    struct Words: Sequence, IteratorProtocol {
+        let argc: Int
+        let argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>
+        var index = 2
+
+        mutating func next() -> String? {
+            guard index < argc, let word = argv[index] else { return nil }
+            index += 1
+            return String(cString: word)
+        }
+    }
+
     /// The arguments after `token`, or nil when they are not all plain and valid.
-    static func parse(_ arguments: ArraySlice<String>) -> Parsed? {
+    static func parse(_ arguments: some Sequence<String>) -> Parsed? {
         var parsed = Parsed()
         var scopes: [String] = []
-        var rest = arguments
-        while let argument = rest.popFirst() {
+        var rest = arguments.makeIterator()
+        while let argument = rest.next() {
             guard argument.hasPrefix("--") else { return nil }
             var name = argument
             var inline: String?
@@ -59,7 +75,7 @@ enum TokenFastPath {
                 if let inline {
                     value = inline
                 } else {
-                    guard let next = rest.popFirst(), !next.hasPrefix("-") else { return nil }
+                    guard let next = rest.next(), !next.hasPrefix("-") else { return nil }
                     value = next
                 }
                 guard !value.isEmpty else { return nil }

@@ -69,7 +69,9 @@ extension DaemonCall {
     /// Anything but printable ASCII (a newline above all) would break the header line, the
     /// environment value or the shell word the token is put in.
     static func checkPrintable(_ result: TokenGetResult) throws(ClientError) {
-        guard !result.accessToken.isEmpty, result.accessToken.utf8.allSatisfy({ (0x20...0x7E).contains($0) }) else {
+        // Over the contiguous bytes: through the UTF8View it is a call per byte of a JWT.
+        var token = result.accessToken
+        guard !token.isEmpty, token.withUTF8({ $0.allSatisfy { (0x20...0x7E).contains($0) } }) else {
             throw .badResponse("the access token is empty or holds characters outside printable ASCII")
         }
     }

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import ArgumentParser
 @testable import authctl
 import BrokerProtocol
@@ -91,7 +94,7 @@ final class TokenParsingTests: XCTestCase {
 
     func testFastPathAndArgumentParserAgree() {
         for (arguments, expected) in Self.table {
-            let fast = TokenFastPath.parse(arguments[...]).map { Parsed(params: $0.params, json: $0.json, header: $0.header) }
+            let fast = Self.fastPath(arguments)
             let parser = Self.argumentParser(arguments)
             let actual: Outcome
             switch (fast, parser) {
@@ -108,6 +111,21 @@ final class TokenParsingTests: XCTestCase {
             }
             XCTAssertEqual(actual, expected, "authctl token \(arguments.joined(separator: " "))")
         }
+    }
+
+    /// What the fast path makes of `authctl token <arguments>`, read from a C `argv` as
+    /// `main` hands it over.
+    static func fastPath(_ arguments: [String]) -> Parsed? {
+        let words = ["authctl", "token"] + arguments
+        let argv = UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>.allocate(capacity: words.count + 1)
+        for (i, word) in words.enumerated() { argv[i] = strdup(word) }
+        argv[words.count] = nil
+        defer {
+            for i in words.indices { free(argv[i]) }
+            argv.deallocate()
+        }
+        return TokenFastPath.parse(TokenFastPath.Words(argc: words.count, argv: argv))
+            .map { Parsed(params: $0.params, json: $0.json, header: $0.header) }
     }
 
     /// What ArgumentParser makes of `authctl token <arguments>`, as `.both` when it reads it.
