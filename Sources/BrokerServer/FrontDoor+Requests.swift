@@ -149,8 +149,9 @@ extension FrontDoor {
         guard connections[connection.fd] != nil else { return false }
         if connection.inputWaiting {
             connection.inputWaiting = false
-            return readRequest(connection)
+            guard readRequest(connection) else { return false }
         }
-        return true
+        finishIfDone(connection)
+        return connections[connection.fd] != nil
     }
 }

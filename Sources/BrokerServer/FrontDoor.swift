@@ -47,6 +47,10 @@ final class FrontDoor: @unchecked Sendable {
         var inputWaiting = false
         /// Close once the unsent bytes are out.
         var closeWhenSent = false
+        /// The peer closed its writing side: once what it sent is answered, the connection
+        /// closes (edge-triggered, the hang-up is not reported again after the read that
+        /// took the last request).
+        var peerDone = false
         /// In the front door's epoll set.
         var registered = false
 
@@ -225,16 +229,26 @@ final class FrontDoor: @unchecked Sendable {
     }
 
     private func service(_ connection: Connection, events: UInt32) {
+        if events & (EPOLLRDHUP.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 { connection.peerDone = true }
         if events & EPOLLOUT.rawValue != 0, !connection.unsent.isEmpty {
             guard flush(connection) else { return }
         }
         if events & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 {
-            if connection.unsent.isEmpty {
-                _ = readRequest(connection)
-            } else {
+            guard connection.unsent.isEmpty else {
                 connection.inputWaiting = true
+                return
             }
+            guard readRequest(connection) else { return }
         }
+        finishIfDone(connection)
+    }
+
+    /// Closes a connection whose peer hung up once everything it sent is answered.
+    func finishIfDone(_ connection: Connection) {
+        guard connection.peerDone, connection.unsent.isEmpty, !connection.inputWaiting,
+              connections[connection.fd] != nil
+        else { return }
+        hangUp(connection)
     }
 
     /// Closes the connections idle for `idleTimeout`, and those whose answers stayed

@@ -138,3 +138,27 @@ def test_the_daemon_stops_at_once_with_idle_connections_open(signed_in):
         with pytest.raises((ConnectionError, OSError)):
             c.read()
         c.close()
+
+
+def test_a_request_and_the_hang_up_together_get_the_answer_then_the_close(signed_in):
+    """The client connects, waits (the daemon is then watching an empty connection), writes
+    its request and closes its writing side at once: the daemon sees both together, answers,
+    and closes, so a client that reads to the end of the stream is not left waiting for
+    connection_idle_timeout (300 s)."""
+    d = signed_in
+    d.rpc("token.get", {"provider": d.name, "resource": API})
+    for _ in range(5):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(10)
+        s.connect(d.socket)
+        time.sleep(0.05)
+        s.sendall(line(1, "token.get", {"provider": d.name, "resource": API}))
+        s.shutdown(socket.SHUT_WR)
+        got = b""
+        while True:
+            chunk = s.recv(65536)  # times out after 10 s if the daemon never closes
+            if not chunk:
+                break
+            got += chunk
+        s.close()
+        assert json.loads(got)["id"] == 1
