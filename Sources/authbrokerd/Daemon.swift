@@ -63,7 +63,8 @@ struct Daemon {
         case .memory: store = MemoryStore()
         }
         let transport = NetworkTransport(timeout: Double(settings.daemon.httpTimeout))
-        // One event loop serves the socket and the browser sign-in's loopback listeners.
+        // One event loop serves the connections the front door hands over and the browser
+        // sign-in's loopback listeners.
         let loops = BrokerServer.makeEventLoops()
         // Under systemd a browser started from the notification must not inherit the
         // service's sandbox (MemoryDenyWriteExecute, the system-call filter) or cgroup.
