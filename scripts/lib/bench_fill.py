@@ -53,7 +53,8 @@ def p50_in_turns(load, many, few, rounds=4):
     """`load(daemon)`'s p50 on the filled daemon and on `few`, a second one of the same
     binary and accounts, run in turns so that both see the same machine: one round that
     caches the token and is not counted, then `rounds`, which of the two goes first
-    alternating. Medians of the rounds' p50s."""
+    alternating. Medians of the p50s, and the median of each round's ratio: the load of a
+    shared machine drifts over seconds, so a round's two runs are the closest pair."""
     runs = {"many": [], "few": []}
     for r in range(rounds + 1):
         pair = (("many", many), ("few", few))
@@ -61,4 +62,5 @@ def p50_in_turns(load, many, few, rounds=4):
             p50 = load(daemon)["p50_us"]
             if r:
                 runs[name].append(p50)
-    return {name: {"p50_us": statistics.median(v), "runs": v} for name, v in runs.items()}
+    ratio = statistics.median(m / f for m, f in zip(runs["many"], runs["few"]))
+    return {"ratio": ratio, **{name: {"p50_us": statistics.median(v), "runs": v} for name, v in runs.items()}}
