@@ -74,50 +74,45 @@ public final class BrokerServer: Sendable {
         let idle = TimeAmount.seconds(Int64(limits.connectionIdleTimeout))
         // The user's namespaces, taken now while the daemon's parent is the one that started it.
         _ = PeerCredentials.userNamespaces
-        let pipeline = PipelineSettings(
-            stall: stall, idle: idle, table: table, counters: broker.counters, logger: logger, activity: activity,
-            maxConnections: limits.maxConnections, maxInFlightTotal: limits.maxRequestsInFlight, refusals: RefusalLog(),
-            events: broker.events)
+        let counters = broker.counters
+        let events = broker.events
+        let activity = self.activity
+        let logger = self.logger
+        let refusals = RefusalLog()
+        let pipeline: ConnectionPipeline = { operations, handover in
+            try Self.addHandlers(
+                to: operations, stall: stall, idle: idle, table: table, counters: counters, logger: logger,
+                activity: activity, maxConnections: limits.maxConnections, maxInFlightTotal: limits.maxRequestsInFlight,
+                refusals: refusals, events: events, handover: handover)
+        }
         let group = self.group
         let door = try FrontDoor(
-            listening: fd, table: table, counters: broker.counters, activity: activity, logger: logger,
+            listening: fd, table: table, counters: counters, activity: activity, logger: logger,
             limits: .init(maxConnections: limits.maxConnections,
                           idleTimeout: UInt64(idle.nanoseconds), stallTimeout: UInt64(stall.nanoseconds)),
-            handOver: { fd, handover in Self.handOver(fd, handover, to: group, pipeline) })
+            handOver: { fd, handover in Self.handOver(fd, handover, to: group, pipeline, logger: logger) })
         try door.start()
         self.door.withLock { $0 = door }
         logger.info(inherited == nil ? "listening" : "listening on the socket systemd passed", metadata: ["socket": "\(path)"])
     }
 
-    /// What every connection's pipeline is made of (`addHandlers`).
-    struct PipelineSettings: Sendable {
-        let stall: TimeAmount
-        let idle: TimeAmount
-        let table: MethodTable
-        let counters: BrokerCounters
-        let logger: Logger
-        let activity: ServerActivity
-        let maxConnections: Int
-        let maxInFlightTotal: Int
-        let refusals: RefusalLog
-        let events: EventHub
-    }
+    /// Builds one connection's pipeline (`addHandlers` with the daemon's settings), going on
+    /// from what the front door did.
+    typealias ConnectionPipeline = @Sendable (ChannelPipeline.SynchronousOperations, Handover) throws -> Void
 
     /// Gives a connection the front door accepted to NIO: the same pipeline, which goes on
     /// from where the front door stopped (`Handover`).
-    private static func handOver(_ fd: CInt, _ handover: Handover, to group: any EventLoopGroup, _ p: PipelineSettings) {
+    private static func handOver(_ fd: CInt, _ handover: Handover, to group: any EventLoopGroup,
+                                 _ pipeline: @escaping ConnectionPipeline, logger: Logger) {
         ClientBootstrap(group: group)
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try setOptions(of: channel)
-                    try addHandlers(
-                        to: channel.pipeline.syncOperations, stall: p.stall, idle: p.idle, table: p.table,
-                        counters: p.counters, logger: p.logger, activity: p.activity, maxConnections: p.maxConnections,
-                        maxInFlightTotal: p.maxInFlightTotal, refusals: p.refusals, events: p.events, handover: handover)
+                    try pipeline(channel.pipeline.syncOperations, handover)
                 }
             }
             .withConnectedSocket(fd)
-            .whenFailure { error in p.logger.debug("cannot serve a connection", metadata: ["error": "\(error)"]) }
+            .whenFailure { error in logger.debug("cannot serve a connection", metadata: ["error": "\(error)"]) }
     }
 
     /// A connection's options, set directly on the event loop. As `childChannelOption`s of
