@@ -78,9 +78,6 @@ final class FrontDoor: @unchecked Sendable {
     private var lastSweep: UInt64 = 0
     private var lastAcceptError: UInt64 = 0
 
-    /// The daemon's own uid, the only one the front door serves (NIO refuses the others).
-    static let daemonUID = getuid()
-
     /// - Parameter listening: a listening, non-blocking Unix stream socket.
     init(listening: CInt, table: MethodTable, counters: BrokerCounters, activity: ServerActivity, logger: Logger,
          limits: Limits, handOver: @escaping @Sendable (CInt, Handover) -> Void) throws(ServerError) {
@@ -196,10 +193,8 @@ final class FrontDoor: @unchecked Sendable {
     /// slot is free; otherwise NIO takes it as it is and answers as before (a refusal, the
     /// limit, the identity read under rules).
     private func admit(_ fd: CInt) {
-        var pid: CInt = 0
-        var uid: UInt32 = 0
-        var gid: UInt32 = 0
-        guard clinux_peer_credentials(fd, &pid, &uid, &gid) == 0, pid > 0, uid == Self.daemonUID,
+        // Another user's connection goes to NIO too, which refuses it.
+        guard let peer = PeerCredentials.credentials(ofDescriptor: fd), peer.uid == PeerCredentials.daemonUID,
               table.callerPolicy().isOpen
         else { return handOver(fd, Handover(descriptor: fd)) }
         activity.opened()

@@ -25,6 +25,17 @@ enum PeerCredentials {
         return cred
     }
 
+    /// The same, read from a socket the daemon holds itself (the front door's, before NIO has it).
+    static func credentials(ofDescriptor fd: CInt) -> UCred? {
+        var cred = UCred()
+        var length = socklen_t(MemoryLayout<UCred>.size)
+        guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &length) == 0, cred.pid > 0 else { return nil }
+        return cred
+    }
+
+    /// The daemon's own uid, the only one served: read once, not at every accept.
+    static let daemonUID = getuid()
+
     /// A `SOL_SOCKET` option of the channel's socket, read through NIO (which keeps the
     /// descriptor to itself); nil when the channel has no socket. Call on the channel's
     /// event loop: NIO then answers with a future completed already.

@@ -90,13 +90,10 @@ final class RPCHandler: ChannelDuplexHandler {
         self.maxInFlightTotal = maxInFlightTotal
     }
 
-    /// The daemon's own uid, the only one served: read once, not at every accept.
-    private static let daemonUID = getuid()
-
     func channelActive(context: ChannelHandlerContext) {
         let peer = PeerIdentity(channel: context.channel, credentials: identify(context.channel))
         self.peer = peer
-        let me = Self.daemonUID
+        let me = PeerCredentials.daemonUID
         guard let cred = peer.credentials, cred.uid == me else {
             // Even with the socket's mode loosened, only the daemon's own user is served.
             // Another user's connection is closed at once and not counted, so it can

@@ -84,16 +84,6 @@ int clinux_epoll_wait(int epoll, int *fds, unsigned int *events, int max, int ti
     return n;
 }
 
-int clinux_peer_credentials(int fd, int *pid, unsigned int *uid, unsigned int *gid) {
-    struct ucred cred;
-    socklen_t length = sizeof cred;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &length) != 0) return -1;
-    *pid = cred.pid;
-    *uid = cred.uid;
-    *gid = cred.gid;
-    return 0;
-}
-
 int clinux_accept(int fd) { return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC); }
 
 void clinux_name_thread(const char *name) { pthread_setname_np(pthread_self(), name); }

@@ -20,8 +20,6 @@ long clinux_release_file_pages(void);
 int clinux_epoll_ctl(int epoll, int op, int fd, unsigned int events);
 /// epoll_wait that writes each ready descriptor and its events into two arrays of `max`.
 int clinux_epoll_wait(int epoll, int *fds, unsigned int *events, int max, int timeout);
-/// SO_PEERCRED of a connected Unix socket: 0 and the three values, or -1.
-int clinux_peer_credentials(int fd, int *pid, unsigned int *uid, unsigned int *gid);
 /// accept4 with SOCK_NONBLOCK | SOCK_CLOEXEC (accept4 is a GNU extension Swift does not see).
 int clinux_accept(int fd);
 /// Names the calling thread (pthread_setname_np, at most 15 bytes): ps and top show it.
