@@ -37,7 +37,7 @@ extension FrontDoor {
               case .line(let length, let consumed) = LineFraming.next(chunk, maxLength: BrokerServer.maxLineLength),
               consumed == n
         else {
-            give(connection, Handover(unread: ByteBuffer(bytes: chunk), acceptedWithoutRules: true))
+            give(connection, Handover(unread: ByteBuffer(bytes: chunk)))
             return false
         }
         return serve(connection, line: UnsafeRawBufferPointer(rebasing: chunk[0..<length]), chunk: chunk)
@@ -53,7 +53,7 @@ extension FrontDoor {
               let method = scanned.method, let handler = table[method],
               table.callerPolicy().isOpen
         else {
-            give(connection, Handover(unread: ByteBuffer(bytes: chunk), acceptedWithoutRules: true))
+            give(connection, Handover(unread: ByteBuffer(bytes: chunk)))
             return false
         }
         counters.requests.increment()
@@ -75,7 +75,7 @@ extension FrontDoor {
             // A notification (no id) is carried out but never answered (JSON-RPC 2.0 §4.1).
             return scanned.hasID ? answer(connection, data) : true
         case .later, .untilClosed:
-            give(connection, Handover(adopted: AdoptedRequest(reply: reply, id: id, answer: scanned.hasID), acceptedWithoutRules: true))
+            give(connection, Handover(adopted: AdoptedRequest(reply: reply, id: id, answer: scanned.hasID)))
             return false
         }
     }

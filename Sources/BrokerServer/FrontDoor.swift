@@ -271,11 +271,13 @@ final class FrontDoor: @unchecked Sendable {
         activity.closed()
     }
 
-    /// Gives a connection the front door holds to NIO, with what it did on it.
+    /// Gives a connection the front door holds to NIO, with what it did on it. Every such
+    /// connection was accepted without rules (under rules the front door keeps none).
     func give(_ connection: Connection, _ handover: Handover) {
         guard connections.removeValue(forKey: connection.fd) != nil else { return }
         var handover = handover
         handover.descriptor = connection.fd
+        handover.acceptedWithoutRules = true
         if connection.registered { _ = clinux_epoll_ctl(epoll, EPOLL_CTL_DEL, connection.fd, 0) }
         // NIO counts it again when its pipeline becomes active.
         activity.closed()
