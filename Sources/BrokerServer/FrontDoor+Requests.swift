@@ -47,8 +47,7 @@ extension FrontDoor {
     /// NIO answers differently (an error in the request, a method the table does not have)
     /// goes unread, one whose answer comes later goes as taken in (`AdoptedRequest`).
     private func serve(_ connection: Connection, line: UnsafeRawBufferPointer, chunk: UnsafeRawBufferPointer) -> Bool {
-        // Blank lines between requests are tolerated, as the RPC handler does.
-        if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return true }
+        if LineFraming.isBlank(line) { return true }
         guard let scanned = ScannedRequest.scan(line), scanned.jsonrpc == "2.0",
               let method = scanned.method, let handler = table[method],
               table.callerPolicy().isOpen

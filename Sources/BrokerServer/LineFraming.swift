@@ -11,6 +11,12 @@ enum LineFraming {
         case tooLong
     }
 
+    /// A line of spaces and tabs only (or none): skipped between requests, as many line
+    /// protocols do.
+    static func isBlank<Bytes: Sequence<UInt8>>(_ line: Bytes) -> Bool {
+        line.allSatisfy { $0 == 0x20 || $0 == 0x09 }
+    }
+
     static func next(_ bytes: UnsafeRawBufferPointer, maxLength: Int) -> Next {
         guard let newline = bytes.firstIndex(of: UInt8(ascii: "\n")) else {
             return bytes.count > maxLength ? .tooLong : .needMoreData

@@ -220,8 +220,7 @@ final class RPCHandler: ChannelDuplexHandler {
     }
 
     private func handle(_ context: ChannelHandlerContext, _ buffer: ByteBuffer) {
-        // Blank lines between requests are tolerated, as many line protocols do.
-        if buffer.readableBytesView.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }
+        if LineFraming.isBlank(buffer.readableBytesView) { return }
         counters.requests.increment()
         activity.touch()
         // One pass over the bytes for the requests clients send; JSONDecoder for the rest.
