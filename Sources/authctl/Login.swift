@@ -103,7 +103,7 @@ struct Login: ParsableCommand {
 
     /// With --json, the `login_started` line: what the user must open or type.
     private func announce(_ start: LoginStartResult) {
-        guard json, let line = try? Output.json(Output.Event(event: "login_started", body: start), oneLine: true) else { return }
+        guard json, let line = try? Output.json(Output.Beside(key: "event", value: "login_started", body: start), oneLine: true) else { return }
         Output.line(line)
     }
 
@@ -112,7 +112,7 @@ struct Login: ParsableCommand {
         guard json else {
             return Output.line("Signed in to \(Output.safe(account.provider)) as \(Output.safe(account.shownName)).")
         }
-        Output.line(try Output.json(Output.Event(event: "signed_in", body: SignedIn(account: account, resource: resource)), oneLine: true))
+        Output.line(try Output.json(Output.Beside(key: "event", value: "signed_in", body: SignedIn(account: account, resource: resource)), oneLine: true))
     }
 
     private struct SignedIn: Encodable {

@@ -59,17 +59,25 @@ enum Output {
         }
     }
 
-    /// One JSON line of a stream (`authctl login --json`): `event` beside `body`'s members.
-    struct Event<Body: Encodable>: Encodable {
-        var event: String
+    /// `body`'s members and one more beside them: `event` on each line of
+    /// `authctl login --json`, `"running": true` in `authctl status --json` (so that one
+    /// member tells a script whether the daemon answered).
+    struct Beside<Body: Encodable, Value: Encodable>: Encodable {
+        var key: String
+        var value: Value
         var body: Body
 
-        private enum Key: String, CodingKey { case event }
+        private struct Key: CodingKey {
+            let stringValue: String
+            var intValue: Int? { nil }
+            init(stringValue: String) { self.stringValue = stringValue }
+            init?(intValue: Int) { nil }
+        }
 
         func encode(to encoder: any Encoder) throws {
             try body.encode(to: encoder)
             var container = encoder.container(keyedBy: Key.self)
-            try container.encode(event, forKey: .event)
+            try container.encode(value, forKey: Key(stringValue: key))
         }
     }
 

@@ -23,7 +23,7 @@ struct Status: ParsableCommand {
     func run() throws {
         switch DaemonCall.attempt({ broker throws(ClientError) in try broker.status() }) {
         case .success(let status):
-            let lines = json ? [try Output.json(RunningStatus(status: status))] : Self.report(status)
+            let lines = json ? [try Output.json(Output.Beside(key: "running", value: true, body: status))] : Self.report(status)
             for line in lines { Output.line(line) }
         case .failure(let error):
             guard let down = NotRunning(error) else { throw Failure.report(error, json: json) }

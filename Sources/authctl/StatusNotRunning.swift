@@ -52,17 +52,3 @@ struct NotRunning: Encodable {
         return lstat(path, &info) == 0
     }
 }
-
-/// `daemon.status`'s answer with `"running": true` beside its members, so that one member
-/// tells a script whether the daemon answered.
-struct RunningStatus: Encodable {
-    var status: DaemonStatusResult
-
-    private enum Key: String, CodingKey { case running }
-
-    func encode(to encoder: any Encoder) throws {
-        try status.encode(to: encoder)
-        var container = encoder.container(keyedBy: Key.self)
-        try container.encode(true, forKey: .running)
-    }
-}
