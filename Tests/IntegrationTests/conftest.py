@@ -134,6 +134,23 @@ class RPC:
         self.sock.close()
 
 
+def read_until_closed(sock, reset_ends=False):
+    """Everything the daemon sends on `sock` until it closes the connection; with
+    `reset_ends`, a reset (the daemon closed with requests of ours unread) ends it too.
+    Waits no longer than the socket's timeout for each read."""
+    got = b""
+    try:
+        while True:
+            chunk = sock.recv(1 << 16)
+            if not chunk:
+                return got
+            got += chunk
+    except ConnectionResetError:
+        if not reset_ends:
+            raise
+        return got
+
+
 class Daemon:
     """A real authbrokerd process with its own config, socket and provider name.
 

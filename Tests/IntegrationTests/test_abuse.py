@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import API, RPC, fingerprint, signed_in_at_stub
+from conftest import API, RPC, fingerprint, read_until_closed, signed_in_at_stub
 from stub_provider import StubProvider
 
 # A generous bound: the daemon idles at ~25 MB; before back-pressure a client that never
@@ -95,15 +95,7 @@ def test_a_client_that_never_reads_cannot_grow_the_daemon(daemon_factory):
         time.sleep(0.2)
     assert "does not read its answers" in d.log_text()
     greedy.settimeout(10)
-    answers = 0
-    try:
-        while True:
-            chunk = greedy.recv(1 << 20)
-            if not chunk:
-                break  # closed by the daemon
-            answers += chunk.count(b"\n")
-    except ConnectionResetError:
-        pass  # closed by the daemon with our requests unread
+    answers = read_until_closed(greedy, reset_ends=True).count(b"\n")
     greedy.close()
     assert answers < read_by_daemon, "the daemon kept the connection and answered everything"
     assert "result" in d.rpc("daemon.status")

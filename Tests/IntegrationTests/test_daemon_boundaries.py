@@ -10,7 +10,7 @@ import tempfile
 
 import pytest
 
-from conftest import AUTHBROKERD, AUTHCTL, Daemon, RPC
+from conftest import AUTHBROKERD, AUTHCTL, Daemon, RPC, read_until_closed
 
 CONFIG = """
 [daemon]
@@ -105,12 +105,7 @@ def test_a_client_that_closes_its_writing_side_still_gets_its_answer(daemon, raw
         s.connect(daemon.socket)
         s.sendall(raw)
         s.shutdown(socket.SHUT_WR)
-        got = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            got += chunk
+        got = read_until_closed(s)
         s.close()
         answer = json.loads(got)
         assert answer["id"] == 1 and check(answer), answer
