@@ -28,14 +28,20 @@ public final class BrokerServer: Sendable {
     private let door = Mutex<FrontDoor?>(nil)
     /// Open connections and requests in flight, for the daemon's idle exit.
     public let activity = ServerActivity()
+    /// Reads what callers run, for the `[[allow]]` rules.
+    private let inspector: ProcessInspector
 
     /// - Parameters:
     ///   - eventLoops: the loops to serve on (from `makeEventLoops`, shared with the sign-in's
     ///     `LoopbackRedirects`); the server shuts them down when it stops.
     ///   - inheritedSocket: a listening Unix socket the daemon inherited (fd 3 under
     ///     socket activation); `socketPath` is then only reported, never bound or removed.
-    public init(broker: Broker, socketPath: String, logger: Logger, eventLoops: (any EventLoopGroup)? = nil, inheritedSocket: CInt? = nil) {
+    ///   - inspector: how callers' executables are read: through the identification helper
+    ///     when the daemon is confined (`ProcessInspector.start()`), directly otherwise.
+    public init(broker: Broker, socketPath: String, logger: Logger, eventLoops: (any EventLoopGroup)? = nil, inheritedSocket: CInt? = nil,
+                inspector: ProcessInspector = .direct) {
         self.broker = broker
+        self.inspector = inspector
         self.logger = logger
         self.path = socketPath
         self.inherited = inheritedSocket
@@ -79,11 +85,12 @@ public final class BrokerServer: Sendable {
         let activity = self.activity
         let logger = self.logger
         let refusals = RefusalLog()
+        let inspector = self.inspector
         let pipeline: ConnectionPipeline = { operations, handover in
             try Self.addHandlers(
                 to: operations, stall: stall, idle: idle, table: table, counters: counters, logger: logger,
                 activity: activity, maxConnections: limits.maxConnections, maxInFlightTotal: limits.maxRequestsInFlight,
-                refusals: refusals, events: events, handover: handover)
+                refusals: refusals, events: events, handover: handover, inspector: inspector)
         }
         let group = self.group
         let door = try FrontDoor(
@@ -134,14 +141,14 @@ public final class BrokerServer: Sendable {
         counters: BrokerCounters, logger: Logger, activity: ServerActivity, maxConnections: Int,
         maxInFlightTotal: Int = DaemonSettings().maxRequestsInFlight,
         refusals: RefusalLog = RefusalLog(), events: EventHub? = nil, handover: Handover = Handover(),
-        identify: @escaping PeerIdentifier = PeerCredentials.credentials(of:)
+        identify: @escaping PeerIdentifier = PeerCredentials.credentials(of:), inspector: ProcessInspector = .direct
     ) throws {
         try pipeline.addHandler(ConnectionGuard(stallTimeout: stall, idleTimeout: idle))
         try pipeline.addHandler(ByteToMessageHandler(LineFrameDecoder(maxLength: maxLineLength)))
         try pipeline.addHandler(
             RPCHandler(table: table, counters: counters, logger: logger, activity: activity, maxConnections: maxConnections,
                        maxInFlight: DaemonSettings.maxRequestsInFlightPerConnection, maxInFlightTotal: maxInFlightTotal,
-                       refusals: refusals, events: events, handover: handover, identify: identify))
+                       refusals: refusals, events: events, handover: handover, identify: identify, inspector: inspector))
     }
 
     /// Switches the kernel's record of each message's writer (`SO_PASSCRED`) on or off for

@@ -139,9 +139,10 @@ enum PeerCredentials {
         }
     }
 
-    static func executable(of pid: Int32) -> String? {
+    /// Where a symbolic link (`/proc/PID/exe`, `/proc/self/fd/N`) points, or nil.
+    static func link(_ path: String) -> String? {
         var buffer = [CChar](repeating: 0, count: 4096)
-        let n = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
+        let n = readlink(path, &buffer, buffer.count - 1)
         guard n > 0 else { return nil }
         return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }

@@ -9,7 +9,7 @@ import NIOCore
 ///
 /// SO_PEERCRED's uid is read at accept, always (only the daemon's user is served). The rest
 /// (executable, namespaces, start time, cgroup) is read only when an `[[allow]]` policy is
-/// in force at accept, and `WriterCheck` then lets through only what the connecting process
+/// in force at accept (the executable and namespaces through `ProcessInspector`), and `WriterCheck` then lets through only what the connecting process
 /// writes. Every request that needs the policy checks, for a few microseconds, that the
 /// process is still the one that connected (same process, same start time, same executable
 /// file); one that ran another program since, or a sibling holding the socket after it
@@ -18,7 +18,11 @@ import NIOCore
 final class PeerIdentity {
     let credentials: PeerCredentials.UCred?
     private let channel: any Channel
+    /// Reads the process's executable and namespaces (directly, or through the helper).
+    private let inspector: ProcessInspector
     private var pidfd: CInt = -1
+    /// Why the caller could not be identified at accept, when it could not.
+    private var unidentified: BrokerError?
     private var caller: Caller?
     private var startTime: UInt64?
     private var read = false
@@ -27,9 +31,10 @@ final class PeerIdentity {
     /// Set when the process no longer is the one that connected; the connection then closes.
     private(set) var changed = false
 
-    init(channel: any Channel, credentials: PeerCredentials.UCred?) {
+    init(channel: any Channel, credentials: PeerCredentials.UCred?, inspector: ProcessInspector = .direct) {
         self.channel = channel
         self.credentials = credentials
+        self.inspector = inspector
     }
 
     deinit {
@@ -50,12 +55,16 @@ final class PeerIdentity {
         case .unsupported: break
         }
         let pid = cred.pid
-        guard let start = PeerCredentials.startTime(of: pid), let exe = FileID(path: "/proc/\(pid)/exe") else { return }
-        let ns = PeerCredentials.namespaces(of: String(pid))
+        guard let start = PeerCredentials.startTime(of: pid) else { return }
+        let view = inspector.view(of: pid, namespaces: true)
+        guard let exe = view.executableID else {
+            unidentified = Self.unidentifiedError(view.failure)
+            return
+        }
         let home = PeerCredentials.userNamespaces
-        let found = Caller(uid: cred.uid, gid: cred.gid, pid: pid, executable: PeerCredentials.executable(of: pid),
+        let found = Caller(uid: cred.uid, gid: cred.gid, pid: pid, executable: view.executable,
                            executableID: exe, cgroup: needsCgroup ? PeerCredentials.cgroup(of: pid) : nil,
-                           inUserNamespaces: ns.flatMap { ns in home.map { $0 == ns } })
+                           inUserNamespaces: view.namespaces.flatMap { ns in home.map { $0 == ns } })
         // What /proc showed belongs to the connecting process only if it still runs now
         // (with a pidfd) or still has the start time read first (without: pid reuse).
         guard pidfd >= 0 ? PeerCredentials.isAlive(pidfd) : PeerCredentials.startTime(of: pid) == start else { return }
@@ -74,13 +83,14 @@ final class PeerIdentity {
             changed = true
             throw read ? Self.uncheckedError : Self.openedBeforeRulesError
         }
+        if let unidentified { throw unidentified }
         guard var known = caller, let start = startTime else { return nil }
         let pid = known.pid
         // The same process: with a pidfd, it still runs (a pid reused since is another
         // process, and the pidfd would show the first one ended); without, the same start
         // time. Running the same file: exec keeps pid and start time but changes the file.
         let alive = pidfd >= 0 ? PeerCredentials.isAlive(pidfd) : PeerCredentials.startTime(of: pid) == start
-        let same = alive && FileID(path: "/proc/\(pid)/exe") == known.executableID
+        let same = alive && inspector.view(of: pid, namespaces: false).executableID == known.executableID
         guard same else {
             changed = true
             caller = nil
@@ -91,6 +101,24 @@ final class PeerIdentity {
             caller = known
         }
         return known
+    }
+
+    /// The refusal of a caller whose executable the daemon could not read: no rule can
+    /// match it, and "add a rule" would not help, so it says why and what to change.
+    static func unidentifiedError(_ failure: Int32?) -> BrokerError {
+        let why: String
+        switch failure {
+        case ProcessInspector.helperGone:
+            why = "its identification helper (authbroker-id) does not answer: restart the daemon (systemctl --user restart authbroker.service)"
+        case EACCES, EPERM:
+            why = "the kernel does not let it read the program's /proc/PID/exe, because authbrokerd runs in a user namespace or sandbox of its own (PrivateUsers= or another sandboxing option in a drop-in of authbroker.service): remove that drop-in (docs/systemd.md, \"Hardening\")"
+        case ENOENT, ESRCH:
+            why = "the program ended before it could be identified: connect again"
+        default:
+            let text = failure.map { String(cString: strerror($0)) } ?? "unknown error"
+            why = "reading the program's /proc/PID/exe failed (\(text))"
+        }
+        return .forbidden(message: "forbidden by policy: authbrokerd cannot identify the program that asks, so no [[allow]] rule can match it: \(why)")
     }
 
     static let openedBeforeRulesError = BrokerError.forbidden(

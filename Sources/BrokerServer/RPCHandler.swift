@@ -35,6 +35,8 @@ final class RPCHandler: ChannelDuplexHandler {
     private let refusals: RefusalLog
     /// Reads the kernel's word on who opened a new connection.
     private let identify: PeerIdentifier
+    /// Reads the caller's executable for the policy (`PeerIdentity`).
+    private let inspector: ProcessInspector
     /// The peer: its uid at accept, the rest when a policy needs it (PeerIdentity).
     private var peer: PeerIdentity?
     /// Whether this connection counts toward max_connections (another user's does not).
@@ -76,7 +78,8 @@ final class RPCHandler: ChannelDuplexHandler {
     init(table: MethodTable, counters: BrokerCounters, logger: Logger, activity: ServerActivity, maxConnections: Int,
          maxInFlight: Int = 64, maxInFlightTotal: Int = 1024,
          refusals: RefusalLog, events: EventHub? = nil, handover: Handover = Handover(),
-         identify: @escaping PeerIdentifier = PeerCredentials.credentials(of:)) {
+         identify: @escaping PeerIdentifier = PeerCredentials.credentials(of:), inspector: ProcessInspector = .direct) {
+        self.inspector = inspector
         self.events = events
         self.handover = handover
         self.identify = identify
@@ -91,7 +94,7 @@ final class RPCHandler: ChannelDuplexHandler {
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        let peer = PeerIdentity(channel: context.channel, credentials: identify(context.channel))
+        let peer = PeerIdentity(channel: context.channel, credentials: identify(context.channel), inspector: inspector)
         self.peer = peer
         let me = PeerCredentials.daemonUID
         guard let cred = peer.credentials, cred.uid == me else {

@@ -19,10 +19,27 @@ struct Daemon {
 
     static func main() async {
         let options = CommandLineOptions.fromProcess()
-        await Daemon(config: options.config, logLevel: options.logLevel).run()
+        let daemon = Daemon(config: options.config, logLevel: options.logLevel)
+        // Here, before the first await, the process still has its one thread (the main
+        // one); `run` goes on in the concurrency runtime's threads. Landlock confines only
+        // the thread that asks and the threads it makes later, so `prepare` confines.
+        let prepared = daemon.prepare()
+        await daemon.run(prepared)
     }
 
-    func run() async {
+    /// What `prepare` read and set up on the main thread, before any other thread exists.
+    struct Prepared {
+        let logger: Logger
+        let notifier: SystemdNotifier
+        let path: String
+        let settings: BrokerConfig
+        let inherited: SocketActivation.Listener?
+        let socketPath: String
+        let inspector: ProcessInspector
+    }
+
+    /// Logging, the configuration, the socket, and the confinement (`confine`).
+    func prepare() -> Prepared {
         Hardening.apply()
         let env: (String) -> String? = { getenv($0).map { String(cString: $0) } }
         let level = Logger.Level(rawValue: logLevel ?? env("AUTHBROKER_LOG_LEVEL") ?? "info") ?? .info
@@ -57,6 +74,19 @@ struct Daemon {
             fail("neither AUTHBROKER_SOCKET nor XDG_RUNTIME_DIR is set: set one to choose where to listen", status: 1, notifier)
         }
 
+        // Confinement comes before the first thread (the event loops, the store's pool).
+        let inspector = confine(configPath: path, socketFolder: inherited == nil ? Sandbox.parent(of: socketPath) : nil,
+                                env: env, logger: logger, notifier)
+        return Prepared(logger: logger, notifier: notifier, path: path, settings: settings, inherited: inherited,
+                        socketPath: socketPath, inspector: inspector)
+    }
+
+    func run(_ prepared: Prepared) async {
+        let env: (String) -> String? = { getenv($0).map { String(cString: $0) } }
+        let (logger, notifier, path, settings, inherited, socketPath, inspector) = (
+            prepared.logger, prepared.notifier, prepared.path, prepared.settings, prepared.inherited, prepared.socketPath,
+            prepared.inspector)
+
         let store: any CredentialStore
         switch settings.daemon.store {
         case .secretService: store = SecretServiceStore(timeout: .seconds(settings.daemon.storeTimeout))
@@ -80,7 +110,7 @@ struct Daemon {
         }
 
         let server = BrokerServer(broker: broker, socketPath: socketPath, logger: logger, eventLoops: loops,
-                                  inheritedSocket: inherited?.descriptor)
+                                  inheritedSocket: inherited?.descriptor, inspector: inspector)
         do {
             try await server.start()
         } catch {
@@ -97,6 +127,40 @@ struct Daemon {
             broker: broker, server: server, configPath: path, notifier: notifier,
             socketActivated: inherited != nil, logger: logger)
         _ = await lifecycle.run()
+    }
+
+    /// Starts the identification helper and confines the daemon (`Sandbox`) when asked
+    /// to; returns how callers are to be identified. Exits when the confinement asked for
+    /// cannot be put in force.
+    private func confine(configPath: String, socketFolder: String?, env: (String) -> String?, logger: Logger,
+                         _ notifier: SystemdNotifier) -> ProcessInspector {
+        let wanted: Bool
+        switch Sandbox.wanted(environment: env) {
+        case .success(let on): wanted = on
+        case .failure(let failure): fail(failure.description, status: 64, notifier)
+        }
+        _ = NamespaceCheck.ownsUserNamespace  // read while the parent process may still be looked at
+        guard wanted else { return .direct }
+        // The folder the socket goes in must exist to be allowed; SocketListener checks it.
+        if let socketFolder { _ = mkdir(socketFolder, 0o700) }
+        guard let inspector = ProcessInspector.start() else {
+            fail("cannot start the identification helper: \(String(cString: strerror(errno)))", status: 71, notifier)
+        }
+        let sandbox = Sandbox(configPath: configPath, socketFolder: socketFolder, home: env("HOME"))
+        do {
+            switch try sandbox.apply() {
+            case .confined(let abi):
+                logger.info("confined by Landlock", metadata: [
+                    "abi": "\(abi)", "readable": "\(sandbox.readable.joined(separator: ","))",
+                    "writable": "\(sandbox.writable.joined(separator: ","))", "identification_helper": "\(inspector.helperPID ?? 0)",
+                ])
+            case .unsupported:
+                logger.warning("this kernel has no Landlock: authbrokerd runs unconfined (only the systemd unit's options apply)")
+            }
+        } catch {
+            fail(error.description, status: 71, notifier)
+        }
+        return inspector
     }
 
     /// Prints the sentence, tells systemd why (STATUS, ERRNO-free), and exits.

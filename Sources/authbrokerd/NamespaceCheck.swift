@@ -12,7 +12,7 @@ enum NamespaceCheck {
     /// Logs a warning when `policy` has rules and the daemon's user namespace is not its
     /// parent's (systemd --user, or the shell that started it).
     static func warnIfCallersAreHidden(_ policy: CallerPolicy, logger: Logger) {
-        guard !policy.isOpen, ownsUserNamespace() else { return }
+        guard !policy.isOpen, ownsUserNamespace else { return }
         logger.warning("""
             the [[allow]] rules cannot see their callers: authbrokerd runs in a user namespace of its own \
             (PrivateUsers= or a sandboxing option in a drop-in of authbroker.service), so every rule refuses its program; \
@@ -22,11 +22,13 @@ enum NamespaceCheck {
 
     /// True when the daemon's user namespace differs from its parent's, or when the
     /// parent's cannot be read for the very reason that it is another namespace (EACCES).
-    static func ownsUserNamespace() -> Bool {
+    /// Read once, before the daemon confines itself: Landlock hides the parent's namespace
+    /// too, for another reason (and the identification helper is outside the sandbox).
+    static let ownsUserNamespace: Bool = {
         guard let mine = link("/proc/self/ns/user") else { return false }
         guard let parents = link("/proc/\(getppid())/ns/user") else { return errno == EACCES }
         return mine != parents
-    }
+    }()
 
     private static func link(_ path: String) -> String? {
         var buffer = [CChar](repeating: 0, count: 256)

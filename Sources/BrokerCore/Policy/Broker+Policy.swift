@@ -20,7 +20,8 @@ extension Broker {
         guard policy.allowsToken(caller, provider: provider, resource: request.resource) else {
             let who = caller?.description ?? "an unidentified caller"
             logger.notice("token refused by policy", metadata: ["caller": "\(who)", "provider": "\(provider)", "resource": "\(request.resource ?? "-")"])
-            throw BrokerError.forbidden(message: "forbidden by policy: \(caller?.executable ?? "this program") may not have tokens for \(request.resource ?? "the default audience") of \(provider): add an [[allow]] rule for it to config.toml")
+            guard let caller else { throw Self.unidentifiedCaller }
+            throw BrokerError.forbidden(message: "forbidden by policy: \(caller.executable ?? "this program") may not have tokens for \(request.resource ?? "the default audience") of \(provider): add an [[allow]] rule for it to config.toml")
         }
     }
 
@@ -32,7 +33,14 @@ extension Broker {
         let provider = params.provider ?? provider(orDefault: nil)?.name ?? ""
         guard policy.allowsClaims(caller, provider: provider) else {
             logger.notice("claims refused by policy", metadata: ["caller": "\(caller?.description ?? "unknown")", "provider": "\(provider)"])
-            throw BrokerError.forbidden(message: "forbidden by policy: \(caller?.executable ?? "this program") may not read the account's claims at \(provider): add claims = true to its [[allow]] rule")
+            guard let caller else { throw Self.unidentifiedCaller }
+            throw BrokerError.forbidden(message: "forbidden by policy: \(caller.executable ?? "this program") may not read the account's claims at \(provider): add claims = true to its [[allow]] rule")
         }
     }
+
+    /// The refusal of a caller the server could not identify (no process to look at): a
+    /// rule would not help, so it does not ask for one. The server says more where it knows
+    /// why (`PeerIdentity`).
+    static let unidentifiedCaller = BrokerError.forbidden(
+        message: "forbidden by policy: authbrokerd could not identify the program that asks (it ended, or the kernel did not say who connected), so no [[allow]] rule can match it: connect again from the program itself")
 }

@@ -24,4 +24,29 @@ int clinux_epoll_wait(int epoll, int *fds, unsigned int *events, int max, int ti
 int clinux_accept(int fd);
 /// Names the calling thread (pthread_setname_np, at most 15 bytes): ps and top show it.
 void clinux_name_thread(const char *name);
+/// Starts the caller-identification helper (docs/security.md, "Confinement"): a child
+/// process, forked before the daemon confines itself and so outside its Landlock domain,
+/// that only answers what a process runs. Returns the daemon's end of a SOCK_SEQPACKET
+/// socketpair (close-on-exec) and the helper's pid in *helper, or -1 with errno set.
+/// Call while the daemon has one thread: the child runs only system calls.
+int clinux_inspector_start(pid_t *helper);
+/// Asks the helper for descriptors of /proc/PID/exe (O_PATH) and, when `namespaces` is
+/// set, of /proc/PID/ns/mnt and /proc/PID/ns/user. fds[i] is -1 where the helper could
+/// not open it and errors[i] says why (an errno). Waits at most `timeout_ms` for the
+/// answer. Returns 0, or -1 with errno set when the helper did not answer (gone, stopped).
+/// Not thread-safe: one question at a time per descriptor.
+int clinux_inspector_ask(int fd, unsigned int serial, pid_t pid, int namespaces, int timeout_ms, int fds[3], int errors[3]);
+
+/// The Landlock ABI version of the running kernel, or 0 when it has none (or it is off).
+int clinux_landlock_abi(void);
+/// A Landlock ruleset handling `fs` (LANDLOCK_ACCESS_FS_* bits) and `scoped`
+/// (LANDLOCK_SCOPE_* bits, ABI 6); a descriptor, or -1 with errno set.
+int clinux_landlock_ruleset(unsigned long long fs, unsigned long long scoped);
+/// Allows `access` beneath `path` (a folder) or on it (a file). 0, or -1 with errno set.
+int clinux_landlock_allow(int ruleset, const char *path, unsigned long long access);
+/// Sets no_new_privs and enforces the ruleset on the calling thread and its future
+/// threads and children. 0, or -1 with errno set.
+int clinux_landlock_enforce(int ruleset);
+/// The number of threads of the process (/proc/self/task), or -1.
+int clinux_thread_count(void);
 #endif

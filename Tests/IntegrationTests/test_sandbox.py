@@ -1,0 +1,141 @@
+"""The daemon's own confinement (docs/security.md, "Confinement"): confined by Landlock
+(AUTHBROKER_SANDBOX=on, the default under systemd), it identifies its callers through the
+helper it forked before confining itself, so [[allow]] rules by exe serve their program and
+refuse others; it cannot read the user's ~/.ssh; and a daemon that cannot identify a caller
+says so rather than asking for a rule that is already there. Under a live user manager:
+test_systemd_live.py."""
+import os
+import signal
+import subprocess
+import time
+
+from conftest import API, GIT, Daemon, RPC
+from policy_callers import PYTHON, ask_once, copy_of_python
+
+
+def machine_config(gl, name, rules):
+    return f"""[daemon]
+store = "memory"
+
+[providers.{name}]
+issuer = "{gl.issuer}"
+client_id = "{gl.client_id('machine')}"
+client_secret = "{gl.client_secret('machine')}"
+grant = "client_credentials"
+scopes = ["api"]
+resources = ["{API}", "{GIT}"]
+""" + rules
+
+
+def rule(exe, resources):
+    return f'\n[[allow]]\nexe = "{exe}"\nresources = {resources!r}\n'.replace("'", '"')
+
+
+class Home:
+    """A user's home with the config in ~/.config/authbroker, a key in ~/.ssh and the
+    socket in a runtime folder of its own, as a desktop has them."""
+
+    def __init__(self, d):
+        self.home = os.path.join(d.dir, "home")
+        self.folder = os.path.join(self.home, ".config", "authbroker")
+        self.ssh = os.path.join(self.home, ".ssh")
+        for p in (self.folder, self.ssh):
+            os.makedirs(p, mode=0o700)
+        d.config = os.path.join(self.folder, "config.toml")
+        d.socket = os.path.join(d.dir, "run", "authbroker", "socket")
+        os.makedirs(os.path.join(d.dir, "run"), mode=0o700)
+        d.env.update(HOME=self.home, AUTHBROKER_SOCKET=d.socket)
+
+
+def confined(gl, rules, sandbox="on"):
+    d = Daemon(None, extra_env={"AUTHBROKER_SANDBOX": sandbox})
+    d.gl = gl
+    h = Home(d)
+    d.write_config(text=machine_config(gl, d.name, rules))
+    return d.start(), h
+
+
+def test_a_confined_daemon_serves_an_exe_rule_its_program_and_refuses_another(glewlwyd_static):
+    d, _ = confined(glewlwyd_static, rule(PYTHON, [API]))
+    try:
+        log = d.log_text()
+        assert "confined by Landlock" in log, log
+        # The helper is the daemon's one child, outside the sandbox.
+        children = subprocess.run(["pgrep", "-P", str(d.proc.pid), "-x", "authbroker-id"], capture_output=True, text=True)
+        assert children.stdout.split(), log
+        assert ask_once(PYTHON, d, API) == ["served"], d.log_text()
+        refused = ask_once(PYTHON, d, GIT)[0]
+        assert refused.startswith("-32002 ") and PYTHON in refused and "add an [[allow]] rule" in refused, refused
+        other = ask_once(copy_of_python(d), d, API)[0]
+        assert other.startswith("-32002 ") and "python-copy" in other, other
+    finally:
+        d.cleanup()
+    # The helper ends with the daemon.
+    assert subprocess.run(["pgrep", "-x", "authbroker-id", "-P", str(d.proc.pid)], capture_output=True).returncode == 1
+
+
+def reload_into_ssh(d, h):
+    """Replaces the config by a link to a file in ~/.ssh (valid TOML, with a second rule)
+    and reloads: what the daemon can read of ~/.ssh decides which configuration is in force."""
+    key = os.path.join(h.ssh, "id_test.toml")
+    with open(key, "w") as f:
+        f.write(machine_config(d.gl, d.name, rule(PYTHON, [API, GIT])))
+    os.remove(d.config)
+    os.symlink(key, d.config)
+    before = d.log_text()
+    d.proc.send_signal(signal.SIGHUP)
+    deadline = time.time() + 20
+    while not any(s in d.log_text()[len(before):] for s in ("still running on the previous one", "configuration reloaded")):
+        assert time.time() < deadline, d.log_text()
+        time.sleep(0.05)
+    return d.log_text()[len(before):]
+
+
+def test_the_confined_daemon_cannot_read_ssh(glewlwyd_static):
+    d, h = confined(glewlwyd_static, rule(PYTHON, [API]))
+    try:
+        after = reload_into_ssh(d, h)
+        assert "still running on the previous one" in after and "ermission denied" in after, after
+        # Still on the previous configuration: the rule from ~/.ssh is not in force.
+        assert ask_once(PYTHON, d, GIT)[0].startswith("-32002 ")
+        assert ask_once(PYTHON, d, API) == ["served"]
+    finally:
+        d.cleanup()
+    # Unconfined, the same daemon reads it: it is the sandbox that refused.
+    d, h = confined(glewlwyd_static, rule(PYTHON, [API]), sandbox="off")
+    try:
+        assert "confined by Landlock" not in d.log_text()
+        after = reload_into_ssh(d, h)
+        assert "configuration reloaded" in after, after
+        assert ask_once(PYTHON, d, GIT) == ["served"], d.log_text()
+    finally:
+        d.cleanup()
+
+
+def test_a_daemon_that_cannot_identify_its_caller_says_so(glewlwyd_static):
+    """In a user namespace of its own (what PrivateUsers= does), the kernel refuses the
+    daemon (and its helper) the caller's /proc/PID/exe: the refusal says that, not "add an
+    [[allow]] rule" for a program that has one."""
+    d = Daemon(None, extra_env={"AUTHBROKER_SANDBOX": "on"})
+    d.gl = glewlwyd_static
+    d.write_config(text=machine_config(glewlwyd_static, d.name, rule(PYTHON, [API])))
+    logf = open(d.log, "ab")
+    from conftest import AUTHBROKERD
+    d.proc = subprocess.Popen(["unshare", "--user", "--map-root-user", AUTHBROKERD, "--config", d.config],
+                              env=d.env, stdout=logf, stderr=logf, stdin=subprocess.DEVNULL)
+    logf.close()
+    try:
+        deadline = time.time() + 20
+        while True:
+            try:
+                RPC(d.socket, timeout=5).call("daemon.status")
+                break
+            except OSError:
+                assert time.time() < deadline and d.proc.poll() is None, d.log_text()
+                time.sleep(0.05)
+        refused = ask_once(PYTHON, d, API)[0]
+        assert refused.startswith("-32002 "), refused
+        assert "cannot identify the program" in refused and "user namespace" in refused, refused
+        assert "add an [[allow]] rule" not in refused, refused
+    finally:
+        d.cleanup()
