@@ -12,7 +12,7 @@
 
 int clinux_landlock_abi(void) {
     long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
-    return abi < 0 ? 0 : (int)abi;
+    return abi < 0 ? -errno : (int)abi;
 }
 
 int clinux_landlock_ruleset(unsigned long long fs, unsigned long long scoped) {

@@ -134,13 +134,13 @@ struct Daemon {
     /// cannot be put in force.
     private func confine(configPath: String, socketFolder: String?, env: (String) -> String?, logger: Logger,
                          _ notifier: SystemdNotifier) -> ProcessInspector {
-        let wanted: Bool
-        switch Sandbox.wanted(environment: env) {
-        case .success(let on): wanted = on
+        let choice: Sandbox.Choice
+        switch Sandbox.choice(environment: env) {
+        case .success(let chosen): choice = chosen
         case .failure(let failure): fail(failure.description, status: 64, notifier)
         }
         _ = NamespaceCheck.ownsUserNamespace  // read while the parent process may still be looked at
-        guard wanted else { return .direct }
+        guard choice != .off else { return .direct }
         // The folder the socket goes in must exist to be allowed; SocketListener checks it.
         if let socketFolder { _ = mkdir(socketFolder, 0o700) }
         guard let inspector = ProcessInspector.start() else {
@@ -154,8 +154,9 @@ struct Daemon {
                     "abi": "\(abi)", "readable": "\(sandbox.readable.joined(separator: ","))",
                     "writable": "\(sandbox.writable.joined(separator: ","))", "identification_helper": "\(inspector.helperPID ?? 0)",
                 ])
-            case .unsupported:
-                logger.warning("this kernel has no Landlock: authbrokerd runs unconfined (only the systemd unit's options apply)")
+            case .unsupported(let why):
+                if choice == .required { fail("AUTHBROKER_SANDBOX=on, but \(why)", status: 71, notifier) }
+                logger.warning("authbrokerd runs unconfined (only the systemd unit's options apply): \(why)")
             }
         } catch {
             fail(error.description, status: 71, notifier)

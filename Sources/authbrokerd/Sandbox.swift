@@ -20,11 +20,19 @@ struct Sandbox {
     /// Whether to confine: `AUTHBROKER_SANDBOX=on|off`; by default on under systemd
     /// (`INVOCATION_ID`), where a browser is started by the user manager, outside the
     /// sandbox. Started from a shell, the daemon would start the browser itself, inside it.
-    static func wanted(environment: (String) -> String?) -> Result<Bool, Failure> {
+    enum Choice: Equatable {
+        case off
+        /// On by default: a kernel without Landlock is a warning.
+        case byDefault
+        /// Asked for: a kernel without Landlock stops the daemon.
+        case required
+    }
+
+    static func choice(environment: (String) -> String?) -> Result<Choice, Failure> {
         switch environment("AUTHBROKER_SANDBOX") {
-        case nil, "": return .success(environment("INVOCATION_ID") != nil)
-        case "on", "1", "yes": return .success(true)
-        case "off", "0", "no": return .success(false)
+        case nil, "": return .success(environment("INVOCATION_ID") != nil ? .byDefault : .off)
+        case "on", "1", "yes": return .success(.required)
+        case "off", "0", "no": return .success(.off)
         case let other?: return .failure(Failure(description: "AUTHBROKER_SANDBOX=\(other) is neither on nor off"))
         }
     }
@@ -53,15 +61,21 @@ struct Sandbox {
     enum Outcome: Equatable {
         /// Confined, under this Landlock ABI version.
         case confined(abi: Int)
-        /// The kernel has no Landlock (or it is disabled): the daemon runs unconfined.
-        case unsupported
+        /// Landlock is not to be had (the sentence says why): the daemon runs unconfined.
+        case unsupported(String)
     }
 
     /// Confines the process. Throws when the kernel has Landlock but the rules cannot be
     /// put in force: never a silent start without the confinement asked for.
     func apply() throws(Failure) -> Outcome {
-        let abi = Int(clinux_landlock_abi())
-        guard abi >= 1 else { return .unsupported }
+        let code = clinux_landlock_abi()
+        let abi = Int(code)
+        switch -code {
+        case EPERM: return .unsupported("a system-call filter refuses the Landlock calls (allow landlock_create_ruleset, landlock_add_rule and landlock_restrict_self)")
+        case EOPNOTSUPP: return .unsupported("Landlock is disabled in this kernel (add landlock to the lsm= boot parameter)")
+        case _ where abi < 1: return .unsupported("this kernel has no Landlock (Linux 5.13 or later has it)")
+        default: break
+        }
         let threads = clinux_thread_count()
         guard threads == 1 else {
             // The other threads would stay unconfined.

@@ -1,7 +1,8 @@
 """The installed units under a live systemd user manager (scripts/user-systemd): socket
 activation on the first authctl, READY/STATUS, reload, idle exit and restart from the
 Secret Service (a real gnome-keyring on the test user's session bus), [[allow]] rules by
-executable under the shipped unit, and a service that cannot start answered with a sentence
+executable under the shipped unit and its Landlock confinement (no ~/.ssh), the unit's
+exposure, and a service that cannot start answered with a sentence
 while systemd gives up restarting it.
 
 Runs as root (it starts `systemd --user` for the test user abtest); skipped otherwise or
@@ -241,6 +242,11 @@ def test_install_enables_the_socket_and_the_first_authctl_starts_the_daemon(live
     manager = subprocess.check_output(["pgrep", "-u", USER, "-x", "systemd"], text=True).split()[0]
     for ns in ("user", "mnt"):
         assert os.readlink(f"/proc/{pid}/ns/{ns}") == os.readlink(f"/proc/{manager}/ns/{ns}"), ns
+    # ...and confines itself instead (docs/security.md, "Confinement"): Landlock, with the
+    # identification helper as its one child, outside the sandbox.
+    assert "confined by Landlock" in s.log_text(), s.log_text()
+    helper = subprocess.run(["pgrep", "-P", str(pid), "-x", "authbroker-id"], capture_output=True, text=True)
+    assert helper.stdout.split(), s.log_text()
 
 
 def test_allow_rule_by_executable_works_under_the_shipped_unit(live):
@@ -260,6 +266,40 @@ def test_allow_rule_by_executable_works_under_the_shipped_unit(live):
     assert r.returncode == 5 and "forbidden by policy" in r.stderr, r.stderr
     assert os.path.join(s.home, ".local/bin/authctl") in r.stderr, r.stderr
     assert "cannot see their callers" not in s.log_text()
+
+
+def test_the_running_daemon_cannot_read_ssh_and_the_units_exposure(live):
+    s = live
+    # The exposure systemd rates the shipped unit at, under the live manager. It counts
+    # only systemd's own options; the Landlock confinement the daemon applies to itself is
+    # what docs/security.md weighs against the rest.
+    r = s.run("systemd-analyze", "--user", "security", "--no-pager", "authbroker.service")
+    m = re.search(r"Overall exposure level for authbroker\.service: ([0-9.]+)", r.stdout)
+    assert m, r.stdout + r.stderr
+    print(f"systemd-analyze --user security authbroker.service: {m.group(1)}")
+    assert float(m.group(1)) <= 6.5, r.stdout
+
+    # The config becomes a link to a file in ~/.ssh (valid TOML, one more rule) and the
+    # daemon reloads: it cannot read the file, and keeps the rules it had.
+    key = os.path.join(s.home, ".ssh", "id_test.toml")
+    s.write(key, config(s.gl, [(PYTHON, [API, GIT])]))
+    os.remove(s.config)
+    os.symlink(key, s.config)
+    try:
+        before = len(s.log_text())
+        pid = s.show("authbroker.service", "MainPID")["MainPID"]
+        s.systemctl("reload", "authbroker.service")
+        assert s.show("authbroker.service", "MainPID")["MainPID"] == pid
+        deadline = time.time() + 20
+        while "still running on the previous one" not in s.log_text()[-2000:]:
+            assert time.time() < deadline, s.log_text()
+            time.sleep(0.1)
+        assert "ermission denied" in s.log_text()[-2000:], s.log_text()
+        assert probe(s, "machine", GIT)["error"]["code"] == -32002
+        assert "ok" in probe(s, "machine", API)
+    finally:
+        os.remove(s.config)
+        s.write(s.config, config(s.gl, [(PYTHON, [API])]))
 
 
 def test_reload_puts_the_new_configuration_in_force(live):
@@ -322,6 +362,10 @@ def test_a_user_namespace_hides_the_callers_and_the_daemon_says_so(live):
         start_afresh(s)
         refused = probe(s, "machine", API)
         assert refused["error"]["code"] == -32002, refused
+        # The refusal says why, rather than asking for the rule that is there.
+        message = refused["error"]["message"]
+        assert "cannot identify the program" in message and "user namespace" in message, message
+        assert "add an [[allow]] rule" not in message, message
         assert "the [[allow]] rules cannot see their callers" in s.log_text()
     finally:
         s.drop_in("sandbox.conf", None)

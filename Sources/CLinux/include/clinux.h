@@ -37,7 +37,8 @@ int clinux_inspector_start(pid_t *helper);
 /// Not thread-safe: one question at a time per descriptor.
 int clinux_inspector_ask(int fd, unsigned int serial, pid_t pid, int namespaces, int timeout_ms, int fds[3], int errors[3]);
 
-/// The Landlock ABI version of the running kernel, or 0 when it has none (or it is off).
+/// The Landlock ABI version of the running kernel, or -errno: -ENOSYS without Landlock,
+/// -EOPNOTSUPP when it is built but off, -EPERM when a system-call filter refuses it.
 int clinux_landlock_abi(void);
 /// A Landlock ruleset handling `fs` (LANDLOCK_ACCESS_FS_* bits) and `scoped`
 /// (LANDLOCK_SCOPE_* bits, ABI 6); a descriptor, or -1 with errno set.
