@@ -102,6 +102,7 @@ struct Lifecycle {
             if !config.policy.isOpen { server.recordWriters(true) }
             _ = try await broker.reload(config)
             NamespaceCheck.warnIfCallersAreHidden(config.policy, logger: logger)
+            RuleFileCheck.warnAboutUnmatchableRules(config.policy, home: getenv("HOME").map { String(cString: $0) }, logger: logger)
         } catch let error as ConfigError {
             logger.error("the new configuration is not valid; still running on the previous one", metadata: ["error": "\(error)"])
         } catch let error as BrokerError {

@@ -2,9 +2,10 @@
 in a namespace of the caller's own, a program run after connecting, or a sibling left
 holding the socket does not get another program's tokens (docs/security.md)."""
 import os
+import shutil
 import subprocess
 
-from conftest import API, GIT
+from conftest import API, GIT, Daemon
 from policy_callers import ASK, ASK_ONCE, PYTHON, ask_once, copy_of_python, run
 
 
@@ -92,3 +93,27 @@ def test_no_rules_means_no_identity_work(daemon_factory):
     lines = run([PYTHON, "-c", script, d.socket, PYTHON, then])
     assert not lines[0].startswith("-32002") and not lines[1].startswith("-32002"), lines
     assert lines[1] != "closed", lines
+
+
+def test_a_rule_that_names_a_file_inside_a_container_is_warned_about(glewlwyd_static):
+    """Rules match the host's file: a path that exists only inside a container's image, or
+    a file in a container engine's storage (run through the container's overlay, another
+    file), can never match; the daemon says so at start (docs/integrations.md)."""
+    d = Daemon(glewlwyd_static)
+    home = os.path.join(d.dir, "home")
+    layer = os.path.join(home, ".local/share/containers/storage/overlay/0123abcd/diff/usr/bin/git")
+    os.makedirs(os.path.dirname(layer))
+    shutil.copy2("/bin/true", layer)
+    d.env["HOME"] = home
+    with open(d.config, "a") as f:
+        f.write(f'\n[[allow]]\nexe = "/usr/bin/only-in-the-image"\nnamespaces = "any"\nresources = ["{API}"]\n'
+                f'\n[[allow]]\nexe = "{layer}"\nnamespaces = "any"\nresources = ["{API}"]\n'
+                f'\n[[allow]]\nexe = "{PYTHON}"\nresources = ["{GIT}"]\n')
+    try:
+        d.start()
+        warnings = [line for line in d.log_text().splitlines() if "can never match" in line]
+        assert len(warnings) == 2, d.log_text()
+        assert "/usr/bin/only-in-the-image" in warnings[0] and "no such file on this host" in warnings[0], warnings
+        assert layer in warnings[1] and "overlay" in warnings[1], warnings
+    finally:
+        d.cleanup()
