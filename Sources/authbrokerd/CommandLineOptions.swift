@@ -25,8 +25,14 @@ struct CommandLineOptions: Equatable {
         SIGTERM and SIGINT stop it. Under systemd it reports READY=1, RELOADING=1 and STOPPING=1 \
         on $NOTIFY_SOCKET and logs with journal priorities.
 
+        Under systemd (or with AUTHBROKER_SANDBOX=on; off turns it off) it confines itself with \
+        Landlock: it reads the system and its configuration's folder, writes only its socket's \
+        folder, and nothing else of $HOME; a helper process, authbroker-id, started first, \
+        identifies callers for the [[allow]] rules (docs/security.md, "Confinement").
+
         Exit status: 0 stopped by a signal, or idle ([daemon] idle_exit, socket-activated only); \
-        1 cannot listen; 64 bad command line; 69 the Secret Service is unavailable; 78 configuration error.
+        1 cannot listen; 64 bad command line; 69 the Secret Service is unavailable; \
+        71 the confinement asked for cannot be put in force; 78 configuration error.
 
         OPTIONS:
           --config <config>       The configuration file.

@@ -10,6 +10,7 @@ import subprocess
 import time
 
 from conftest import API, GIT, Daemon, RPC
+from test_sign_in_on_demand import notifications  # noqa: F401  (the STUB notification server)
 from policy_callers import PYTHON, ask_once, copy_of_python
 
 
@@ -139,3 +140,52 @@ def test_a_daemon_that_cannot_identify_its_caller_says_so(glewlwyd_static):
         assert "add an [[allow]] rule" not in refused, refused
     finally:
         d.cleanup()
+
+
+# What a program the confined daemon starts itself may do: it inherits the daemon's Landlock
+# domain, so it shows what the running daemon's own process may read and write. It writes
+# its findings where it may (the daemon's runtime folder).
+PROBE = """out="$(dirname "$AUTHBROKER_SOCKET")/probe"
+try() { if sh -c "$2" >/dev/null 2>&1; then echo "$1=yes"; else echo "$1=no"; fi; }
+{
+  try read-ssh 'cat "$HOME/.ssh/id_test"'
+  try write-ssh 'echo planted > "$HOME/.ssh/authorized_keys"'
+  try write-home 'echo planted >> "$HOME/.bashrc"'
+  try write-config 'echo planted > "$HOME/.config/authbroker/planted"'
+  try write-tmp 'echo planted > "$PROBE_TMP"'
+  try write-own 'echo mine > "$(dirname "$AUTHBROKER_SOCKET")/mine"'
+} > "$out.part" && mv "$out.part" "$out"
+"""
+
+
+def test_the_confined_daemon_cannot_write_outside_its_own_folder(daemon_factory, notifications, tmp_path):
+    """The daemon starts a program itself when the user clicks a sign-in notification
+    ($BROWSER, run directly when not under systemd). That program runs in the daemon's
+    domain: it reads nothing of ~/.ssh and writes only into the daemon's runtime folder."""
+    from test_sign_in_on_demand import waiting_token_get, wait_until
+    d = daemon_factory(extra_env={"AUTHBROKER_SANDBOX": "on"})
+    h = Home(d)
+    with open(os.path.join(h.ssh, "id_test"), "w") as f:
+        f.write("not a real key\n")
+    # The probe is read by sh from the config folder: the daemon may read it, not run it.
+    probe = os.path.join(h.folder, "probe.sh")
+    with open(probe, "w") as f:
+        f.write(PROBE)
+    d.write_config()
+    d.env.pop("INVOCATION_ID", None)
+    d.env.update(BROWSER=f"/bin/sh {probe} %s", PROBE_TMP=str(tmp_path / "planted"))
+    d.start()
+    waiter = waiting_token_get(d)
+    try:
+        assert wait_until(lambda: len(notifications.calls("Notify")) == 1), d.log_text()
+        notifications.click(notifications.calls("Notify")[0]["id"], "sign-in")
+        out = os.path.join(os.path.dirname(d.socket), "probe")
+        assert wait_until(lambda: os.path.exists(out)), d.log_text()
+        with open(out) as f:
+            found = dict(line.strip().split("=") for line in f if "=" in line)
+    finally:
+        waiter.close()
+    assert found == {"read-ssh": "no", "write-ssh": "no", "write-home": "no", "write-config": "no",
+                     "write-tmp": "no", "write-own": "yes"}, found
+    assert not os.path.exists(os.path.join(h.ssh, "authorized_keys"))
+    assert not os.path.exists(tmp_path / "planted")
