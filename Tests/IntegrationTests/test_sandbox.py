@@ -75,6 +75,23 @@ def test_a_confined_daemon_serves_an_exe_rule_its_program_and_refuses_another(gl
     assert subprocess.run(["pgrep", "-x", "authbroker-id", "-P", str(d.proc.pid)], capture_output=True).returncode == 1
 
 
+def test_a_killed_identification_helper_is_named_in_the_refusal(glewlwyd_static):
+    """The helper is a process of the user: one that kills it loses the policy's callers
+    until a restart, and is told so; nothing is served unidentified."""
+    d, _ = confined(glewlwyd_static, rule(PYTHON, [API]))
+    try:
+        assert ask_once(PYTHON, d, API) == ["served"], d.log_text()
+        helper = subprocess.run(["pgrep", "-P", str(d.proc.pid), "-x", "authbroker-id"],
+                                capture_output=True, text=True).stdout.split()
+        os.kill(int(helper[0]), signal.SIGKILL)
+        refused = ask_once(PYTHON, d, API)[0]
+        assert refused.startswith("-32002 ") and "identification helper" in refused and "restart" in refused, refused
+        assert d.proc.poll() is None, "the daemon goes on serving what needs no rule"
+        assert "result" in d.rpc("daemon.status")
+    finally:
+        d.cleanup()
+
+
 def reload_into_ssh(d, h):
     """Replaces the config by a link to a file in ~/.ssh (valid TOML, with a second rule)
     and reloads: what the daemon can read of ~/.ssh decides which configuration is in force."""
