@@ -58,6 +58,7 @@ final class PeerIdentity {
         guard let start = PeerCredentials.startTime(of: pid) else { return }
         let view = inspector.view(of: pid, namespaces: true)
         guard let exe = view.executableID else {
+            if view.failure == ProcessInspector.helperGone { inspector.logSilence(logger) }
             unidentified = Self.unidentifiedError(view.failure)
             return
         }

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import BrokerCore
 import CLinux
+import Logging
 import Synchronization
 
 /// Reads what a caller runs: the file behind `/proc/PID/exe` and the process's mount and
@@ -40,6 +41,15 @@ public final class ProcessInspector: Sendable {
     private let serial = Mutex<UInt32>(0)
     /// The helper's pid, for the log.
     public let helperPID: pid_t?
+    /// Whether the helper's silence was logged already: once is enough, callers hear it each time.
+    private let silenceLogged = Atomic<Bool>(false)
+
+    /// Logs, the first time only, that the helper no longer answers.
+    func logSilence(_ logger: Logger) {
+        guard !silenceLogged.exchange(true, ordering: .relaxed) else { return }
+        logger.error("the identification helper (authbroker-id) does not answer: every [[allow]] rule refuses its callers until the daemon restarts (systemctl --user restart authbroker.service)",
+                     metadata: ["helper_pid": "\(helperPID ?? 0)"])
+    }
 
     private init(helper: (fd: CInt, pid: pid_t)?) {
         self.helper = helper?.fd ?? -1

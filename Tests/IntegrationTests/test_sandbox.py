@@ -87,6 +87,8 @@ def test_a_killed_identification_helper_is_named_in_the_refusal(glewlwyd_static)
         refused = ask_once(PYTHON, d, API)[0]
         assert refused.startswith("-32002 ") and "identification helper" in refused and "restart" in refused, refused
         assert d.proc.poll() is None, "the daemon goes on serving what needs no rule"
+        assert ask_once(PYTHON, d, API)[0].startswith("-32002 ")
+        assert d.log_text().count("the identification helper (authbroker-id) does not answer") == 1, d.log_text()
         assert "result" in d.rpc("daemon.status")
     finally:
         d.cleanup()
