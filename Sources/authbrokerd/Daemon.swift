@@ -147,7 +147,7 @@ struct Daemon {
         guard let inspector = ProcessInspector.start() else {
             fail("cannot start the identification helper: \(String(cString: strerror(errno)))", status: 71, notifier)
         }
-        let sandbox = Sandbox(configPath: configPath, socketFolder: socketFolder, home: env("HOME"))
+        let sandbox = Sandbox(configPath: configPath, socketFolder: socketFolder, environment: env)
         do {
             switch try sandbox.apply() {
             case .confined(let abi):

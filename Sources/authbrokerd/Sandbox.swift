@@ -45,11 +45,32 @@ struct Sandbox {
     /// The configuration's folder is readable (an editor saves by renaming a new file over
     /// the old one, which a rule on the file itself would not follow), unless that folder
     /// holds the home folder (`~/config.toml`): then only the file.
-    init(configPath: String, socketFolder: String?, home: String?) {
+    ///
+    /// Also readable: the CA certificates `SSL_CERT_FILE` and `SSL_CERT_DIR` name (which may
+    /// be anywhere), and the folder name resolution's files really are in when
+    /// `/etc/resolv.conf` or `/etc/hosts` link out of `/etc` (`/run/NetworkManager`,
+    /// `/run/resolvconf`…): the folder, because those files are replaced by renaming.
+    init(configPath: String, socketFolder: String?, environment: (String) -> String?) {
         let folder = Self.parent(of: configPath)
+        let home = environment("HOME")
         let holdsHome = home.map { home in folder == "/" || home == folder || home.hasPrefix(folder + "/") } ?? false
         readable = [holdsHome ? configPath : folder]
+        for name in ["SSL_CERT_FILE", "SSL_CERT_DIR"] {
+            guard let value = environment(name), !value.isEmpty else { continue }
+            readable += value.split(separator: ":").map(String.init)
+        }
+        for file in ["/etc/resolv.conf", "/etc/hosts"] {
+            guard let target = Self.resolved(file), !target.hasPrefix("/etc/"), !target.hasPrefix("/usr/") else { continue }
+            readable.append(Self.parent(of: target))
+        }
         writable = socketFolder.map { [$0] } ?? []
+    }
+
+    /// Where `path` leads, links followed; nil when it leads nowhere.
+    private static func resolved(_ path: String) -> String? {
+        guard let real = realpath(path, nil) else { return nil }
+        defer { free(real) }
+        return String(cString: real)
     }
 
     static func parent(of path: String) -> String {
@@ -91,7 +112,11 @@ struct Sandbox {
         guard ruleset >= 0 else { throw Failure(description: "cannot create a Landlock ruleset: \(Self.error())") }
         defer { close(ruleset) }
         func allow(_ path: String, _ access: UInt64, required: Bool) throws(Failure) {
-            guard clinux_landlock_allow(ruleset, path, access & handled) == 0 else {
+            // A rule on a file may only grant what applies to files (not READ_DIR, MAKE_*…).
+            var st = stat()
+            let isFolder = stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+            let rights = access & handled & (isFolder ? ~0 : Access.onFiles)
+            guard clinux_landlock_allow(ruleset, path, rights) == 0 else {
                 if !required, errno == ENOENT || errno == ENOTDIR { return }
                 throw Failure(description: "cannot allow \(path) in the Landlock ruleset: \(Self.error())")
             }
@@ -132,6 +157,8 @@ struct Sandbox {
         static let scopeSignal: UInt64 = 1 << 1
 
         static let read = readFile | readDir
+        /// What a rule on a single file may grant.
+        static let onFiles = execute | writeFile | readFile | truncate | ioctlDevice
         /// The socket folder: the socket and its stale predecessor, nothing executable.
         static let writeInFolder = writeFile | removeFile | makeReg | makeSock | truncate
     }

@@ -173,6 +173,7 @@ try() { if sh -c "$2" >/dev/null 2>&1; then echo "$1=yes"; else echo "$1=no"; fi
   try write-config 'echo planted > "$HOME/.config/authbroker/planted"'
   try write-tmp 'echo planted > "$PROBE_TMP"'
   try write-own 'echo mine > "$(dirname "$AUTHBROKER_SOCKET")/mine"'
+  try read-ca 'cat "$SSL_CERT_FILE"'
 } > "$out.part" && mv "$out.part" "$out"
 """
 
@@ -192,7 +193,12 @@ def test_the_confined_daemon_cannot_write_outside_its_own_folder(daemon_factory,
         f.write(PROBE)
     d.write_config()
     d.env.pop("INVOCATION_ID", None)
-    d.env.update(BROWSER=f"/bin/sh {probe} %s", PROBE_TMP=str(tmp_path / "planted"))
+    # CA certificates the user keeps in the home folder stay readable (SSL_CERT_FILE).
+    ca = os.path.join(h.home, "certs", "corp-ca.pem")
+    os.makedirs(os.path.dirname(ca))
+    with open(ca, "w") as f:
+        f.write("a CA certificate\n")
+    d.env.update(BROWSER=f"/bin/sh {probe} %s", PROBE_TMP=str(tmp_path / "planted"), SSL_CERT_FILE=ca)
     d.start()
     waiter = waiting_token_get(d)
     try:
@@ -205,6 +211,6 @@ def test_the_confined_daemon_cannot_write_outside_its_own_folder(daemon_factory,
     finally:
         waiter.close()
     assert found == {"read-ssh": "no", "write-ssh": "no", "write-home": "no", "write-config": "no",
-                     "write-tmp": "no", "write-own": "yes"}, found
+                     "write-tmp": "no", "write-own": "yes", "read-ca": "yes"}, found
     assert not os.path.exists(os.path.join(h.ssh, "authorized_keys"))
     assert not os.path.exists(tmp_path / "planted")
