@@ -91,7 +91,10 @@ final class PeerIdentity {
         // process, and the pidfd would show the first one ended); without, the same start
         // time. Running the same file: exec keeps pid and start time but changes the file.
         let alive = pidfd >= 0 ? PeerCredentials.isAlive(pidfd) : PeerCredentials.startTime(of: pid) == start
-        let same = alive && inspector.view(of: pid, namespaces: false).executableID == known.executableID
+        let now = inspector.view(of: pid, namespaces: false)
+        // A helper that stopped answering says nothing about the process: say that instead.
+        if now.failure == ProcessInspector.helperGone { throw Self.unidentifiedError(now.failure) }
+        let same = alive && now.executableID == known.executableID
         guard same else {
             changed = true
             caller = nil

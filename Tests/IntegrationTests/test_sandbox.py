@@ -11,7 +11,7 @@ import time
 
 from conftest import API, GIT, Daemon, RPC
 from test_sign_in_on_demand import notifications  # noqa: F401  (the STUB notification server)
-from policy_callers import PYTHON, ask_once, copy_of_python
+from policy_callers import ASK, PYTHON, ask_once, copy_of_python
 
 
 def machine_config(gl, name, rules):
@@ -79,11 +79,22 @@ def test_a_killed_identification_helper_is_named_in_the_refusal(glewlwyd_static)
     """The helper is a process of the user: one that kills it loses the policy's callers
     until a restart, and is told so; nothing is served unidentified."""
     d, _ = confined(glewlwyd_static, rule(PYTHON, [API]))
+    go = os.path.join(d.dir, "go")
+    # A connection served before the helper dies, asking again after.
+    held = subprocess.Popen([PYTHON, "-c", ASK + (
+        "import os, time\n"
+        "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print(ask(s, sys.argv[2]), flush=True)\n"
+        "while not os.path.exists(sys.argv[3]): time.sleep(0.01)\n"
+        "print(ask(s, sys.argv[2]), flush=True)\n"), d.socket, API, go], stdout=subprocess.PIPE, text=True)
     try:
+        assert held.stdout.readline().strip() == "served", d.log_text()
         assert ask_once(PYTHON, d, API) == ["served"], d.log_text()
         helper = subprocess.run(["pgrep", "-P", str(d.proc.pid), "-x", "authbroker-id"],
                                 capture_output=True, text=True).stdout.split()
         os.kill(int(helper[0]), signal.SIGKILL)
+        open(go, "w").close()
+        again = held.stdout.readline().strip()
+        assert again.startswith("-32002 ") and "identification helper" in again, again
         refused = ask_once(PYTHON, d, API)[0]
         assert refused.startswith("-32002 ") and "identification helper" in refused and "restart" in refused, refused
         assert d.proc.poll() is None, "the daemon goes on serving what needs no rule"
@@ -91,6 +102,8 @@ def test_a_killed_identification_helper_is_named_in_the_refusal(glewlwyd_static)
         assert d.log_text().count("the identification helper (authbroker-id) does not answer") == 1, d.log_text()
         assert "result" in d.rpc("daemon.status")
     finally:
+        held.kill()
+        held.wait()
         d.cleanup()
 
 
