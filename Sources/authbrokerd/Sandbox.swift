@@ -13,13 +13,12 @@ import CLinux
 /// are identified by the helper forked just before (`ProcessInspector`), which stays
 /// outside the Landlock domain.
 struct Sandbox {
-    /// What the daemon may touch.
+    /// What the daemon may read, besides the system.
     var readable: [String]
+    /// What it may read and write (its socket's folder).
     var writable: [String]
 
-    /// Whether to confine: `AUTHBROKER_SANDBOX=on|off`; by default on under systemd
-    /// (`INVOCATION_ID`), where a browser is started by the user manager, outside the
-    /// sandbox. Started from a shell, the daemon would start the browser itself, inside it.
+    /// Whether the daemon confines itself, and how firmly.
     enum Choice: Equatable {
         case off
         /// On by default: a kernel without Landlock is a warning.
@@ -28,6 +27,9 @@ struct Sandbox {
         case required
     }
 
+    /// Whether to confine: `AUTHBROKER_SANDBOX=on|off`; by default on under systemd
+    /// (`INVOCATION_ID`), where a browser is started by the user manager, outside the
+    /// sandbox. Started from a shell, the daemon would start the browser itself, inside it.
     static func choice(environment: (String) -> String?) -> Result<Choice, Failure> {
         switch environment("AUTHBROKER_SANDBOX") {
         case nil, "": return .success(environment("INVOCATION_ID") != nil ? .byDefault : .off)
@@ -52,12 +54,15 @@ struct Sandbox {
     /// `/run/resolvconf`…): the folder, because those files are replaced by renaming.
     init(configPath: String, socketFolder: String?, environment: (String) -> String?) {
         let folder = Self.parent(of: configPath)
+        // A folder that holds the home folder would open all of it (~/.ssh included).
         let home = environment("HOME")
-        let holdsHome = home.map { home in folder == "/" || home == folder || home.hasPrefix(folder + "/") } ?? false
-        readable = [holdsHome ? configPath : folder]
+        func holdsHome(_ folder: String) -> Bool {
+            home.map { home in folder == "/" || home == folder || home.hasPrefix(folder + "/") } ?? false
+        }
+        readable = [holdsHome(folder) ? configPath : folder]
         for name in ["SSL_CERT_FILE", "SSL_CERT_DIR"] {
             guard let value = environment(name), !value.isEmpty else { continue }
-            readable += value.split(separator: ":").map(String.init)
+            readable += value.split(separator: ":").map(String.init).filter { !holdsHome($0) }
         }
         for file in ["/etc/resolv.conf", "/etc/hosts"] {
             guard let target = Self.resolved(file), !target.hasPrefix("/etc/"), !target.hasPrefix("/usr/") else { continue }
