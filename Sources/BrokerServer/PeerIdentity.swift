@@ -9,8 +9,8 @@ import NIOCore
 ///
 /// SO_PEERCRED's uid is read at accept, always (only the daemon's user is served). The rest
 /// (executable, namespaces, start time, cgroup) is read only when an `[[allow]]` policy is
-/// in force at accept (the executable and namespaces through `ProcessInspector`), and `WriterCheck` then lets through only what the connecting process
-/// writes. Every request that needs the policy checks, for a few microseconds, that the
+/// in force at accept (the executable and namespaces through `ProcessInspector`), and
+/// `WriterCheck` then lets through only what the connecting process writes. Every request that needs the policy checks, for a few microseconds, that the
 /// process is still the one that connected (same process, same start time, same executable
 /// file); one that ran another program since, or a sibling holding the socket after it
 /// exited, loses the connection, and so does a connection opened before a reload brought
