@@ -65,11 +65,6 @@ enum SecretServiceErrors {
         let after = message[range.upperBound...].dropFirst(name.count)
         return after.first != "/"
     }
-
-    /// Maps and frees a `GError` (ownership is taken; the pointer is invalid afterwards).
-    static func consume(_ error: UnsafeMutablePointer<GError>, duringSave: Bool = false) -> StoreError {
-        LibsecretError(taking: error).storeError(duringSave: duringSave)
-    }
 }
 
 /// The parts of a `GError` that matter here, copied out so the `GError` can be freed at once.

@@ -37,19 +37,22 @@ public final class SecretServiceStore: CredentialStore {
     /// need an unlock prompt), `.timedOut` or `.failed`.
     public func check() async throws(StoreError) {
         try await BlockingCall.run(timeout: timeout) { cancellation -> Result<Void, StoreError> in
-            var error: UnsafeMutablePointer<GError>?
-            let state = authbroker_secret_check(cancellation.pointer, &error)
-            if let error {
-                return .failure(SecretServiceErrors.consume(error))
+            let probed = Self.reconnecting { () -> Result<AuthbrokerStoreState, LibsecretError> in
+                var error: UnsafeMutablePointer<GError>?
+                let state = authbroker_secret_check(cancellation.pointer, &error)
+                if let error { return .failure(LibsecretError(taking: error)) }
+                return .success(state)
             }
-            switch state {
-            case AUTHBROKER_STORE_READY:
+            switch probed {
+            case .failure(let failure):
+                return .failure(failure.storeError())
+            case .success(AUTHBROKER_STORE_READY):
                 return .success(())
-            case AUTHBROKER_STORE_LOCKED:
+            case .success(AUTHBROKER_STORE_LOCKED):
                 return .failure(.locked(SecretServiceErrors.locked))
-            case AUTHBROKER_STORE_NO_DEFAULT:
+            case .success(AUTHBROKER_STORE_NO_DEFAULT):
                 return .failure(.unavailable(SecretServiceErrors.noDefaultCollection))
-            default:
+            case .success:
                 return .failure(.failed("the Secret Service failed: unexpected answer while checking the default keyring"))
             }
         }
@@ -67,26 +70,25 @@ public final class SecretServiceStore: CredentialStore {
             throw .failed("the credential's secret contains a NUL character and cannot be stored")
         }
         try await BlockingCall.run(timeout: timeout) { cancellation -> Result<Void, StoreError> in
-            var error: UnsafeMutablePointer<GError>?
-            // The Swift strings are handed to C as temporary C strings for the duration
-            // of the call; no other copy of the secret is made.
-            let stored = authbroker_secret_store(
-                credential.label,
-                credential.provider,
-                credential.issuer,
-                credential.clientID,
-                credential.subject,
-                credential.secret,
-                cancellation.pointer,
-                &error
-            )
-            if let error {
-                return .failure(SecretServiceErrors.consume(error, duringSave: true))
+            let stored = Self.reconnecting { () -> Result<Void, LibsecretError> in
+                var error: UnsafeMutablePointer<GError>?
+                // The Swift strings are handed to C as temporary C strings for the duration
+                // of the call; no other copy of the secret is made.
+                let stored = authbroker_secret_store(
+                    credential.label,
+                    credential.provider,
+                    credential.issuer,
+                    credential.clientID,
+                    credential.subject,
+                    credential.secret,
+                    cancellation.pointer,
+                    &error
+                )
+                if let error { return .failure(LibsecretError(taking: error)) }
+                if stored == 0 { return .failure(LibsecretError(message: "the item was not stored")) }
+                return .success(())
             }
-            if stored == 0 {
-                return .failure(.failed("the Secret Service failed: the item was not stored"))
-            }
-            return .success(())
+            return stored.mapError { $0.storeError(duringSave: true) }
         }
     }
 
@@ -102,7 +104,7 @@ public final class SecretServiceStore: CredentialStore {
             // properties ("No such secret item at path ..."): search again.
             var attempt = 1
             while true {
-                switch Self.searchAll(cancellation: cancellation) {
+                switch Self.reconnecting({ Self.searchAll(cancellation: cancellation) }) {
                 case .success(let credentials):
                     return .success(credentials)
                 case .failure(let failure) where failure.isVanished && attempt < Self.searchAttempts:
@@ -122,7 +124,7 @@ public final class SecretServiceStore: CredentialStore {
         return try await BlockingCall.run(timeout: timeout) { cancellation -> Result<Bool, StoreError> in
             var attempt = 1
             while true {
-                switch Self.clear(key, cancellation: cancellation) {
+                switch Self.reconnecting({ Self.clear(key, cancellation: cancellation) }) {
                 case .success(let removed):
                     return .success(removed)
                 case .failure(let failure) where failure.isVanished && attempt < Self.searchAttempts:
@@ -135,6 +137,27 @@ public final class SecretServiceStore: CredentialStore {
     }
 
     // MARK: - Private
+
+    /// Runs one libsecret operation; when it fails for any reason but cancellation, drops
+    /// libsecret's shared connection to the service and runs it once more.
+    ///
+    /// libsecret keeps one `SecretService` proxy per process, bound to the unique bus name
+    /// of the keyring it first met (":1.7") and to a session opened there. It learns that
+    /// the keyring went away only from a name watch whose callbacks run on the main context
+    /// of a `_sync` call long gone, so never: after gnome-keyring restarts (a new unique
+    /// name, no session), every call would fail ("The name :1.7 was not provided by any
+    /// .service files", "The session wrapping the secret does not exist") until the process
+    /// restarts. `secret_service_disconnect()` drops that proxy (and libsecret's cached
+    /// backend); the next call looks the service up by its well-known name again and opens
+    /// a new session. Safe here: every libsecret call of the process runs on one serial
+    /// queue, so no other call holds the old proxy. Errors that are not about the
+    /// connection (a locked keyring) cost one more round trip and come back the same.
+    static func reconnecting<T>(_ operation: () -> Result<T, LibsecretError>) -> Result<T, LibsecretError> {
+        let first = operation()
+        guard case .failure(let failure) = first, !failure.isCancelled else { return first }
+        secret_service_disconnect()
+        return operation()
+    }
 
     /// Attribute values go to C as C strings: a NUL would silently cut them short.
     private static func validate(_ key: CredentialKey) throws(StoreError) {

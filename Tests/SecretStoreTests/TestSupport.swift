@@ -161,39 +161,12 @@ final class PrivateSession {
     /// gnome-keyring-daemon with only the Secret Service, its login keyring created and
     /// unlocked with a throwaway password read from stdin.
     private func startKeyring() throws {
-        guard let daemon = TestSupport.which("gnome-keyring-daemon"), let gdbus = TestSupport.which("gdbus") else {
+        do {
+            keyring = try KeyringProcess.launch(environment: environment)
+        } catch {
             stop()
-            throw XCTSkip("gnome-keyring-daemon or gdbus is not installed")
+            throw error
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: daemon)
-        process.arguments = ["--foreground", "--unlock", "--components=secrets"]
-        process.environment = environment
-        let input = Pipe()
-        process.standardInput = input
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        keyring = process
-        input.fileHandleForWriting.write(Data("test-password".utf8))
-        try input.fileHandleForWriting.close()
-
-        // Wait until it owns org.freedesktop.secrets.
-        let deadline = Date().addingTimeInterval(20)
-        while Date() < deadline {
-            let answer = try TestSupport.run(
-                gdbus,
-                [
-                    "call", "--session", "--dest", "org.freedesktop.DBus", "--object-path", "/org/freedesktop/DBus",
-                    "--method", "org.freedesktop.DBus.NameHasOwner", "org.freedesktop.secrets",
-                ],
-                environment: environment, timeout: 10
-            )
-            if answer.output.contains("true") { return }
-            usleep(50_000)
-        }
-        stop()
-        throw XCTSkip("the private gnome-keyring-daemon did not appear on the bus")
     }
 
     /// Freezes (SIGSTOP) or thaws (SIGCONT) the keyring: a frozen service gets D-Bus calls
@@ -226,5 +199,71 @@ func assertThrows<T>(
         XCTFail("expected \(expected), got a result: \(value)", file: file, line: line)
     } catch {
         XCTAssertEqual(error, expected, file: file, line: line)
+    }
+}
+
+/// A gnome-keyring-daemon in the foreground, as a direct child, with only the Secret
+/// Service: its login keyring (in `HOME` of `environment`) created or opened, and unlocked
+/// with a throwaway password read from stdin. Started again on the same bus and home, it
+/// opens the same keyring file under a new unique bus name, as after a crash.
+enum KeyringProcess {
+    static let password = "test-password"
+
+    static func launch(environment: [String: String]) throws -> Process {
+        guard let daemon = TestSupport.which("gnome-keyring-daemon") else {
+            throw XCTSkip("gnome-keyring-daemon is not installed")
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: daemon)
+        process.arguments = ["--foreground", "--unlock", "--components=secrets"]
+        process.environment = environment
+        let input = Pipe()
+        process.standardInput = input
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        input.fileHandleForWriting.write(Data(password.utf8))
+        try input.fileHandleForWriting.close()
+        guard try waitForOwner(present: true, environment: environment) else {
+            process.terminate()
+            throw XCTSkip("the private gnome-keyring-daemon did not appear on the bus")
+        }
+        return process
+    }
+
+    /// Waits (up to 20 s) until org.freedesktop.secrets has an owner on the bus, or none;
+    /// whether it came to that.
+    static func waitForOwner(present: Bool, environment: [String: String]) throws -> Bool {
+        guard let gdbus = TestSupport.which("gdbus") else { throw XCTSkip("gdbus is not installed") }
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline {
+            let answer = try TestSupport.run(
+                gdbus,
+                [
+                    "call", "--session", "--dest", "org.freedesktop.DBus", "--object-path", "/org/freedesktop/DBus",
+                    "--method", "org.freedesktop.DBus.NameHasOwner", "org.freedesktop.secrets",
+                ],
+                environment: environment, timeout: 10
+            )
+            if answer.output.contains(present ? "true" : "false") { return true }
+            usleep(50_000)
+        }
+        return false
+    }
+
+    /// The process id of whoever owns org.freedesktop.secrets on the bus.
+    static func ownerPID(environment: [String: String]) throws -> pid_t? {
+        guard let gdbus = TestSupport.which("gdbus") else { throw XCTSkip("gdbus is not installed") }
+        let answer = try TestSupport.run(
+            gdbus,
+            [
+                "call", "--session", "--dest", "org.freedesktop.DBus", "--object-path", "/org/freedesktop/DBus",
+                "--method", "org.freedesktop.DBus.GetConnectionUnixProcessID", "org.freedesktop.secrets",
+            ],
+            environment: environment, timeout: 10
+        )
+        // "(uint32 1234,)"
+        let digits = answer.output.split(separator: " ").last?.filter(\.isNumber) ?? ""
+        return pid_t(digits)
     }
 }
