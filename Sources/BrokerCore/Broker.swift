@@ -37,11 +37,18 @@ public final class Broker: Sendable {
     let announcer: (any SignInAnnouncing)?
     /// Sign-ins on demand being started, by provider: concurrent callers share one.
     let startingOnDemand = Mutex<[String: Task<LoginStartResult, any Error>]>([:])
+    /// The last reload, when it was refused (`noteReload`).
+    let refusedReload = Mutex<ReloadRefusedStatus?>(nil)
+    /// Whether the store's accounts are loaded (see `start`).
+    let availability = StoreAvailability()
+    /// How long the background watch for an unavailable store waits between tries, at most.
+    let storeRetryInterval: Duration
 
     public init(config: BrokerConfig, store: any CredentialStore, transport: any HTTPTransport,
                 socketPath: String, clock: WallClock = .system, logger: Logger,
                 redirects: (any RedirectListening)? = nil, announcer: (any SignInAnnouncing)? = nil,
-                refreshAheadTick: Duration = .seconds(15)) {
+                refreshAheadTick: Duration = .seconds(15), storeRetryInterval: Duration = .seconds(5)) {
+        self.storeRetryInterval = storeRetryInterval
         self.ahead = RefreshAhead(tick: refreshAheadTick)
         self.announcer = announcer
         self.store = store
@@ -59,30 +66,21 @@ public final class Broker: Sendable {
     /// The configuration in force.
     public var config: BrokerConfig { table.withLock { $0.config } }
 
-    /// Checks the store and loads the accounts it holds for the configured providers.
-    public func start() async throws(BrokerError) {
-        let items: [StoredCredential]
+    /// Loads the accounts the store holds for the configured providers. A store that
+    /// cannot be read (no keyring, a locked or hung one) does not stop the start: the
+    /// broker serves in the "secret store unavailable" state (`storeFailure`) and reads the
+    /// store again in the background until it can (`watchStore`).
+    public func start() async {
+        addMachineAccounts(for: config)
         do {
-            try await store.check()
-            items = try await store.loadAll()
+            try await loadStoredAccounts()
         } catch {
-            throw BrokerError.storeUnavailable(message: error.message)
+            availability.set(.unavailable(error))
+            logger.warning("the secret store is unavailable: serving without the accounts it holds until it can be read", metadata: [
+                "store": "\(store.kind)", "error": "\(error.message)",
+            ])
+            watchStore()
         }
-        let config = self.config
-        for p in config.providers where p.grant == .clientCredentials && accounts[Account.machine(for: p).key] == nil {
-            accounts.put(Account.machine(for: p))
-        }
-        var secrets: [String: String] = [:]
-        for item in items {
-            guard let p = config.provider(named: item.provider), p.issuer == item.issuer, p.clientID == item.clientID else { continue }
-            if let secret = ClientSecretItem.secret(from: item) {
-                secrets[p.name] = secret
-            } else if let account = AccountSecret.account(from: item), accounts[account.key] == nil {
-                accounts.put(account)
-            }
-        }
-        if !secrets.isEmpty { useStoredSecrets(secrets) }
-        logger.info("loaded accounts from the store", metadata: ["count": "\(accounts.list().count)", "store": "\(store.kind)"])
     }
 
     // MARK: Resolution
@@ -121,6 +119,8 @@ public final class Broker: Sendable {
             return (provider, account)
         case .unknownProvider, .noDefaultProvider:
             throw providerMissing(name)
+        case .noAccount(let provider, _) where availability.failure != nil:
+            throw storeUnavailable(provider)
         case .noAccount(let provider, nil):
             throw BrokerError.notSignedIn(provider)
         case .noAccount(let provider, let accountName?):
@@ -197,7 +197,9 @@ public final class Broker: Sendable {
         }
         return DaemonStatusResult(
             version: BrokerVersion.current, pid: Int32(getpid()), uptimeSeconds: (now - startedAt),
-            store: store.kind, socket: socketPath, providers: providers, counters: counters.snapshot())
+            store: store.kind, socket: socketPath, providers: providers, counters: counters.snapshot(),
+            storeUnavailable: storeFailure.map { StoreUnavailableStatus(reason: $0.reason, message: $0.message) },
+            reloadRefused: reloadRefusal)
     }
 }
 

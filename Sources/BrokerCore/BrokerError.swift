@@ -7,8 +7,9 @@ public enum BrokerError: Error, Sendable, Equatable {
     case providerError(provider: String, oauthError: String, message: String)
     /// The provider could not be reached or answered nonsense; retry after the hint.
     case providerUnreachable(provider: String, retryAfter: Int, message: String)
-    /// The Secret Service is absent, locked or not answering.
-    case storeUnavailable(message: String)
+    /// The Secret Service is absent, locked or not answering; `reason` is the kind
+    /// (`unavailable`, `locked`, `timed_out`, `failed`) when it is known.
+    case storeUnavailable(message: String, reason: String? = nil)
     /// No such provider, or none named when several are configured.
     case unknownProvider(message: String)
     /// The request is well-formed JSON-RPC but asks for something that cannot be.
@@ -27,7 +28,7 @@ public enum BrokerError: Error, Sendable, Equatable {
     public var message: String {
         switch self {
         case .loginRequired(_, let m), .providerError(_, _, let m), .providerUnreachable(_, _, let m),
-             .storeUnavailable(let m), .unknownProvider(let m), .invalidRequest(let m),
+             .storeUnavailable(let m, _), .unknownProvider(let m), .invalidRequest(let m),
              .loginFailed(_, let m), .forbidden(let m), .overloaded(let m), .configuration(_, let m), .internalError(let m):
             return m
         }

@@ -137,18 +137,23 @@ public struct ErrorData: Codable, Sendable, Equatable {
     public var retryAfter: Int?
     /// For limit errors: the limit that was exceeded.
     public var limit: Int?
+    /// For "secret store unavailable": what is wrong with it (`unavailable`, `locked`,
+    /// `timed_out`, `failed`).
+    public var reason: String?
 
-    public init(provider: String? = nil, oauthError: String? = nil, retryAfter: Int? = nil, limit: Int? = nil) {
+    public init(provider: String? = nil, oauthError: String? = nil, retryAfter: Int? = nil, limit: Int? = nil,
+                reason: String? = nil) {
         self.provider = provider
         self.oauthError = oauthError
         self.retryAfter = retryAfter
         self.limit = limit
+        self.reason = reason
     }
 
     enum CodingKeys: String, CodingKey {
         case provider
         case oauthError = "oauth_error"
         case retryAfter = "retry_after"
-        case limit
+        case limit, reason
     }
 }

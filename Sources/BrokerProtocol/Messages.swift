@@ -286,8 +286,15 @@ public struct DaemonStatusResult: Codable, Sendable, Equatable {
     public var socket: String
     public var providers: [ProviderStatus]
     public var counters: Counters
+    /// Set while the store's accounts are not loaded (the daemon started without a usable
+    /// Secret Service): why, and what to do. Absent when the store is in use.
+    public var storeUnavailable: StoreUnavailableStatus?
+    /// Set when the last reload (SIGHUP) was refused: the daemon runs on the configuration
+    /// before it. Absent after a reload that took effect, or when none was asked for.
+    public var reloadRefused: ReloadRefusedStatus?
 
-    public init(version: String, pid: Int32, uptimeSeconds: Double, store: String, socket: String, providers: [ProviderStatus], counters: Counters) {
+    public init(version: String, pid: Int32, uptimeSeconds: Double, store: String, socket: String, providers: [ProviderStatus], counters: Counters,
+                storeUnavailable: StoreUnavailableStatus? = nil, reloadRefused: ReloadRefusedStatus? = nil) {
         self.version = version
         self.pid = pid
         self.uptimeSeconds = uptimeSeconds
@@ -295,12 +302,39 @@ public struct DaemonStatusResult: Codable, Sendable, Equatable {
         self.socket = socket
         self.providers = providers
         self.counters = counters
+        self.storeUnavailable = storeUnavailable
+        self.reloadRefused = reloadRefused
     }
 
     enum CodingKeys: String, CodingKey {
         case version, pid
         case uptimeSeconds = "uptime_seconds"
         case store, socket, providers, counters
+        case storeUnavailable = "store_unavailable"
+        case reloadRefused = "reload_refused"
+    }
+}
+
+/// Why the store's accounts are not loaded: `reason` is `unavailable`, `locked`,
+/// `timed_out` or `failed`; `message` says what to do.
+public struct StoreUnavailableStatus: Codable, Sendable, Equatable {
+    public var reason: String
+    public var message: String
+
+    public init(reason: String, message: String) {
+        self.reason = reason
+        self.message = message
+    }
+}
+
+/// A reload that was refused: when (Unix seconds) and why.
+public struct ReloadRefusedStatus: Codable, Sendable, Equatable {
+    public var at: Int64
+    public var message: String
+
+    public init(at: Int64, message: String) {
+        self.at = at
+        self.message = message
     }
 }
 

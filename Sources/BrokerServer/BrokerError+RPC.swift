@@ -11,8 +11,8 @@ extension BrokerError {
             return RPCError(.providerError, m, data: ErrorData(provider: provider, oauthError: code))
         case .providerUnreachable(let provider, let retry, let m):
             return RPCError(.providerUnreachable, m, data: ErrorData(provider: provider, retryAfter: retry))
-        case .storeUnavailable(let m):
-            return RPCError(.secretStoreUnavailable, m)
+        case .storeUnavailable(let m, let reason):
+            return RPCError(.secretStoreUnavailable, m, data: reason.map { ErrorData(reason: $0) })
         case .unknownProvider(let m):
             return RPCError(.unknownProvider, m)
         case .invalidRequest(let m):

@@ -63,6 +63,18 @@ public enum StoreError: Error, Sendable, Equatable {
     }
 }
 
+extension StoreError {
+    /// A short word for the kind of failure, for machines (`data.reason` of the daemon's -32005 answers).
+    public var reason: String {
+        switch self {
+        case .unavailable: return "unavailable"
+        case .locked: return "locked"
+        case .timedOut: return "timed_out"
+        case .failed: return "failed"
+        }
+    }
+}
+
 /// Where refresh tokens live. Implementations: `SecretServiceStore` (libsecret, schema
 /// `org.authbroker.Credential`) and `MemoryStore` (nothing persisted).
 ///

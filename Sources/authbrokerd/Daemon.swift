@@ -103,11 +103,9 @@ struct Daemon {
         let broker = Broker(config: settings, store: store, transport: transport, socketPath: socketPath, logger: logger,
                             redirects: LoopbackRedirects(group: loops),
                             announcer: DesktopNotifier(launcher: launcher, logger: logger))
-        do {
-            try await broker.start()
-        } catch {
-            fail("the refresh-token store is unavailable: \(error.message)", status: 69, notifier)
-        }
+        // A store that cannot be read does not stop the start (no exit, no restart loop):
+        // the broker serves without its accounts and reads it again until it can.
+        await broker.start()
 
         let server = BrokerServer(broker: broker, socketPath: socketPath, logger: logger, eventLoops: loops,
                                   inheritedSocket: inherited?.descriptor, inspector: inspector)
@@ -120,6 +118,7 @@ struct Daemon {
             "version": "\(BrokerVersion.current)",
             "providers": "\(settings.providers.map(\.name).joined(separator: ","))",
             "store": "\(store.kind)",
+            "store_available": "\(broker.storeFailure == nil)",
             "socket_activated": "\(inherited != nil)",
         ])
         NamespaceCheck.warnIfCallersAreHidden(settings.policy, logger: logger)

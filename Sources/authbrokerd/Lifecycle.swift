@@ -60,6 +60,14 @@ struct Lifecycle {
         defer { trimTask.cancel() }
 
         notifier.ready(status: readyStatus())
+        // The STATUS line says the store is unavailable until its accounts are loaded.
+        let storeTask = broker.storeFailure == nil ? nil : Task {
+            while !Task.isCancelled, broker.storeFailure != nil {
+                try? await Task.sleep(for: .seconds(1))
+            }
+            if !Task.isCancelled { notifier.ready(status: readyStatus()) }
+        }
+        defer { storeTask?.cancel() }
         var ending = Ending.signal(SIGTERM)
         loop: for await event in events {
             switch event {
@@ -91,11 +99,13 @@ struct Lifecycle {
         return ending
     }
 
-    /// Re-reads the configuration file and puts it in force; an invalid file leaves the
-    /// running configuration as it is.
+    /// Re-reads the configuration file and puts it in force; an invalid file, or one whose
+    /// accounts cannot be read, leaves the running configuration as it is, and says so in
+    /// the log, the unit's STATUS and `daemon.status`.
     private func reload() async {
         notifier.reloading()
         logger.notice("reloading the configuration", metadata: ["config": "\(configPath)"])
+        var refusal: String?
         do {
             let config = try ConfigLoader.load(path: configPath)
             // New connections carry their writers before the rules that check them apply.
@@ -104,12 +114,16 @@ struct Lifecycle {
             NamespaceCheck.warnIfCallersAreHidden(config.policy, logger: logger)
             RuleFileCheck.warnAboutUnmatchableRules(config.policy, home: getenv("HOME").map { String(cString: $0) }, logger: logger)
         } catch let error as ConfigError {
-            logger.error("the new configuration is not valid; still running on the previous one", metadata: ["error": "\(error)"])
+            refusal = "the new configuration is not valid: \(error)"
         } catch let error as BrokerError {
-            logger.error("the new configuration could not be put in force; still running on the previous one", metadata: ["error": "\(error.message)"])
+            refusal = "the new configuration could not be put in force: \(error.message)"
         } catch {
-            logger.error("the configuration reload failed; still running on the previous one", metadata: ["error": "\(error)"])
+            refusal = "the configuration reload failed: \(error)"
         }
+        if let refusal {
+            logger.error("\(refusal); still running on the previous one")
+        }
+        broker.noteReload(refused: refusal)
         server.recordWriters(!broker.callerPolicy.isOpen)
         notifier.ready(status: readyStatus())
     }
@@ -127,8 +141,17 @@ struct Lifecycle {
         await server.stop()
     }
 
+    /// The unit's STATUS line: what is served, and what is wrong (a refused reload, a
+    /// store that cannot be read), so `systemctl --user status` shows it without the log.
     private func readyStatus() -> String {
         let names = broker.config.providers.map(\.name).joined(separator: ", ")
-        return "serving tokens for \(names)"
+        var status = "serving tokens for \(names)"
+        if let failure = broker.storeFailure {
+            status += "; secret store unavailable (\(failure.reason)): \(failure.message)"
+        }
+        if let refused = broker.reloadRefusal {
+            status += "; last reload refused, running on the previous configuration: \(refused.message)"
+        }
+        return status
     }
 }

@@ -120,12 +120,15 @@ final class StubTransport: HTTPTransport {
     }
 }
 
-/// A STUB store: the real `MemoryStore` underneath, with saves that can be made to fail
-/// (the Secret Service going away mid-refresh cannot be produced on cue) and a log of
-/// what was written, in order with what the test notes.
+/// A STUB store: the real `MemoryStore` underneath, with saves and reads that can be made
+/// to fail or wait (the Secret Service going away or hanging at a given moment cannot be
+/// produced on cue) and a log of what was written, in order with what the test notes.
 final class StubStore: CredentialStore {
     let memory = MemoryStore()
     private let failing = Mutex(false)
+    private let failingReads = Mutex(false)
+    /// While set, reads wait here until `releaseReads`.
+    private let heldReads = Mutex<(held: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
     let events = Mutex<[String]>([])
 
     var kind: String { "memory" }
@@ -133,7 +136,42 @@ final class StubStore: CredentialStore {
     /// Saves throw while true.
     func failSaves(_ fail: Bool) { failing.withLock { $0 = fail } }
 
-    func check() async throws(StoreError) {}
+    /// `check` and `loadAll` throw while true, as with a locked keyring.
+    func failReads(_ fail: Bool) { failingReads.withLock { $0 = fail } }
+
+    /// Every read takes this long, as on a busy keyring.
+    func slowReads(_ delay: Duration) { readDelay.withLock { $0 = delay } }
+    private let readDelay = Mutex(Duration.zero)
+
+    /// Reads wait from now on, as on a keyring that is slow to answer, until `releaseReads`.
+    func holdReads() { heldReads.withLock { $0.held = true } }
+
+    /// How many reads wait now.
+    var readsWaiting: Int { heldReads.withLock { $0.waiting.count } }
+
+    func releaseReads() {
+        let waiting = heldReads.withLock { state in
+            state.held = false
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        waiting.forEach { $0.resume() }
+    }
+
+    private func read() async throws(StoreError) {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let held = heldReads.withLock { state in
+                if state.held { state.waiting.append(c) }
+                return state.held
+            }
+            if !held { c.resume() }
+        }
+        let delay = readDelay.withLock { $0 }
+        if delay > .zero { try? await Task.sleep(for: delay) }
+        guard !failingReads.withLock({ $0 }) else { throw .locked("the STUB store is locked") }
+    }
+
+    func check() async throws(StoreError) { try await read() }
 
     func save(_ credential: StoredCredential) async throws(StoreError) {
         guard !failing.withLock({ $0 }) else { throw .unavailable("the STUB store refuses writes") }
@@ -142,7 +180,10 @@ final class StubStore: CredentialStore {
         events.withLock { $0.append("saved \(fingerprint(refresh))") }
     }
 
-    func loadAll() async throws(StoreError) -> [StoredCredential] { try await memory.loadAll() }
+    func loadAll() async throws(StoreError) -> [StoredCredential] {
+        try await read()
+        return try await memory.loadAll()
+    }
 
     func delete(_ key: CredentialKey) async throws(StoreError) -> Bool { try await memory.delete(key) }
 
@@ -175,19 +216,11 @@ struct BrokerHarness {
     /// - Parameter providerKeys: further lines for `[providers.corp]`.
     /// - Parameter refreshAheadTick: the longest sleep of a background refresh between
     ///   readings of the (moved) clock.
+    /// - Parameter storeFailsAtStart: the store refuses reads from the start (as a locked
+    ///   keyring); `store.failReads(false)` makes it answer again.
     init(refreshMargin: Int = 60, alsoSignedIn: [String] = [], providerKeys: String = "",
-         refreshAheadTick: Duration = .milliseconds(10)) async throws {
-        let config = try ConfigLoader.parse("""
-            [daemon]
-            store = "memory"
-            refresh_margin = \(refreshMargin)
-
-            [providers.corp]
-            issuer = "\(StubTransport.issuer)"
-            client_id = "authbroker"
-            resources = ["https://api", "https://git", "https://other.example"]
-            \(providerKeys)
-            """, file: "config.toml")
+         refreshAheadTick: Duration = .milliseconds(10), storeFailsAtStart: Bool = false) async throws {
+        let config = try Self.config(refreshMargin: refreshMargin, providerKeys: providerKeys)
         for subject in ["sub-alice"] + alsoSignedIn {
             let account = Account(
                 key: AccountKey(provider: "corp", subject: subject), issuer: StubTransport.issuer, clientID: "authbroker",
@@ -196,8 +229,24 @@ struct BrokerHarness {
         }
         broker = Broker(config: config, store: store, transport: transport, socketPath: "/nonexistent/socket",
                         clock: clock.wallClock, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() },
-                        refreshAheadTick: refreshAheadTick)
-        try await broker.start()
+                        refreshAheadTick: refreshAheadTick, storeRetryInterval: .milliseconds(20))
+        store.failReads(storeFailsAtStart)
+        await broker.start()
+    }
+
+    /// The harness's configuration: one provider, `corp`, with `providerKeys` added to it.
+    static func config(refreshMargin: Int = 60, providerKeys: String = "", clientID: String = "authbroker") throws -> BrokerConfig {
+        try ConfigLoader.parse("""
+            [daemon]
+            store = "memory"
+            refresh_margin = \(refreshMargin)
+
+            [providers.corp]
+            issuer = "\(StubTransport.issuer)"
+            client_id = "\(clientID)"
+            resources = ["https://api", "https://git", "https://other.example"]
+            \(providerKeys)
+            """, file: "config.toml")
     }
 
     /// The token for `params`, as the server asks for it: the cache first, then the full way.

@@ -18,6 +18,21 @@ final class AccountRegistry: Sendable {
         accounts.withLock { $0.removeValue(forKey: key) }
     }
 
+    /// Replaces every account of `providers` with what `next` makes of them, in one step
+    /// under the lock: a reader sees the accounts before or after, never none in between.
+    /// Returns the accounts that were there before and are gone now.
+    @discardableResult
+    func replace(providers: Set<String>, _ next: ([Account]) -> [Account]) -> [Account] {
+        accounts.withLock { all in
+            let before = all.values.filter { providers.contains($0.key.provider) }
+            let after = next(before)
+            for account in before { all[account.key] = nil }
+            for account in after { all[account.key] = account }
+            let kept = Set(after.map(\.key))
+            return before.filter { !kept.contains($0.key) }
+        }
+    }
+
     func update(_ key: AccountKey, _ change: (inout Account) -> Void) {
         accounts.withLock { all in
             if var a = all[key] {

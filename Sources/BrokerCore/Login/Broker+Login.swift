@@ -19,6 +19,12 @@ extension Broker {
         if let resource = params.resource, !provider.config.resources.contains(resource) {
             throw BrokerError.invalidRequest(message: "\(resource) is not among the resources of \(provider.name): add it to resources in config.toml first")
         }
+        if let failure = storeFailure {
+            // The sign-in would end with a refresh token that cannot be kept.
+            throw BrokerError.storeUnavailable(
+                message: "cannot sign in to \(provider.name) now: the secret store that keeps sign-ins cannot be used (\(failure.message))",
+                reason: failure.reason)
+        }
         if params.join == true { return try await joinSignIn(provider, params) }
         switch params.flow ?? "browser" {
         case "device": return try await startDeviceLogin(provider, resource: params.resource)
