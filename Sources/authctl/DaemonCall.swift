@@ -56,6 +56,11 @@ enum DaemonCall {
     /// Where a user learns why the socket-activated daemon did not start or stopped.
     static let serviceStatus = "`systemctl --user status authbroker.service`"
 
+    /// How a user starts the socket-activated daemon again. After a failed start systemd
+    /// refuses `start` until the units' failure is reset (or its start-limit interval has
+    /// passed), so the reset comes first.
+    static let startAgain = "`systemctl --user reset-failed authbroker.socket authbroker.service; systemctl --user start authbroker.socket`"
+
     /// The sentence a user reads for `error`, saying what to do next.
     static func sentence(for error: ClientError) -> String {
         switch error {
@@ -63,7 +68,7 @@ enum DaemonCall {
             return "cannot find authbrokerd's socket because neither \(SocketPath.environmentVariable) nor XDG_RUNTIME_DIR is set: "
                 + "set \(SocketPath.environmentVariable) to the socket's path, or use a login session that sets XDG_RUNTIME_DIR"
         case .daemonNotRunning(let path):
-            return "authbrokerd is not running on \(path): start it with `systemctl --user start authbroker.socket` or run `authbrokerd &` "
+            return "authbrokerd is not running on \(path): start it with \(startAgain) or run `authbrokerd &` "
                 + "(\(serviceStatus) says why it stopped)"
         case .cannotConnect:
             return Output.safe(error.description)
@@ -72,7 +77,8 @@ enum DaemonCall {
             // Under systemd this is most often a daemon that failed to start: systemd drops
             // the waiting connection once the service gives up.
             return Output.safe(error.description)
-                + ": \(serviceStatus) says whether authbrokerd failed to start and why (its log: `journalctl --user -u authbroker.service`)"
+                + ": \(serviceStatus) says whether authbrokerd failed to start and why (its log: `journalctl --user -u authbroker.service`); "
+                + "once that is fixed, start it again with \(startAgain)"
         case .badResponse:
             return Output.safe(error.description)
                 + "; authctl is version \(BrokerVersion.current): check that authbrokerd is the same version"

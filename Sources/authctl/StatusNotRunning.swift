@@ -34,7 +34,7 @@ struct NotRunning: Encodable {
             reason = "closed"
             message = "authbrokerd is not running: its socket\(socket.map { " " + $0 } ?? "") took the connection but closed it "
                 + "without an answer, as systemd does when the service fails to start: \(DaemonCall.serviceStatus) says why "
-                + "(its log: `journalctl --user -u authbroker.service`)"
+                + "(its log: `journalctl --user -u authbroker.service`); once that is fixed, start it again with \(DaemonCall.startAgain)"
         case .timedOut:
             socket = SocketPath.resolve()
             reason = "timed_out"

@@ -75,11 +75,16 @@ final class ScriptingTests: XCTestCase {
         XCTAssertEqual(gone.reason, "no_socket")
         XCTAssertEqual(gone.socket, "/run/x/sock")
         XCTAssertTrue(gone.message.contains("systemctl --user start authbroker.socket"))
+        // After a failed start systemd refuses `start` until the failure is reset.
+        let reset = "systemctl --user reset-failed authbroker.socket authbroker.service"
+        XCTAssertTrue(gone.message.contains(reset), gone.message)
         XCTAssertEqual(NotRunning(.daemonNotRunning(path: "/s"), socketExists: { _ in true })?.reason, "refused")
         XCTAssertEqual(NotRunning(.noSocketPath)?.reason, "no_socket_path")
         let closed = try XCTUnwrap(NotRunning(.io("authbrokerd closed the connection on /s before answering daemon.status")))
         XCTAssertEqual(closed.reason, "closed")
         XCTAssertTrue(closed.message.hasPrefix("authbrokerd is not running"))
+        XCTAssertTrue(closed.message.contains(reset), closed.message)
+        XCTAssertTrue(DaemonCall.sentence(for: .io("authbrokerd closed the connection")).contains(reset))
         XCTAssertEqual(NotRunning(.timedOut(method: "daemon.status", after: .seconds(15)))?.reason, "timed_out")
         // The daemon answered: not a "not running".
         XCTAssertNil(NotRunning(.rpc(RPCError(.internalError, "x"))))
