@@ -40,8 +40,15 @@ struct Status: ParsableCommand {
     static func report(_ status: DaemonStatusResult, now: Int64 = TimeText.now) -> [String] {
         let c = status.counters
         var lines = ["authbrokerd \(Output.safe(status.version)), pid \(status.pid), up \(TimeText.duration(seconds: Int64(status.uptimeSeconds)))"]
-        lines += Output.table([
-            ["store", Output.safe(status.store)],
+        var rows = [["store", Output.safe(status.store)]]
+        if let unavailable = status.storeUnavailable {
+            // Its accounts are not loaded yet: the daemon loads them once the store answers.
+            rows[0][1] += " — unavailable (\(Output.safe(unavailable.reason))): \(Output.safe(unavailable.message)); accounts load as soon as it can be read"
+        }
+        if let refused = status.reloadRefused {
+            rows.append(["last reload", "refused \(TimeText.duration(seconds: max(0, now - refused.at))) ago, still running on the previous configuration: \(Output.safe(refused.message))"])
+        }
+        lines += Output.table(rows + [
             ["socket", Output.safe(status.socket)],
             ["requests", "\(c.requests) (token \(c.tokenRequests), cache hits \(c.cacheHits), refreshes \(c.refreshes), provider errors \(c.providerErrors), errors \(c.errors))"],
         ], indent: "  ")
@@ -49,18 +56,20 @@ struct Status: ParsableCommand {
             lines += ["", "No providers configured: add one under [providers.NAME] in config.toml."]
         }
         for provider in status.providers {
-            lines += [""] + block(provider, now: now)
+            lines += [""] + block(provider, now: now, storeLoaded: status.storeUnavailable == nil)
         }
         return lines
     }
 
-    private static func block(_ provider: ProviderStatus, now: Int64) -> [String] {
+    private static func block(_ provider: ProviderStatus, now: Int64, storeLoaded: Bool) -> [String] {
         var lines = ["provider \(Output.safe(provider.name))"]
         lines += Output.table([
             ["issuer", Output.safe(provider.issuer)],
             ["client id", Output.safe(provider.clientID)],
         ], indent: "  ")
-        if provider.accounts.isEmpty {
+        if provider.accounts.isEmpty && !storeLoaded {
+            lines.append("  no account loaded yet: the secret store cannot be read (see store above)")
+        } else if provider.accounts.isEmpty {
             lines.append("  no account: sign in with `authctl login --provider \(Output.safe(provider.name))`")
         }
         for entry in provider.accounts {

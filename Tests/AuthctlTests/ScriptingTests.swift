@@ -93,6 +93,22 @@ final class ScriptingTests: XCTestCase {
                        try JSONSerializationLite.object(#"{"message":"\#(gone.message)","reason":"no_socket","running":false,"socket":"/run/x/sock"}"#))
     }
 
+    // MARK: status with a daemon
+
+    func testStatusShowsAStoreThatCannotBeReadAndARefusedReload() {
+        let status = DaemonStatusResult(
+            version: "1", pid: 7, uptimeSeconds: 60, store: "secret-service", socket: "/s",
+            providers: [ProviderStatus(name: "corp", issuer: "https://idp", clientID: "c", accounts: [])], counters: Counters(),
+            storeUnavailable: StoreUnavailableStatus(reason: "locked", message: "the keyring is locked: unlock it"),
+            reloadRefused: ReloadRefusedStatus(at: 1_000, message: "the new configuration is not valid: config.toml:3: x"))
+        let text = Status.report(status, now: 1_090).joined(separator: "\n")
+        XCTAssertTrue(text.contains("unavailable (locked): the keyring is locked: unlock it"), text)
+        XCTAssertTrue(text.contains("last reload  refused 1m 30s ago") || text.contains("refused 1m 30s ago"), text)
+        XCTAssertTrue(text.contains("still running on the previous configuration: the new configuration is not valid: config.toml:3: x"), text)
+        XCTAssertTrue(text.contains("no account loaded yet"), text)
+        XCTAssertFalse(text.contains("sign in with"), "not sent to sign in again while the store is unreadable: \(text)")
+    }
+
     // MARK: Completions
 
     func testConfiguredNamesComeFromTheProvidersTables() throws {
