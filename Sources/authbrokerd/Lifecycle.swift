@@ -114,14 +114,14 @@ struct Lifecycle {
             NamespaceCheck.warnIfCallersAreHidden(config.policy, logger: logger)
             RuleFileCheck.warnAboutUnmatchableRules(config.policy, home: getenv("HOME").map { String(cString: $0) }, logger: logger)
         } catch let error as ConfigError {
+            logger.error("the new configuration is not valid; still running on the previous one", metadata: ["error": "\(error)"])
             refusal = "the new configuration is not valid: \(error)"
         } catch let error as BrokerError {
+            logger.error("the new configuration could not be put in force; still running on the previous one", metadata: ["error": "\(error.message)"])
             refusal = "the new configuration could not be put in force: \(error.message)"
         } catch {
+            logger.error("the configuration reload failed; still running on the previous one", metadata: ["error": "\(error)"])
             refusal = "the configuration reload failed: \(error)"
-        }
-        if let refusal {
-            logger.error("\(refusal); still running on the previous one")
         }
         broker.noteReload(refused: refusal)
         server.recordWriters(!broker.callerPolicy.isOpen)

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import (API, AUTHBROKERD, RPC, Daemon, files_outside_the_keyring, fingerprint, signed_in_at_stub,
+from conftest import (API, RPC, Daemon, files_outside_the_keyring, fingerprint, signed_in_at_stub,
                       stored_item, token)
 from stub_provider import StubProvider
 
@@ -266,21 +266,84 @@ def test_hanging_secret_service_gives_a_clear_error_in_bounded_time(stub):
         d.cleanup()
 
 
-def test_hanging_secret_service_at_start_stops_the_daemon_in_bounded_time(stub):
-    d = Daemon(None)
-    d.write_config(text=stub_config(d.name, stub, store_timeout=1))
+def wait_until(condition, seconds, what):
+    deadline = time.time() + seconds
+    while not condition():
+        assert time.time() < deadline, what
+        time.sleep(0.1)
+
+
+def test_hanging_secret_service_at_start_starts_without_it_then_loads_the_accounts(stub):
+    d = signed_in_daemon(stub, store_timeout=1)
+    d.stop()
     pid = keyring_pid()
     os.kill(pid, signal.SIGSTOP)
     try:
-        r = subprocess.run([AUTHBROKERD, "--config", d.config], env=d.env, capture_output=True, text=True,
-                           timeout=15)
+        d.start()  # up and answering, not exit 69 and a restart loop
+        answer = token(d)
+        assert answer["error"]["code"] == -32005, answer
+        assert answer["error"]["data"]["reason"] == "timed_out", answer
+        assert "did not answer within 1 s" in answer["error"]["message"]
+        assert d.status()["store_unavailable"]["reason"] == "timed_out"
     finally:
         os.kill(pid, signal.SIGCONT)
-    assert r.returncode == 69, r.stderr
-    assert "did not answer within 1 s" in r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
-    assert not os.path.exists(d.socket)
+    # The keyring answers again: the account is loaded without a restart.
+    wait_until(lambda: "store_unavailable" not in d.status(), 15, "the accounts were never loaded")
+    assert "result" in token(d)
+    assert d.proc.poll() is None
     d.cleanup()
+
+
+def test_locked_keyring_at_start_serves_once_unlocked(stub):
+    d = signed_in_daemon(stub)
+    d.stop()
+    try:
+        lock_login_keyring()
+        d.start()
+        answer = token(d)
+        assert answer["error"]["code"] == -32005, answer
+        assert answer["error"]["data"]["reason"] == "locked", answer
+        # authctl prints the daemon's reason and exits with "secret store unavailable".
+        r = d.ctl("token", "--resource", API, "--provider", d.name)
+        assert r.returncode == 8, (r.returncode, r.stderr)
+        assert "locked" in r.stderr and "unlock" in r.stderr, r.stderr
+        # Signing in would end with a refresh token nobody can keep: refused at once, saying why.
+        r = d.ctl("login", "--device", "--provider", d.name, timeout=30)
+        assert r.returncode == 8 and "cannot sign in" in r.stderr and "locked" in r.stderr, (r.returncode, r.stderr)
+        shown = d.ctl("status")
+        assert "unavailable (locked)" in shown.stdout, shown.stdout
+    finally:
+        unlock_login_keyring()
+    wait_until(lambda: "store_unavailable" not in d.status(), 15, "the accounts were never loaded after the unlock")
+    assert "result" in token(d)
+    d.cleanup()
+
+
+def test_keyring_killed_and_back_keeps_the_sign_in_with_rotation(glewlwyd):
+    """gnome-keyring SIGKILLed while the daemon runs; the next Secret Service call starts a
+    new one through D-Bus activation on the same bus and keyring file (a new unique bus
+    name, the login keyring locked, as on a desktop), which the user then unlocks. A
+    refresh during the outage rotates the refresh token at the real Glewlwyd: the new one
+    is kept in memory, written once the keyring is back, and a restarted daemon still
+    serves the account without a new sign-in."""
+    d = Daemon(glewlwyd, refresh_margin=7200)  # Glewlwyd's tokens live 3600 s: every request refreshes
+    try:
+        d.start()
+        d.login_device("alice")
+        assert "result" in token(d, resource=API)
+        os.kill(keyring_pid(), signal.SIGKILL)
+        during = token(d, resource=API)  # rotates; the write fails
+        assert "result" in during, during
+        assert "could not be written to the store" in d.log_text()
+        unlock_login_keyring()  # the keyring is back under a new bus name, unlocked
+        newest = lambda: glewlwyd.refresh_token_enabled(stored_refresh_token(d.name))
+        wait_until(newest, 15, "the newest refresh token never reached the restarted keyring")
+        assert "the newest refresh token is stored now" in d.log_text()
+        d.restart()
+        after = token(d, resource=API)
+        assert "result" in after, after
+    finally:
+        d.cleanup()
 
 
 # --- crash safety ----------------------------------------------------------------------

@@ -207,13 +207,26 @@ def test_socket_activation_ready_token_reload_and_stop(glewlwyd, notify):
         # The signed-in account of the unchanged provider is still served.
         assert d.ctl("token", "--resource", API, "--provider", d.name).returncode == 0
 
-        # An invalid file leaves the running configuration in force.
+        # An invalid file leaves the running configuration in force, and says so where the
+        # user looks: the unit's STATUS, daemon.status and `authctl status`, not only the log.
+        good = open(d.config).read()
         d.write_config(text="this is [not toml\n")
         d.proc.send_signal(signal.SIGHUP)
         notify.wait_for("RELOADING=1")
-        notify.wait_for("READY=1")
+        refused = notify.wait_for("READY=1")
         assert sorted(p["name"] for p in d.status()["providers"]) == sorted([d.name, "extra"])
         assert "the new configuration is not valid; still running on the previous one" in d.log_text()
+        assert "last reload refused, running on the previous configuration: the new configuration is not valid" \
+            in refused.get("STATUS", ""), refused
+        assert d.status()["reload_refused"]["message"].startswith("the new configuration is not valid"), d.status()
+        shown = d.ctl("status")
+        assert shown.returncode == 0 and "still running on the previous configuration" in shown.stdout, shown.stdout
+        # A good file again: in force, and the refusal is gone from all three.
+        d.write_config(text=good)
+        d.proc.send_signal(signal.SIGHUP)
+        notify.wait_for("RELOADING=1")
+        assert "refused" not in notify.wait_for("READY=1").get("STATUS", "")
+        assert "reload_refused" not in d.status()
 
         # SIGTERM: STOPPING=1 and a clean exit; the socket file is systemd's, so it stays.
         d.proc.send_signal(signal.SIGTERM)
