@@ -346,6 +346,79 @@ def test_keyring_killed_and_back_keeps_the_sign_in_with_rotation(glewlwyd):
         d.cleanup()
 
 
+# --- reloads ----------------------------------------------------------------------------
+
+def reloads_done(d):
+    return d.log_text().count("configuration reloaded") + d.log_text().count("still running on the previous one")
+
+
+def sighup(d, text):
+    """Writes the file, sends SIGHUP, and waits until the daemon has taken or refused it."""
+    before = reloads_done(d)
+    d.write_config(text=text)
+    d.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: reloads_done(d) > before, 20, "the reload never ended")
+
+
+def test_callers_never_hear_not_signed_in_across_reloads(stub):
+    """Callers ask in a loop while the file changes the provider and the daemon reloads,
+    again and again: every answer is a token (the stub's tokens outlive the margin, so
+    they come from the cache or a refresh, never "not signed in")."""
+    d = signed_in_daemon(stub, refresh_margin=30)
+    configs = [stub_config(d.name, stub, refresh_margin=30).replace(f'resources = ["{API}"]', f'resources = ["{API}", "https://git.example.test"]'),
+               stub_config(d.name, stub, refresh_margin=30)]
+    stop = threading.Event()
+    answers = []
+
+    def ask():
+        c = RPC(d.socket, timeout=15)
+        try:
+            while not stop.is_set():
+                answers.append(c.call("token.get", {"provider": d.name, "resource": API}))
+        finally:
+            c.close()
+
+    callers = [threading.Thread(target=ask) for _ in range(3)]
+    try:
+        for t in callers:
+            t.start()
+        for round in range(6):
+            sighup(d, configs[round % 2])
+        stop.set()
+        for t in callers:
+            t.join()
+        errors = [a["error"] for a in answers if "error" in a]
+        assert len(answers) > 50 and errors == [], (len(answers), errors[:3])
+        assert d.log_text().count("configuration reloaded") == 6
+    finally:
+        stop.set()
+        d.cleanup()
+
+
+def test_a_reload_while_the_keyring_hangs_keeps_the_old_configuration_and_its_accounts(stub):
+    """SIGHUP with another client_id for the provider while gnome-keyring is stopped
+    (SIGSTOP): its accounts would have to come from the keyring, which does not answer, so
+    the reload is refused and the old configuration keeps serving its account."""
+    d = signed_in_daemon(stub, store_timeout=1)
+    try:
+        assert "result" in token(d)
+        pid = keyring_pid()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            sighup(d, stub_config(d.name, stub, store_timeout=1).replace(
+                f'client_id = "{stub.client_id}"', 'client_id = "another-client"'))
+            assert "still running on the previous one" in d.log_text()
+            answer = token(d)
+            assert "result" in answer, answer
+            status = d.status()
+            assert status["providers"][0]["client_id"] == stub.client_id
+            assert "did not answer within 1 s" in status["reload_refused"]["message"], status
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    finally:
+        d.cleanup()
+
+
 # --- crash safety ----------------------------------------------------------------------
 
 def test_sigkill_during_refreshes_with_rotation_never_loses_more_than_the_sign_in(glewlwyd, capsys):
