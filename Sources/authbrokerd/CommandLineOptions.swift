@@ -21,7 +21,9 @@ struct CommandLineOptions: Equatable {
         $AUTHBROKER_SOCKET, else $XDG_RUNTIME_DIR/authbroker/socket. Usually started by systemd \
         through authbroker.socket, which hands it the listening socket (LISTEN_FDS); see docs/systemd.md.
 
-        SIGHUP re-reads the configuration (an invalid file leaves the running one in force); \
+        SIGHUP re-reads the configuration as one transaction (an invalid file, or accounts the \
+        Secret Service cannot give, leave the running one in force, and STATUS and daemon.status \
+        say so); \
         SIGTERM and SIGINT stop it. Under systemd it reports READY=1, RELOADING=1 and STOPPING=1 \
         on $NOTIFY_SOCKET and logs with journal priorities.
 
@@ -31,8 +33,9 @@ struct CommandLineOptions: Equatable {
         identifies callers for the [[allow]] rules (docs/security.md, "Confinement").
 
         Exit status: 0 stopped by a signal, or idle ([daemon] idle_exit, socket-activated only); \
-        1 cannot listen; 64 bad command line; 69 the Secret Service is unavailable; \
-        71 the confinement asked for cannot be put in force; 78 configuration error.
+        1 cannot listen; 64 bad command line; 71 the confinement asked for cannot be put in force; \
+        78 configuration error. A Secret Service that is missing, locked or hung does not stop it: \
+        requests that need it are answered -32005 (secret store unavailable) until it answers.
 
         OPTIONS:
           --config <config>       The configuration file.
