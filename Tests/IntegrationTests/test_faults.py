@@ -6,8 +6,10 @@ rotation on (the real daemon against the real Glewlwyd).
 No test prints a token: tokens are compared through `fingerprint()`."""
 import os
 import random
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -317,6 +319,86 @@ def test_locked_keyring_at_start_serves_once_unlocked(stub):
     wait_until(lambda: "store_unavailable" not in d.status(), 15, "the accounts were never loaded after the unlock")
     assert "result" in token(d)
     d.cleanup()
+
+
+BARE_BUS = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig><type>session</type><listen>unix:dir={dir}</listen><auth>EXTERNAL</auth>
+<policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy>
+</busconfig>
+"""
+
+
+class BareSession:
+    """A private session bus that activates nothing (no service directories), so a keyring
+    runs on it only when the test starts one: gnome-keyring-daemon in a home of its own,
+    its login keyring unlocked with a throwaway password."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="ab-bus-")
+        for sub in ("home", "run"):
+            os.makedirs(os.path.join(self.dir, sub), mode=0o700)
+        conf = os.path.join(self.dir, "bus.conf")
+        with open(conf, "w") as f:
+            f.write(BARE_BUS.format(dir=self.dir))
+        out = subprocess.run(["timeout", "10", "dbus-daemon", f"--config-file={conf}", "--fork", "--nopidfile",
+                              "--print-address=1", "--print-pid=1"], capture_output=True, text=True, check=True)
+        self.address, pid = out.stdout.split()[:2]
+        self.bus_pid = int(pid)
+        home = os.path.join(self.dir, "home")
+        self.env = dict(os.environ, DBUS_SESSION_BUS_ADDRESS=self.address, HOME=home,
+                        XDG_DATA_HOME=os.path.join(home, ".local", "share"), XDG_RUNTIME_DIR=os.path.join(self.dir, "run"))
+        self.env.pop("GNOME_KEYRING_CONTROL", None)
+
+    def owner_pid(self):
+        r = subprocess.run(["timeout", "5", "dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.DBus",
+                            "/org/freedesktop/DBus", "org.freedesktop.DBus.GetConnectionUnixProcessID",
+                            "string:org.freedesktop.secrets"], env=self.env, capture_output=True, text=True)
+        return int(r.stdout.split()[-1]) if r.returncode == 0 else None
+
+    def start_keyring(self):
+        subprocess.run(["timeout", "10", "gnome-keyring-daemon", "--unlock", "--daemonize", "--components=secrets"],
+                       input="bare-password", env=self.env, capture_output=True, text=True, check=True)
+        wait_until(lambda: self.owner_pid() is not None, 10, "the keyring never appeared on the bus")
+
+    def stop_keyring(self):
+        pid = self.owner_pid()
+        if pid:
+            os.kill(pid, signal.SIGTERM)
+            wait_until(lambda: self.owner_pid() is None, 10, "the keyring never left the bus")
+
+    def close(self):
+        self.stop_keyring()
+        os.kill(self.bus_pid, signal.SIGTERM)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def test_keyring_started_after_the_daemon(stub):
+    """No Secret Service on the bus when the daemon starts (a session whose keyring comes
+    later): the daemon serves -32005 `unavailable`, and loads the account the keyring holds
+    once a real gnome-keyring is started on that bus."""
+    bus = BareSession()
+    d = Daemon(None)
+    d.env.update(DBUS_SESSION_BUS_ADDRESS=bus.address)
+    try:
+        bus.start_keyring()
+        d.write_config(text=stub_config(d.name, stub))
+        d.start()
+        r = d.ctl("login", "--device", "--provider", d.name, timeout=30)
+        assert r.returncode == 0, r.stderr
+        d.stop()
+        bus.stop_keyring()
+
+        d.start()
+        answer = token(d)
+        assert answer["error"]["code"] == -32005 and answer["error"]["data"]["reason"] == "unavailable", answer
+        assert "no Secret Service is running" in answer["error"]["message"]
+        bus.start_keyring()
+        wait_until(lambda: "store_unavailable" not in d.status(), 15, "the accounts were never loaded")
+        assert "result" in token(d)
+    finally:
+        d.cleanup()
+        bus.close()
 
 
 def test_keyring_killed_and_back_keeps_the_sign_in_with_rotation(glewlwyd):
