@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import (API, RPC, Daemon, files_outside_the_keyring, fingerprint, signed_in_at_stub,
+from conftest import (API, RPC, Daemon, bare_bus, files_outside_the_keyring, fingerprint, signed_in_at_stub,
                       stored_item, token)
 from stub_provider import StubProvider
 
@@ -321,14 +321,6 @@ def test_locked_keyring_at_start_serves_once_unlocked(stub):
     d.cleanup()
 
 
-BARE_BUS = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig><type>session</type><listen>unix:dir={dir}</listen><auth>EXTERNAL</auth>
-<policy context="default"><allow send_destination="*" eavesdrop="true"/><allow eavesdrop="true"/><allow own="*"/></policy>
-</busconfig>
-"""
-
-
 class BareSession:
     """A private session bus that activates nothing (no service directories), so a keyring
     runs on it only when the test starts one: gnome-keyring-daemon in a home of its own,
@@ -338,13 +330,7 @@ class BareSession:
         self.dir = tempfile.mkdtemp(prefix="ab-bus-")
         for sub in ("home", "run"):
             os.makedirs(os.path.join(self.dir, sub), mode=0o700)
-        conf = os.path.join(self.dir, "bus.conf")
-        with open(conf, "w") as f:
-            f.write(BARE_BUS.format(dir=self.dir))
-        out = subprocess.run(["timeout", "10", "dbus-daemon", f"--config-file={conf}", "--fork", "--nopidfile",
-                              "--print-address=1", "--print-pid=1"], capture_output=True, text=True, check=True)
-        self.address, pid = out.stdout.split()[:2]
-        self.bus_pid = int(pid)
+        self.address, self.bus_pid = bare_bus(self.dir)
         home = os.path.join(self.dir, "home")
         self.env = dict(os.environ, DBUS_SESSION_BUS_ADDRESS=self.address, HOME=home,
                         XDG_DATA_HOME=os.path.join(home, ".local", "share"), XDG_RUNTIME_DIR=os.path.join(self.dir, "run"))
