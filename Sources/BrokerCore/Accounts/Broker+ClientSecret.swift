@@ -48,7 +48,7 @@ extension Broker {
         do {
             try await store.save(ClientSecretItem.credential(for: config, secret: secret))
         } catch {
-            throw BrokerError.storeUnavailable(message: "the client secret could not be stored: \(error.message)")
+            throw BrokerError.storeUnavailable(message: "the client secret could not be stored: \(error.message)", reason: error.reason)
         }
         var secrets = table.withLock { $0.storedSecrets }
         secrets[provider.name] = secret

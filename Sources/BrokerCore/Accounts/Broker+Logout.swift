@@ -26,7 +26,7 @@ extension Broker {
         do {
             try await store.delete(CredentialKey(provider: account.key.provider, issuer: account.issuer, clientID: account.clientID, subject: account.key.subject))
         } catch {
-            throw BrokerError.storeUnavailable(message: "could not remove the sign-in from the store: \(error.message)")
+            throw BrokerError.storeUnavailable(message: "could not remove the sign-in from the store: \(error.message)", reason: error.reason)
         }
         forget(account.key)
         logger.info("signed out", metadata: ["account": "\(account.key)", "revoked": "\(revoked)"])

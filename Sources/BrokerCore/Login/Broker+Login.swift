@@ -195,7 +195,7 @@ extension Broker {
             try await store.save(AccountSecret.credential(for: account))
         } catch {
             let revocation = await revokeRefused(issued, provider: provider, metadata: metadata)
-            throw BrokerError.storeUnavailable(message: "signed in to \(name), but the refresh token could not be stored (\(error.message)); \(revocation)")
+            throw BrokerError.storeUnavailable(message: "signed in to \(name), but the refresh token could not be stored (\(error.message)); \(revocation)", reason: error.reason)
         }
         cache.removeAll(for: account.key)
         accounts.put(account)
