@@ -72,6 +72,16 @@ struct LibsecretError: Error, Sendable {
     var message: String
     var isLocked: Bool
     var isCancelled: Bool
+    /// libsecret's connection to the service is stale: the keyring it was bound to is gone
+    /// (its unique bus name, or the session opened there, no longer exists), or the bus
+    /// connection was closed. GDBus and the keyring word these so; none of them is said
+    /// when there simply is no keyring, which a new connection would not change.
+    var isStaleConnection: Bool {
+        !isCancelled
+            && (message.contains("The name :") || message.contains("The connection is closed")
+                || (message.contains("session") && message.contains("does not exist")))
+    }
+
     /// An object went away while it was used (another client deleted an item).
     var isVanished: Bool
 
