@@ -131,6 +131,18 @@ final class SecretServiceErrorsTests: XCTestCase {
     func testAnythingElseKeepsTheMessage() {
         XCTAssertEqual(map("Timeout was reached"), .failed("the Secret Service failed: Timeout was reached"))
     }
+
+    /// What makes the store drop libsecret's connection and try again: a keyring that
+    /// restarted (its unique name or session gone) or a closed bus connection; not a
+    /// keyring that is simply not there, locked, or a cancelled call.
+    func testOnlyAStaleConnectionIsReconnected() {
+        XCTAssertTrue(LibsecretError(message: "The name :1.0 was not provided by any .service files").isStaleConnection)
+        XCTAssertTrue(LibsecretError(message: "The session wrapping the secret does not exist").isStaleConnection)
+        XCTAssertTrue(LibsecretError(message: "The connection is closed").isStaleConnection)
+        XCTAssertFalse(LibsecretError(message: "The name org.freedesktop.secrets was not provided by any .service files").isStaleConnection)
+        XCTAssertFalse(LibsecretError(message: "Cannot create an item in a locked collection", isLocked: true).isStaleConnection)
+        XCTAssertFalse(LibsecretError(message: "The connection is closed", isCancelled: true).isStaleConnection)
+    }
 }
 
 final class StoredCredentialRedactionTests: XCTestCase {
