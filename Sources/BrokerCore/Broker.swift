@@ -25,7 +25,7 @@ public final class Broker: Sendable {
     private let queues = Mutex<[AccountKey: RefreshQueue]>([:])
     /// Accounts whose newest refresh token is being written again (see `retrySave`).
     let resaving = Mutex<Set<AccountKey>>([])
-    let logins = LoginSessions()
+    let logins: LoginSessions
     /// Subscribers to the broker's events (`events.subscribe`).
     public let events = EventHub()
     /// Opens the browser sign-in's loopback listener; without one only device sign-ins work.
@@ -56,6 +56,7 @@ public final class Broker: Sendable {
         self.transport = transport
         self.idTokens = IDTokenVerifier(keys: JWKSCache(transport: transport))
         self.clock = clock
+        self.logins = LoginSessions(clock: clock)
         self.logger = logger
         self.socketPath = socketPath
         self.startedAt = clock.now()
@@ -185,12 +186,26 @@ public final class Broker: Sendable {
     }
 
     public func status() -> DaemonStatusResult {
+        status(showing: { _, _ in true })
+    }
+
+    /// The status as the caller `identify` names may see it: under `[[allow]]` rules, only
+    /// the cached tokens it may get itself (which resources other programs use, and when,
+    /// is theirs to know). A caller that cannot be identified sees no cached token.
+    public func status(for identify: CallerIdentification) -> DaemonStatusResult {
+        let policy = callerPolicy
+        guard !policy.isOpen else { return status() }
+        let caller = (try? identify(policy.needsCgroup)) ?? nil
+        return status { provider, resource in policy.allowsToken(caller, provider: provider, resource: resource) }
+    }
+
+    private func status(showing shown: (_ provider: String, _ resource: String?) -> Bool) -> DaemonStatusResult {
         let now = clock.now()
         let providers = config.providers.map { p in
             ProviderStatus(
                 name: p.name, issuer: p.issuer, clientID: p.clientID,
                 accounts: accounts.list(provider: p.name).map { a in
-                    AccountStatus(account: a.info, tokens: cache.entries(for: a.key, now: now).map {
+                    AccountStatus(account: a.info, tokens: cache.entries(for: a.key, now: now).filter { shown(p.name, $0.key.resource) }.map {
                         CachedTokenInfo(resource: $0.key.resource, scopes: $0.key.scopes, expiresAt: Int64($0.token.expiresAt))
                     })
                 })

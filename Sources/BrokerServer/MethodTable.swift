@@ -60,12 +60,14 @@ struct MethodTable: Sendable {
 
     /// Registers a method. `scanned` reads the params of a request the one-pass scanner
     /// read (nil, or a nil result: JSONDecoder reads them). `fast` answers without
-    /// suspending (cache hits); returning nil falls through to `slow`.
+    /// suspending (cache hits); returning nil falls through to `slow`. `fastFor` is `fast`
+    /// for answers that depend on who asks.
     mutating func register<P: Decodable & Sendable, R: Encodable & Sendable>(
         _ method: RPCMethod, _ params: P.Type, empty: P,
         scanned: (@Sendable (ScannedRequest) -> P?)? = nil,
         authorize: (@Sendable (CallerIdentification, P) throws(BrokerError) -> Void)? = nil,
         fast: (@Sendable (P) -> R?)? = nil,
+        fastFor: (@Sendable (CallerIdentification, P) -> R?)? = nil,
         cancelledOnClose: @escaping @Sendable (P) -> Bool = { _ in false },
         slow: @escaping @Sendable (P) async throws(BrokerError) -> R
     ) {
@@ -89,6 +91,7 @@ struct MethodTable: Sendable {
                 }
             }
             if let fast, let result = fast(decoded) { return .now(codec.success(id, result)) }
+            if let fastFor, let result = fastFor(identify, decoded) { return .now(codec.success(id, result)) }
             let work: @Sendable () async -> Data = {
                 let codec = RPCCodec()
                 do throws(BrokerError) {
@@ -154,10 +157,12 @@ extension MethodTable {
         t.register(.accountList, NoParams.self, empty: NoParams(),
                    fast: { _ in broker.accountList() },
                    slow: { _ in broker.accountList() })
+        // Always answered at once; what it shows depends on the caller under rules.
         t.register(.daemonStatus, NoParams.self, empty: NoParams(),
-                   fast: { _ in broker.status() },
-                   slow: { _ in broker.status() })
+                   fastFor: { identify, _ in broker.status(for: identify) },
+                   slow: { _ throws(BrokerError) in throw BrokerError.internalError("daemon.status is answered at once") })
         t.register(.loginStart, LoginStartParams.self, empty: LoginStartParams(),
+                   authorize: { identify, p throws(BrokerError) in try broker.authorizeSignIn(identify, p) },
                    slow: { p throws(BrokerError) in try await broker.startLogin(p) })
         t.register(.loginWait, LoginWaitParams.self, empty: LoginWaitParams(), cancelledOnClose: { _ in true },
                    slow: { p throws(BrokerError) in try await broker.waitLogin(p) })

@@ -40,7 +40,13 @@ extension RPCHandler {
         }
         let loop = context.eventLoop
         let bound = NIOLoopBound((self, context), eventLoop: loop)
+        // Under rules a subscriber hears only of what it may get itself: other programs'
+        // resources and when they are refreshed are not its to know. Identified once, here;
+        // the rules are read for each event (a reload may bring or lift them).
+        let policy = table.callerPolicy
+        let caller = policy().isOpen ? nil : (try? peer?.identify(needsCgroup: policy().needsCgroup)) ?? nil
         subscription = events.subscribe(providers: params.providers.map(Set.init), kinds: kinds) { event in
+            guard Self.shows(event, to: caller, under: policy()) else { return }
             loop.execute {
                 let (handler, context) = bound.value
                 handler.send(context, event)
@@ -48,6 +54,17 @@ extension RPCHandler {
         }
         let sent = (kinds ?? Set(EventKind.allCases)).map(\.rawValue).sorted()
         if answer { write(context, codec.success(id, EventsSubscribeResult(subscribed: true, kinds: sent))) }
+    }
+
+    /// Whether a subscriber identified as `caller` may hear of `event` under `policy`: an
+    /// event about a resource when it may get that resource's tokens, any other when it may
+    /// get some token of the event's provider.
+    static func shows(_ event: BrokerEvent, to caller: Caller?, under policy: CallerPolicy) -> Bool {
+        guard !policy.isOpen else { return true }
+        if let resource = event.resource {
+            return policy.allowsToken(caller, provider: event.provider, resource: resource)
+        }
+        return policy.allowsSomeToken(caller, provider: event.provider)
     }
 
     /// Writes one `event` notification. A subscriber that does not read is dropped, not

@@ -1,99 +1,73 @@
 import BrokerProtocol
 import Synchronization
 
-/// A sign-in in progress: started by `login.start`, finished by the provider, awaited by
-/// `login.wait` (any number of times, until it is purged).
-final class LoginSession: Sendable {
-    let id: String
-    let provider: String
-    let expiresAt: Double
-    let task: Task<AccountInfo, any Error>
-    /// The questions of a `terminal` sign-in; nil for the other flows.
-    let conversation: Conversation?
-    /// Waiters attached now, and whether one ever was.
-    private let waiters = Mutex<(now: Int, ever: Bool)>((0, false))
-    /// Why the sign-in was cancelled, when it was: its waiters read this instead of the
-    /// task's own "cancelled".
-    private let cancelReason = Mutex<String?>(nil)
-    /// What `login.start` answered, for callers that join the sign-in later.
-    private let shownAs = Mutex<LoginStartResult?>(nil)
-    /// Whether the task is over (signed in, failed or cancelled).
-    private let finished = Atomic<Bool>(false)
-
-    init(id: String, provider: String, expiresAt: Double, task: Task<AccountInfo, any Error>,
-         conversation: Conversation? = nil) {
-        self.id = id
-        self.provider = provider
-        self.expiresAt = expiresAt
-        self.task = task
-        self.conversation = conversation
-    }
-
-    /// Ends the sign-in (its listener closes, its polling stops) unless it is over already.
-    func cancel(because reason: String) {
-        cancelReason.withLock { if $0 == nil { $0 = reason } }
-        task.cancel()
-    }
-
-    var cancelledBecause: String? { cancelReason.withLock { $0 } }
-
-    /// Whether a newer sign-in to the provider cancelled this one.
-    var wasReplaced: Bool { cancelledBecause == LoginSessions.replacedReason(provider) }
-
-    /// What the user was told to open: the answer a caller that joins the sign-in gets.
-    var shown: LoginStartResult? {
-        get { shownAs.withLock { $0 } }
-        set { shownAs.withLock { $0 = newValue } }
-    }
-
-    var isOver: Bool { finished.load(ordering: .acquiring) }
-
-    func markOver() { finished.store(true, ordering: .releasing) }
-
-    func attachWaiter() {
-        waiters.withLock { $0.now += 1; $0.ever = true }
-    }
-
-    /// A waiter went away before the outcome (its connection closed). The last one to go
-    /// takes the sign-in with it: nobody is left to tell, and its port should not stay
-    /// open for the whole `login_timeout`.
-    func waiterLeft() {
-        let last = waiters.withLock { w -> Bool in
-            w.now -= 1
-            return w.now == 0
-        }
-        if last { cancel(because: "the sign-in to \(provider) was cancelled: the program waiting for it went away") }
-    }
-
-    /// A waiter got its answer.
-    func waiterDone() {
-        waiters.withLock { $0.now -= 1 }
-    }
-}
-
-/// The sign-ins in progress, capped so a local program cannot make the daemon poll a
-/// provider without end.
+/// The sign-ins of the daemon: those running, capped per provider so a local program
+/// cannot make the daemon poll a provider without end, and the last ones that finished,
+/// kept a while for a late `login.wait`. Finished, cancelled and replaced sign-ins never
+/// count against the cap: abandoning sign-ins cannot lock anyone out of a new one.
 final class LoginSessions: Sendable {
-    static let limit = 16
-    /// How long a finished sign-in stays for a late `login.wait`.
+    /// Sign-ins running at once per provider. A new `authctl login` replaces the running
+    /// one, so more than one runs only while several programs start sign-ins at once.
+    static let runningPerProvider = 4
+    /// Finished sign-ins kept for a late `login.wait`, the newest first to stay.
+    static let keptFinished = 32
+    /// How long a finished sign-in stays for a late `login.wait` after its expiry.
     static let keepAfterExpiry: Double = 300
-    private let sessions = Mutex<[String: LoginSession]>([:])
+
+    private struct State {
+        var sessions: [String: LoginSession] = [:]
+        /// The ids of finished sign-ins still kept, oldest first.
+        var finished: [String] = []
+    }
+
+    private let state = Mutex(State())
     /// Sign-ins whose task has not finished, for the daemon's idle exit.
     private let running = Atomic<Int>(0)
+    /// Sign-ins on demand that programs abandoned, per provider.
+    let abandonments = AbandonedSignIns()
+    private let clock: WallClock
+
+    init(clock: WallClock = .system) {
+        self.clock = clock
+    }
 
     func add(_ session: LoginSession, now: Double) throws(BrokerError) {
-        try sessions.withLock { (all: inout [String: LoginSession]) throws(BrokerError) in
-            all = all.filter { $0.value.expiresAt + Self.keepAfterExpiry > now }
-            guard all.count < Self.limit else {
-                throw BrokerError.overloaded(message: "\(Self.limit) sign-ins are already in progress: finish or abandon one first")
+        try state.withLock { (s: inout State) throws(BrokerError) in
+            s.finished.removeAll { id in
+                guard let old = s.sessions[id], old.expiresAt + Self.keepAfterExpiry <= now else { return false }
+                s.sessions[id] = nil
+                return true
             }
-            all[session.id] = session
+            let provider = session.provider
+            let busy = s.sessions.values.lazy.filter { $0.provider == provider && $0.isRunning }.count
+            guard busy < Self.runningPerProvider else {
+                throw BrokerError.overloaded(message: "\(busy) sign-ins to \(provider) are already waiting for the user: finish one, or run `authctl login --provider \(provider)` to replace them")
+            }
+            s.sessions[session.id] = session
         }
         running.wrappingAdd(1, ordering: .relaxed)
         Task {
             _ = await session.task.result
             session.markOver()
             self.running.wrappingSubtract(1, ordering: .relaxed)
+            self.finished(session)
+        }
+    }
+
+    /// Moves a sign-in whose task ended to the finished ones, dropping the oldest beyond
+    /// `keptFinished`, and tells the pace of sign-ins on demand how it ended.
+    private func finished(_ session: LoginSession) {
+        state.withLock { s in
+            guard s.sessions[session.id] != nil else { return }
+            s.finished.append(session.id)
+            while s.finished.count > Self.keptFinished {
+                s.sessions[s.finished.removeFirst()] = nil
+            }
+        }
+        if session.isOnDemand && session.wasAbandoned {
+            abandonments.abandoned(provider: session.provider, now: clock.now())
+        } else if session.cancelledBecause == nil {
+            abandonments.finished(provider: session.provider)
         }
     }
 
@@ -111,15 +85,15 @@ final class LoginSessions: Sendable {
 
     /// The provider's newest sign-in that is still waiting for the user, if any.
     func pending(provider: String) -> LoginSession? {
-        sessions.withLock { all in
-            all.values.filter { $0.provider == provider && !$0.isOver && $0.cancelledBecause == nil }
+        state.withLock { s in
+            s.sessions.values.filter { $0.provider == provider && $0.isRunning }
                 .max { $0.expiresAt < $1.expiresAt }
         }
     }
 
     /// Cancels the sign-ins `matching` picks and waits until they are over.
     func cancel(where matching: (LoginSession) -> Bool, because reason: String) async {
-        let chosen = sessions.withLock { all in all.values.filter(matching) }
+        let chosen = state.withLock { s in s.sessions.values.filter(matching) }
         for session in chosen { session.cancel(because: reason) }
         for session in chosen { _ = await session.task.result }
     }
@@ -128,9 +102,9 @@ final class LoginSessions: Sendable {
     var inProgress: Int { running.load(ordering: .relaxed) }
 
     func find(id: String?, provider: String?) -> LoginSession? {
-        sessions.withLock { all in
-            if let id { return all[id] }
-            return all.values.filter { provider == nil || $0.provider == provider }.max { $0.expiresAt < $1.expiresAt }
+        state.withLock { s in
+            if let id { return s.sessions[id] }
+            return s.sessions.values.filter { provider == nil || $0.provider == provider }.max { $0.expiresAt < $1.expiresAt }
         }
     }
 }

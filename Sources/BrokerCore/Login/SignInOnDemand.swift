@@ -38,11 +38,17 @@ extension Broker {
 
     /// Starts a browser sign-in and announces it; the announcement goes when it ends.
     private func startAnnounced(_ provider: Provider, _ params: LoginStartParams) async throws(BrokerError) -> LoginStartResult {
+        let name = provider.name
+        if let pause = logins.abandonments.pause(provider: name, now: clock.now()) {
+            logger.notice("sign-in on demand paused: programs abandoned the last ones", metadata: ["provider": "\(name)", "seconds_left": "\(Int(pause.rounded(.up)))"])
+            throw BrokerError.loginRequired(provider: name, message: "not signed in to \(name), and sign-ins on demand are paused for \(Int(pause.rounded(.up))) s because programs abandoned the last ones: run `authctl login --provider \(name)`")
+        }
         var shown = try await startBrowserLogin(provider, LoginStartParams(
             provider: provider.name, flow: "browser", params: params.params, timeout: params.timeout, resource: params.resource))
         shown.joined = false
         shown.notified = false
         guard let session = logins.find(id: shown.loginID, provider: nil) else { return shown }
+        session.markOnDemand()
         if config.daemon.signInNotifications, let announcer, let url = shown.authorizationURL,
            let announcement = await announcer.announce(PendingSignIn(provider: provider.name, url: url, expiresAt: Double(shown.expiresAt))) {
             shown.notified = true

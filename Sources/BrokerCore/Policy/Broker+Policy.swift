@@ -38,6 +38,25 @@ extension Broker {
         }
     }
 
+    /// Refuses a sign-in on demand (`login.start` with `join`) to a caller no rule grants
+    /// any token of the provider (or of the resource it names): it could never use the
+    /// account, and must not be able to put a sign-in in front of the user.
+    /// `authctl login` (no `join`) stays open: it is the user's own management.
+    public func authorizeSignIn(_ identify: CallerIdentification, _ params: LoginStartParams) throws(BrokerError) {
+        guard params.join == true else { return }
+        let policy = callerPolicy
+        guard !policy.isOpen else { return }
+        let caller = try identify(policy.needsCgroup)
+        let provider = params.provider ?? provider(orDefault: nil)?.name ?? ""
+        let allowed = params.resource.map { policy.allowsToken(caller, provider: provider, resource: $0) }
+            ?? policy.allowsSomeToken(caller, provider: provider)
+        guard allowed else {
+            logger.notice("sign-in on demand refused by policy", metadata: ["caller": "\(caller?.description ?? "unknown")", "provider": "\(provider)"])
+            guard let caller else { throw Self.unidentifiedCaller }
+            throw BrokerError.forbidden(message: "forbidden by policy: \(caller.executable ?? "this program") may have no token of \(provider), so it cannot start its sign-in: add an [[allow]] rule for it to config.toml, or sign in with `authctl login --provider \(provider)`")
+        }
+    }
+
     /// The refusal of a caller the server could not identify (no process to look at): a
     /// rule would not help, so it does not ask for one. The server says more where it knows
     /// why (`PeerIdentity`).

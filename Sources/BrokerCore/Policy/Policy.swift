@@ -86,6 +86,13 @@ public struct CallerPolicy: Sendable, Equatable {
         return rules.contains { $0.grants(provider: provider, resource: resource) && $0.matches(caller) }
     }
 
+    /// Whether `caller` may have some token of `provider`, whatever the resource.
+    public func allowsSomeToken(_ caller: Caller?, provider: String) -> Bool {
+        if rules.isEmpty { return true }
+        guard let caller else { return false }
+        return rules.contains { ($0.providers.isEmpty || $0.providers.contains(provider)) && !$0.resources.isEmpty && $0.matches(caller) }
+    }
+
     /// Whether `caller` may read the claims of accounts of `provider`.
     public func allowsClaims(_ caller: Caller?, provider: String) -> Bool {
         if rules.isEmpty { return true }

@@ -1,0 +1,65 @@
+"""Abandoned sign-ins (issue 21, item 4): sign-ins that were cancelled, replaced or left by
+their caller hold no slot, sign-ins on demand that programs keep abandoning are paced, and
+a program the rules give no token of a provider cannot start its sign-in on demand.
+
+Real daemon, real Glewlwyd (the browser played through its login API, as in test_sign_in).
+The notification server is the STUB of test_sign_in_on_demand (no real one runs headless)."""
+import os
+import time
+
+from conftest import AUTHCTL, RPC
+from test_sign_in import follow, play_browser, start_browser_login
+from test_sign_in_on_demand import notifications, on_demand_daemon, wait_until, waiting_token_get  # noqa: F401
+
+
+def test_seventeen_abandoned_sign_ins_then_a_new_one_signs_in(daemon_factory, glewlwyd):
+    d = daemon_factory().start()
+    for i in range(17):
+        c, start = start_browser_login(d)
+        if i % 2:
+            # As Ctrl-C on `authctl login`: the waiter hangs up.
+            c.send_line('{"jsonrpc":"2.0","id":9,"method":"login.wait","params":{"login_id":"%s"}}\n' % start["login_id"])
+        c.close()  # the others are replaced by the next login.start
+    c, start = start_browser_login(d)
+    status, _ = follow(play_browser(glewlwyd, "authbroker", start["authorization_url"]))
+    assert status == 200
+    assert c.call("login.wait", {"login_id": start["login_id"]})["result"]["account"]["state"] == "ready"
+
+
+def test_programs_that_abandon_sign_ins_on_demand_are_paced_and_authctl_login_still_works(daemon_factory, glewlwyd, notifications):  # noqa: F811
+    d = on_demand_daemon(daemon_factory)
+    for i in range(3):
+        waiter = waiting_token_get(d)
+        assert wait_until(lambda: len(notifications.calls("Notify")) == i + 1), d.log_text()
+        waiter.close()  # the program gives up before the user finished
+        assert wait_until(lambda: len(notifications.calls("CloseNotification")) == i + 1), d.log_text()
+    time.sleep(0.3)  # the daemon books the last one right after withdrawing its notification
+    # The next ones are told at once, with no new notification and no new sign-in.
+    for _ in range(5):
+        c = waiting_token_get(d)
+        answer = c.read()
+        c.close()
+        assert answer["error"]["code"] == -32001, answer
+        assert "paused" in answer["error"]["message"] and "authctl login" in answer["error"]["message"]
+    assert len(notifications.calls("Notify")) == 3
+    # The user's own sign-in is never paced.
+    c, start = start_browser_login(d)
+    status, _ = follow(play_browser(glewlwyd, "authbroker", start["authorization_url"]))
+    assert status == 200
+    assert c.call("login.wait", {"login_id": start["login_id"]})["result"]["account"]["state"] == "ready"
+    assert "access_token" in d.rpc("token.get", {"provider": d.name})["result"]
+
+
+def test_a_program_with_no_token_of_the_provider_cannot_start_its_sign_in(policy_daemon):
+    d = policy_daemon(f"""
+[[allow]]
+exe = "{os.path.realpath(AUTHCTL)}"
+resources = ["*"]
+""")
+    c = RPC(d.socket)
+    refused = c.call("login.start", {"provider": d.name, "join": True})
+    c.close()
+    assert refused["error"]["code"] == -32002, refused
+    assert "forbidden by policy" in refused["error"]["message"] and "sign" in refused["error"]["message"]
+    assert "sign-in on demand refused by policy" in d.log_text()
+    assert "browser sign-in started" not in d.log_text()
