@@ -139,6 +139,9 @@ extension FrontDoor {
         }
         connection.unsent.removeFirst(sent)
         connection.lastActive = ServerActivity.monotonicNanoseconds()
+        // The stall is counted from the last progress, as NIO's is: a slow reader that keeps
+        // taking bytes gets a long answer whole.
+        if sent > 0 { connection.unsentSince = connection.lastActive }
         guard connection.unsent.isEmpty else { return true }
         if connection.closeWhenSent {
             hangUp(connection)

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import BrokerCore
+import BrokerProtocol
 import CLinux
 import Logging
 import NIOCore
@@ -77,6 +78,12 @@ final class FrontDoor: @unchecked Sendable {
     private var thread: pthread_t?
     private var lastSweep: UInt64 = 0
     private var lastAcceptError: UInt64 = 0
+    /// A descriptor held in reserve: when the process runs out, it is given up for the one
+    /// `accept` that takes a queued caller, who hears why it is refused (`refuseQueued`).
+    private var spare: CInt
+    /// Connections refused over `max_connections` or for want of descriptors: one log
+    /// line per interval with a count, however many there are.
+    let overLimit = RefusalLog()
 
     /// - Parameter listening: a listening, non-blocking Unix stream socket.
     init(listening: CInt, table: MethodTable, counters: BrokerCounters, activity: ServerActivity, logger: Logger,
@@ -90,6 +97,7 @@ final class FrontDoor: @unchecked Sendable {
         self.handOver = handOver
         epoll = epoll_create1(CInt(EPOLL_CLOEXEC))
         wake = eventfd(0, CInt(EFD_CLOEXEC | EFD_NONBLOCK))
+        spare = eventfd(0, CInt(EFD_CLOEXEC))
         guard epoll >= 0, wake >= 0,
               clinux_epoll_ctl(epoll, EPOLL_CTL_ADD, listening, EPOLLIN.rawValue) == 0,
               clinux_epoll_ctl(epoll, EPOLL_CTL_ADD, wake, EPOLLIN.rawValue) == 0
@@ -97,6 +105,7 @@ final class FrontDoor: @unchecked Sendable {
             let reason = String(cString: strerror(errno))
             if epoll >= 0 { Glibc.close(epoll) }
             if wake >= 0 { Glibc.close(wake) }
+            if spare >= 0 { Glibc.close(spare) }
             buffer.deallocate()
             throw ServerError(description: "cannot watch the socket for connections: \(reason)")
         }
@@ -105,6 +114,7 @@ final class FrontDoor: @unchecked Sendable {
     deinit {
         Glibc.close(epoll)
         Glibc.close(wake)
+        if spare >= 0 { Glibc.close(spare) }
         buffer.deallocate()
     }
 
@@ -173,6 +183,9 @@ final class FrontDoor: @unchecked Sendable {
                 switch errno {
                 case EAGAIN, EWOULDBLOCK: return
                 case EINTR, ECONNABORTED: continue
+                case EMFILE, ENFILE where spare >= 0:
+                    refuseQueued()
+                    continue
                 default:
                     // Out of descriptors (EMFILE, ENFILE) or memory: the queue stays full and
                     // the socket readable; pause briefly instead of spinning, say so rarely.
@@ -194,19 +207,52 @@ final class FrontDoor: @unchecked Sendable {
     /// limit, the identity read under rules).
     private func admit(_ fd: CInt) {
         // Another user's connection goes to NIO too, which refuses it.
-        guard let peer = PeerCredentials.credentials(ofDescriptor: fd), peer.uid == PeerCredentials.daemonUID,
-              table.callerPolicy().isOpen
+        guard let peer = PeerCredentials.credentials(ofDescriptor: fd), peer.uid == PeerCredentials.daemonUID
         else { return handOver(fd, Handover(descriptor: fd)) }
-        activity.opened()
-        guard activity.openConnections <= limits.maxConnections else {
-            activity.closed()
-            return handOver(fd, Handover(descriptor: fd))
+        // Over the limit, refused here and at once, rules or not: a flood of connections
+        // costs a write and a close each, and holds no descriptor.
+        guard activity.openConnections < limits.maxConnections else {
+            let max = limits.maxConnections
+            return refuse(fd, RPCError(.overloaded, "authbrokerd has \(max) connections open already; close some and try again", data: ErrorData(limit: max)),
+                          log: "connection limit reached; refusing connections", ["limit": "\(max)"])
         }
+        guard table.callerPolicy().isOpen else { return handOver(fd, Handover(descriptor: fd)) }
+        activity.opened()
         let connection = Connection(fd: fd, now: ServerActivity.monotonicNanoseconds())
         connections[fd] = connection
         // The client has usually written its request by the time the daemon woke up.
         guard readRequest(connection) else { return }
-        register(connection, events: Self.watched)
+        // An answer the socket did not take whole waits for the socket to drain: keep
+        // watching for that too, or it would wait until the stall timeout cut it off.
+        register(connection, events: connection.unsent.isEmpty ? Self.watched : Self.watched | EPOLLOUT.rawValue)
+    }
+
+    /// Out of descriptors with callers queued: gives up the spare descriptor for one
+    /// `accept`, tells that caller why it is refused, and takes the spare back. Without it
+    /// the queue would stay full and every caller in it would wait for nothing.
+    private func refuseQueued() {
+        Glibc.close(spare)
+        let fd = clinux_accept(listening)
+        if fd >= 0 {
+            refuse(fd, RPCError(.overloaded, "authbrokerd is out of file descriptors; close some connections and try again, or raise its LimitNOFILE"),
+                   log: "out of file descriptors; refusing connections", [:])
+        } else {
+            usleep(10_000)  // nothing to take after all: do not spin
+        }
+        spare = eventfd(0, CInt(EFD_CLOEXEC))
+    }
+
+    /// Answers a connection it will not serve with one error line and closes it at once.
+    /// What the caller already sent is read first, so that the close does not reset the
+    /// connection before the caller has read the answer.
+    private func refuse(_ fd: CInt, _ error: RPCError, log message: Logger.Message, _ metadata: Logger.Metadata) {
+        counters.errors.increment()
+        overLimit.refused(message, metadata, logger: logger)
+        var line = codec.failure(.null, error)
+        line.append(UInt8(ascii: "\n"))
+        _ = line.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, CInt(MSG_NOSIGNAL | MSG_DONTWAIT)) }
+        while recv(fd, buffer.baseAddress, buffer.count, CInt(MSG_DONTWAIT)) > 0 {}
+        Glibc.close(fd)
     }
 
     /// Input, the peer's hang-up, and errors; edge-triggered (a read that returns less than
@@ -246,8 +292,8 @@ final class FrontDoor: @unchecked Sendable {
         hangUp(connection)
     }
 
-    /// Closes the connections idle for `idleTimeout`, and those whose answers stayed
-    /// unread for `stallTimeout` (the peer does not read: nothing more is read from it).
+    /// Closes the connections idle for `idleTimeout`, and those that took none of their
+    /// answer's bytes for `stallTimeout` (the peer does not read: nothing more is read from it).
     private func sweep() {
         let now = ServerActivity.monotonicNanoseconds()
         guard now &- lastSweep >= 1_000_000_000 else { return }

@@ -12,7 +12,10 @@ import Synchronization
 /// holds nothing up), `SO_REUSEADDR` so a fixed `redirect_port` can be bound again while
 /// the last sign-in's connections sit in TIME_WAIT.
 public struct LoopbackRedirects: RedirectListening {
-    /// Connections one listener serves at once; more are closed at once.
+    /// Connections one listener serves at once. When a new one comes to a full listener,
+    /// the oldest that has sent no request head yet is closed for it (any local process
+    /// may connect, and idle connections must not cost the browser its redirect); when
+    /// every one has sent its head, the new one is closed.
     static let maxConnections = 32
     /// A connection must send its request head within this time.
     static let headTimeout = TimeAmount.seconds(10)
@@ -109,6 +112,8 @@ final class RedirectWaiting: Sendable {
         var waitStopped = false
         var closed = false
         var connections: [ObjectIdentifier: any Channel] = [:]
+        /// The connections that have sent no request head yet, oldest first.
+        var headless: [ObjectIdentifier] = []
     }
 
     private let state = Mutex(State())
@@ -117,18 +122,39 @@ final class RedirectWaiting: Sendable {
         self.screen = screen
     }
 
-    /// Counts a new connection in; false when the listener is closed or full.
+    /// Counts a new connection in, making room by closing the oldest connection without
+    /// a request head when the listener is full; false when it is closed, or full of
+    /// connections that all sent their heads.
     func admit(_ channel: any Channel) -> Bool {
-        state.withLock { s in
-            guard !s.closed, s.connections.count < LoopbackRedirects.maxConnections else { return false }
-            s.connections[ObjectIdentifier(channel)] = channel
-            return true
+        let (admitted, dropped) = state.withLock { s -> (Bool, (any Channel)?) in
+            guard !s.closed else { return (false, nil) }
+            var dropped: (any Channel)?
+            if s.connections.count >= LoopbackRedirects.maxConnections {
+                guard !s.headless.isEmpty else { return (false, nil) }
+                dropped = s.connections.removeValue(forKey: s.headless.removeFirst())
+            }
+            let id = ObjectIdentifier(channel)
+            s.connections[id] = channel
+            s.headless.append(id)
+            return (true, dropped)
         }
+        dropped?.close(promise: nil)
+        return admitted
+    }
+
+    /// The connection sent its request head: it is no longer the first to make room.
+    func headArrived(_ channel: any Channel) {
+        let id = ObjectIdentifier(channel)
+        state.withLock { s in s.headless.removeAll { $0 == id } }
     }
 
     /// The connection closed, or is answering and closes itself once the page is out.
     func release(_ channel: any Channel) {
-        state.withLock { _ = $0.connections.removeValue(forKey: ObjectIdentifier(channel)) }
+        let id = ObjectIdentifier(channel)
+        state.withLock { s in
+            s.connections.removeValue(forKey: id)
+            s.headless.removeAll { $0 == id }
+        }
     }
 
     enum Offer {
@@ -182,6 +208,7 @@ final class RedirectWaiting: Sendable {
             defer {
                 s.waiter = nil
                 s.connections = [:]
+                s.headless = []
             }
             return (s.waiter, Array(s.connections.values))
         }

@@ -26,7 +26,7 @@ final class RPCHandler: ChannelDuplexHandler {
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    private let table: MethodTable
+    let table: MethodTable
     let counters: BrokerCounters
     let logger: Logger
     private let activity: ServerActivity
@@ -38,7 +38,7 @@ final class RPCHandler: ChannelDuplexHandler {
     /// Reads the caller's executable for the policy (`PeerIdentity`).
     private let inspector: ProcessInspector
     /// The peer: its uid at accept, the rest when a policy needs it (PeerIdentity).
-    private var peer: PeerIdentity?
+    private(set) var peer: PeerIdentity?
     /// Whether this connection counts toward max_connections (another user's does not).
     private var counted = false
     private var refused = false
@@ -112,7 +112,7 @@ final class RPCHandler: ChannelDuplexHandler {
         activity.opened()
         if activity.openConnections > maxConnections {
             refuse(context, RPCError(.overloaded, "authbrokerd has \(maxConnections) connections open already; close some and try again", data: ErrorData(limit: maxConnections)))
-            logger.warning("connection limit reached", metadata: ["limit": "\(maxConnections)"])
+            refusals.refused("connection limit reached; refusing connections", ["limit": "\(maxConnections)"], logger: logger)
         } else {
             let policy = table.callerPolicy()
             // Read who connected before it can run another program (docs/security.md); not

@@ -37,6 +37,7 @@ final class RedirectHTTPHandler: ChannelInboundHandler {
         guard case .head(let head) = unwrapInboundIn(data), !seenHead else { return }
         seenHead = true
         headTimer?.cancel()
+        waiting.headArrived(context.channel)
         guard head.method == .GET else {
             return respond(context, status: .methodNotAllowed, html: nil)
         }

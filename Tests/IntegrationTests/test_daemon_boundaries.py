@@ -304,3 +304,56 @@ def test_the_command_line_is_read_strictly():
         # --config=FILE is --config FILE, and a repeated option's last value counts.
         r = subprocess.run([AUTHBROKERD, "--config", "/nonexistent", f"--config={bad}"], capture_output=True, text=True, timeout=10, env=env)
         assert r.returncode == 78 and bad in r.stderr, r.stderr
+
+
+def daemon_descriptors(d):
+    return len(os.listdir(f"/proc/{d.proc.pid}/fd"))
+
+
+def test_a_flood_past_the_cap_is_answered_closed_at_once_and_logged_in_one_line(limited):
+    """Past max_connections each caller hears -32009 and its connection is closed at once
+    (the daemon holds no descriptor for it afterwards), and the log gets one line with a
+    count, not one line per refused connection."""
+    import time
+    time.sleep(0.3)  # let the readiness probe's connection close first
+    held = [RPC(limited.socket) for _ in range(4)]
+    for c in held:
+        assert "result" in c.call("daemon.status")
+    before = daemon_descriptors(limited)
+    refused = []
+    for _ in range(200):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(10)
+        s.connect(limited.socket)
+        answer = read_until_closed(s, reset_ends=True)
+        assert b"-32009" in answer, answer
+        refused.append(s)  # kept open, as a flood would: the daemon must not wait for it
+    assert daemon_descriptors(limited) <= before + 8, "refused connections still hold descriptors"
+    for s in refused:
+        s.close()
+    lines = [line for line in limited.log_text().splitlines() if "connection limit" in line]
+    assert 1 <= len(lines) <= 2, lines
+    for c in held:
+        c.close()
+
+
+def test_out_of_descriptors_queued_callers_still_get_an_answer(limited):
+    """With the daemon's open-file limit lowered to what it holds (a crowded process), a
+    caller still hears -32009 instead of waiting unanswered in the listen queue."""
+    import resource
+    import time
+    time.sleep(0.3)
+    pid = limited.proc.pid
+    _, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (daemon_descriptors(limited), hard))
+    try:
+        for _ in range(3):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(10)
+            s.connect(limited.socket)
+            answer = read_until_closed(s, reset_ends=True)
+            s.close()
+            assert b"-32009" in answer and b"descriptor" in answer, answer
+    finally:
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (4096, hard))
+    assert "result" in limited.rpc("daemon.status")

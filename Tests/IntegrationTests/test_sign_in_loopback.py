@@ -121,6 +121,23 @@ def test_a_stalled_client_does_not_hold_up_the_redirect(daemon_factory, glewlwyd
         t.join(5)
 
 
+def test_idle_connections_filling_the_listener_do_not_break_the_redirect(daemon_factory, glewlwyd):
+    """Any local process may connect to the sign-in's port: 40 connections that send
+    nothing (more than the listener's 32) must not cost the browser its redirect."""
+    d = daemon_factory().start()
+    c, start = start_browser_login(d)
+    location = play_browser(glewlwyd, "authbroker", start["authorization_url"])
+    idle = [socket.create_connection(("127.0.0.1", redirect_port(start)), timeout=10) for _ in range(40)]
+    try:
+        time.sleep(0.3)
+        status, _ = follow(location)
+        assert status == 200
+        assert c.call("login.wait", {"login_id": start["login_id"]})["result"]["account"]["state"] == "ready"
+    finally:
+        for s in idle:
+            s.close()
+
+
 def test_provider_error_with_the_right_state_ends_the_sign_in_on_an_escaped_page(daemon_factory, glewlwyd):
     d = daemon_factory().start()
     c, start = start_browser_login(d)
