@@ -15,6 +15,13 @@ enum SocketListener {
         }
         let folder = parent(of: path)
         var st = stat()
+        // lstat first: a symlink as the folder is followed only when it is the user's own.
+        // Another user could point theirs anywhere at any time, the socket with it.
+        if lstat(folder, &st) == 0, st.st_mode & S_IFMT == S_IFLNK {
+            guard st.st_uid == geteuid() else {
+                throw Failure(description: "the socket folder \(folder) is a symbolic link owned by uid \(st.st_uid), not by uid \(geteuid()) that runs authbrokerd: set AUTHBROKER_SOCKET to a path in a folder of your own (mode 700)")
+            }
+        }
         if stat(folder, &st) != 0 {
             guard mkdir(folder, 0o700) == 0 || errno == EEXIST else {
                 throw Failure(description: "cannot create \(folder): \(String(cString: strerror(errno)))")

@@ -123,6 +123,7 @@ struct Daemon {
         ])
         NamespaceCheck.warnIfCallersAreHidden(settings.policy, logger: logger)
         RuleFileCheck.warnAboutUnmatchableRules(settings.policy, home: env("HOME"), logger: logger)
+        PtraceCheck.warnIfOpen(settings.policy, logger: logger)
         let lifecycle = Lifecycle(
             broker: broker, server: server, configPath: path, notifier: notifier,
             socketActivated: inherited != nil, logger: logger)

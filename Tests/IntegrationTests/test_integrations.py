@@ -234,3 +234,41 @@ def test_shell_example_client(broker):
     assert fingerprint(r.stdout.strip()) == fingerprint(token_for(broker, API))
     r = run(broker, script, "https://unknown.example.test")
     assert r.returncode == 1 and r.stderr.startswith("authbroker-token: ") and r.stdout == ""
+
+
+@pytest.fixture
+def server_of_another_user():
+    """A fake authbrokerd run by the user nobody, on a socket anyone may open, that answers
+    every request with a made-up token: what a squatter would serve."""
+    import tempfile
+    base = tempfile.mkdtemp(prefix="squat-")
+    os.chmod(base, 0o755)
+    folder = os.path.join(base, "authbroker")
+    os.mkdir(folder, 0o755)
+    os.chown(folder, 65534, 65534)
+    path = os.path.join(folder, "socket")
+    serve = ("import os,socket,sys\n"
+             "s=socket.socket(socket.AF_UNIX);s.bind(sys.argv[1]);os.chmod(sys.argv[1],0o666);s.listen(8)\n"
+             "print('ready',flush=True)\n"
+             "while True:\n"
+             "    c,_=s.accept();c.recv(65536)\n"
+             "    c.sendall(b'{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"access_token\":\"SQUATTED\"}}\\n');c.close()\n")
+    p = subprocess.Popen(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable, "-c", serve, path],
+                         stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    yield path
+    p.kill()
+    p.wait()
+    subprocess.run(["rm", "-rf", base])
+
+
+@pytest.mark.parametrize("client", ["python", "shell"])
+def test_example_clients_refuse_a_socket_another_user_serves(server_of_another_user, client):
+    env = {**os.environ, "AUTHBROKER_SOCKET": server_of_another_user}
+    if client == "python":
+        cmd = [sys.executable, os.path.join(EXAMPLES, "python", "authbroker_client.py"), "--resource", API]
+    else:
+        cmd = [os.path.join(EXAMPLES, "shell", "authbroker-token"), API]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0 and "SQUATTED" not in r.stdout, r.stdout
+    assert "uid 65534" in r.stderr, r.stderr

@@ -109,3 +109,51 @@ client_id = "{glewlwyd.client_id('authbroker')}"
         assert 1 <= len(refusals) <= 2, refusals  # at most one line per 10 s
     finally:
         d.cleanup()
+
+
+def test_under_rules_status_and_events_show_a_caller_only_what_it_may_get(policy_daemon):
+    """Under rules a program learns nothing of the tokens other programs use: which
+    resources, when they were refreshed, when they expire."""
+    d = policy_daemon(f"""
+[[allow]]
+exe = "{PYTHON}"
+resources = ["{API}"]
+
+[[allow]]
+exe = "{os.path.realpath(AUTHCTL)}"
+resources = ["*"]
+""")
+    sub = RPC(d.socket)
+    assert sub.call("events.subscribe", {"kinds": ["token_refreshed"]})["result"]["subscribed"] is True
+    c = RPC(d.socket)
+    assert "result" in c.call("token.get", {"resource": API})
+    assert d.ctl("token", "--resource", GIT).returncode == 0  # another program's token, cached now
+    status = c.call("daemon.status")["result"]
+    shown = [t["resource"] for p in status["providers"] for a in p["accounts"] for t in a["tokens"]]
+    assert GIT not in shown, shown
+    # authctl, which may have every token, sees it.
+    r = d.ctl("status", "--json")
+    assert r.returncode == 0 and GIT in r.stdout, r.stdout
+    # The git token's refresh was not told to this subscriber: its next events are its own.
+    # (One live access token per refresh token here: the git token's refresh dropped the
+    # API token, so this is a refresh too.)
+    assert "result" in c.call("token.get", {"resource": API})
+    first, second = sub.read(), sub.read()
+    assert [first["params"]["resource"], second["params"]["resource"]] == [API, API], (first, second)
+    c.close()
+    sub.close()
+
+
+def test_rules_without_yama_are_warned_about_at_start(policy_daemon, daemon_factory):
+    """Without Yama (this machine has no /proc/sys/kernel/yama) any process of the user may
+    ptrace an allowed program and take what it is given: the daemon says so at start when
+    rules are in force, and not otherwise."""
+    assert not os.path.exists("/proc/sys/kernel/yama/ptrace_scope")
+    d = policy_daemon(f"""
+[[allow]]
+exe = "{PYTHON}"
+resources = ["{API}"]
+""")
+    assert "ptrace_scope" in d.log_text()
+    plain = daemon_factory(store="memory").start()
+    assert "ptrace_scope" not in plain.log_text()

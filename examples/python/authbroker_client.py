@@ -18,6 +18,7 @@ import itertools
 import json
 import os
 import socket
+import struct
 import sys
 
 
@@ -46,7 +47,15 @@ class Broker:
     def __init__(self, path=None, timeout=30):
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.settimeout(timeout)
-        self._sock.connect(path or socket_path())
+        path = path or socket_path()
+        self._sock.connect(path)
+        # Who serves the socket, as the kernel reports it (SO_PEERCRED: pid, uid, gid): a
+        # token request must never go to another user's program squatting on the path.
+        _, uid, _ = struct.unpack("3i", self._sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+        if uid != os.geteuid():
+            self._sock.close()
+            raise BrokerError(None, f"{path} is served by uid {uid}, not by you (uid {os.geteuid()}): "
+                                    "not asking it for tokens; check AUTHBROKER_SOCKET and who runs authbrokerd")
         self._reader = self._sock.makefile("rb")
         self._ids = itertools.count(1)
 
