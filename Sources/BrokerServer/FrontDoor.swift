@@ -183,7 +183,7 @@ final class FrontDoor: @unchecked Sendable {
                 switch errno {
                 case EAGAIN, EWOULDBLOCK: return
                 case EINTR, ECONNABORTED: continue
-                case EMFILE, ENFILE where spare >= 0:
+                case EMFILE where spare >= 0, ENFILE where spare >= 0:
                     refuseQueued()
                     continue
                 default:
@@ -251,7 +251,10 @@ final class FrontDoor: @unchecked Sendable {
         var line = codec.failure(.null, error)
         line.append(UInt8(ascii: "\n"))
         _ = line.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, CInt(MSG_NOSIGNAL | MSG_DONTWAIT)) }
-        while recv(fd, buffer.baseAddress, buffer.count, CInt(MSG_DONTWAIT)) > 0 {}
+        // A few reads at most: a caller that keeps writing must not hold the thread.
+        for _ in 0..<4 {
+            guard recv(fd, buffer.baseAddress, buffer.count, CInt(MSG_DONTWAIT)) == buffer.count else { break }
+        }
         Glibc.close(fd)
     }
 
