@@ -47,7 +47,7 @@ let package = Package(
         .target(
             name: "BrokerServer",
             dependencies: [
-                "BrokerCore", "BrokerProtocol", "CLinux",
+                "BrokerCore", "BrokerCrypto", "BrokerProtocol", "CLinux",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import BrokerCore
+import BrokerCrypto
 import BrokerProtocol
 import CLinux
 #if canImport(FoundationEssentials)
@@ -57,6 +58,8 @@ extension FrontDoor {
         }
         counters.requests.increment()
         activity.touch()
+        // An answer to a sign-in's question may be a password: the read buffer keeps no copy.
+        defer { if method == RPCMethod.loginAnswer.rawValue { SecretBytes.wipe(UnsafeMutableRawBufferPointer(mutating: chunk)) } }
         let id = scanned.id ?? .null
         // Rules may come in between the check above and the handler's own: then, as on any
         // connection opened before them, the request is refused and the connection closed.

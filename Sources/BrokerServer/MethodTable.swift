@@ -1,4 +1,5 @@
 import BrokerCore
+import BrokerCrypto
 import BrokerProtocol
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -131,7 +132,42 @@ struct MethodTable: Sendable {
     }
 }
 
+/// `login.answer`'s params without its `value`, which `SecretAnswer` reads.
+private struct AnswerTarget: Decodable, Sendable {
+    var loginID: String
+    enum CodingKeys: String, CodingKey { case loginID = "login_id" }
+}
+
 extension MethodTable {
+    /// Registers `login.answer`. Its value may be a password: it is read from the line's
+    /// bytes into a `SecretBytes` (`SecretAnswer`), never into a String, and the line's
+    /// bytes and their copy for JSONDecoder are wiped once read (docs/security.md).
+    mutating func registerAnswer(_ answer: @escaping @Sendable (String, SecretBytes) throws(BrokerError) -> LoginAnswerResult) {
+        let method = RPCMethod.loginAnswer.rawValue
+        handlers[method] = { line, id, codec, _ in
+            defer { line.bytes.withUnsafeReadableBytes { SecretBytes.wipe(UnsafeMutableRawBufferPointer(mutating: $0)) } }
+            var data = line.data
+            defer { data.withUnsafeMutableBytes { SecretBytes.wipe($0) } }
+            let target: AnswerTarget
+            do {
+                guard let params = try codec.decoder.decode(RequestParams<AnswerTarget>.self, from: data).params else {
+                    return .now(codec.failure(id, RPCError(.invalidParams, "invalid params for \(method): login_id is missing")))
+                }
+                target = params
+            } catch {
+                return .now(codec.failure(id, RPCError(.invalidParams, "invalid params for \(method): \(Self.describe(error))")))
+            }
+            guard let value = line.bytes.withUnsafeReadableBytes({ SecretAnswer.value(in: $0) }) else {
+                return .now(codec.failure(id, RPCError(.invalidParams, "invalid params for \(method): value must be a string")))
+            }
+            do throws(BrokerError) {
+                return .now(codec.success(id, try answer(target.loginID, value)))
+            } catch {
+                return .now(codec.failure(id, error.rpcError))
+            }
+        }
+    }
+
     /// The daemon's methods, wired to the broker.
     static func broker(_ broker: Broker) -> MethodTable {
         var t = MethodTable()
@@ -166,8 +202,7 @@ extension MethodTable {
                    slow: { p throws(BrokerError) in try await broker.startLogin(p) })
         t.register(.loginWait, LoginWaitParams.self, empty: LoginWaitParams(), cancelledOnClose: { _ in true },
                    slow: { p throws(BrokerError) in try await broker.waitLogin(p) })
-        t.register(.loginAnswer, LoginAnswerParams.self, empty: LoginAnswerParams(loginID: "", value: ""),
-                   slow: { p throws(BrokerError) in try broker.answerLogin(p) })
+        t.registerAnswer { id, value throws(BrokerError) in try broker.answerLogin(loginID: id, value: value) }
         t.register(.logout, LogoutParams.self, empty: LogoutParams(),
                    slow: { p throws(BrokerError) in try await broker.logout(p) })
         t.register(.accountWhoami, AccountParams.self, empty: AccountParams(),

@@ -68,8 +68,15 @@ struct ScannedRequest {
                 }
                 var members: [(key: String, value: ScannedValue)] = []
                 guard s.object({ key, s in
-                    guard members.count < maximumMembers, !members.contains(where: { $0.key == key }),
-                          let v = s.value() else { return false }
+                    guard members.count < maximumMembers, !members.contains(where: { $0.key == key }) else { return false }
+                    // `login.answer`'s value may be a password: never made a String here
+                    // (its heap copy would outlive the request); `SecretAnswer` reads it.
+                    if key == "value" {
+                        guard s.skipString() else { return false }
+                        members.append((key, .other))
+                        return true
+                    }
+                    guard let v = s.value() else { return false }
                     members.append((key, v))
                     return true
                 }) else { return false }
@@ -136,6 +143,23 @@ private struct Scanner {
             i += 1
         }
         return nil
+    }
+
+    /// Steps over a string of the subset `string()` reads, without copying it out.
+    mutating func skipString() -> Bool {
+        skipSpace()
+        guard peek == UInt8(ascii: "\"") else { return false }
+        var i = index + 1
+        while i < bytes.count {
+            let b = bytes[i]
+            if b == UInt8(ascii: "\"") {
+                index = i + 1
+                return true
+            }
+            guard b >= 0x20, b < 0x80, b != UInt8(ascii: "\\") else { return false }
+            i += 1
+        }
+        return false
     }
 
     /// Any JSON value; nil when it is not valid (or not within the subset for strings).

@@ -1,3 +1,4 @@
+import COpenSSL
 import Synchronization
 
 /// A small HTTP/1.1 client for talking to OAuth providers: plain TCP or TLS (OpenSSL),
@@ -126,7 +127,11 @@ public struct HTTPClient: Sendable {
 
         let head = try RequestHead.make(method: method, target: target, endpoint: endpoint, headers: headers,
                                         bodyLength: body?.count, proxyAuthorization: proxyAuthorization)
-        try stream.write(head + (body ?? []))
+        // The request's bytes carry secrets (a refresh token, a client secret, a typed
+        // password): wiped once written, not left in freed memory.
+        var request = head + (body ?? [])
+        defer { request.withUnsafeMutableBytes { if let start = $0.baseAddress { OPENSSL_cleanse(start, $0.count) } } }
+        try stream.write(request)
         var parser = ResponseParser(stream: stream, host: wire.host, limit: maximumBodySize)
         return try parser.readResponse(method: method)
     }

@@ -1,3 +1,4 @@
+import BrokerCrypto
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -28,7 +29,9 @@ extension OAuthClient {
 
     /// POSTs `parameters` as a form to `endpoint` with client authentication; `name`
     /// names the endpoint in sentences.
-    func postForm(_ parameters: [(String, String)], to endpoint: String, name: String,
+    /// A `secret` pair (a typed password) is encoded last, straight into the body, and the
+    /// body is wiped once the request is sent.
+    func postForm(_ parameters: [(String, String)], secret: (String, SecretBytes)? = nil, to endpoint: String, name: String,
                   authMethods: [String]?) async throws(OAuthError) -> HTTPResponse {
         try EndpointPolicy.check(endpoint, what: "the provider's \(name)")
         var pairs = parameters
@@ -38,7 +41,15 @@ extension OAuthClient {
         case .basic(let value): headers["Authorization"] = value
         case .post(let secret): pairs.insert(contentsOf: [("client_id", configuration.clientID), ("client_secret", secret)], at: 0)
         }
-        return try await transport.send(HTTPRequest(method: "POST", url: endpoint, headers: headers, body: FormEncoding.encode(pairs)))
+        var body = FormEncoding.encode(pairs)
+        guard let (name, value) = secret else {
+            return try await transport.send(HTTPRequest(method: "POST", url: endpoint, headers: headers, body: body))
+        }
+        FormEncoding.append(name: name, secret: value, to: &body)
+        // The request shares the body's storage only while it is sent: wiped in place after
+        // (the HTTP client wipes the bytes it wrote itself).
+        defer { SecretBytes.wipe(&body) }
+        return try await transport.send(HTTPRequest(method: "POST", url: endpoint, headers: headers, body: body))
     }
 
     /// Sends a token request and reads the token answer.

@@ -1,3 +1,4 @@
+import BrokerCrypto
 /// The token grants other than the device flow, and revocation.
 extension OAuthClient {
     /// Trades a refresh token for new tokens (RFC 6749 §6), optionally narrowed to one
@@ -22,10 +23,15 @@ extension OAuthClient {
     /// The resource owner password credentials grant (RFC 6749 §4.3), which OAuth 2.1 drops:
     /// only for providers configured with `password_grant = true`. Like any sign-in it asks
     /// for every resource the grant is for (RFC 8707 allows several).
-    public func password(_ metadata: ProviderMetadata, username: String, password: String,
+    /// The password is form-encoded straight into the request body, which is wiped once
+    /// the request is sent (`secret`): no String of it is made.
+    public func password(_ metadata: ProviderMetadata, username: String, password: SecretBytes,
                          scopes: [String], resources: [String]) async throws(OAuthError) -> TokenResponse {
-        try await tokenRequest(metadata, [("grant_type", "password"), ("username", username), ("password", password)]
-            + resources.map { (configuration.audienceParameter, $0) } + resourceAndScope(nil, scopes))
+        let response = try await postForm([("grant_type", "password"), ("username", username)]
+                                              + resources.map { (configuration.audienceParameter, $0) } + resourceAndScope(nil, scopes),
+                                          secret: ("password", password), to: metadata.tokenEndpoint, name: "token endpoint",
+                                          authMethods: metadata.tokenEndpointAuthMethodsSupported)
+        return try ProviderAnswer.tokens(ProviderAnswer.object(response, place: "token endpoint"))
     }
 
     /// Redeems an authorization code with its PKCE verifier (RFC 6749 §4.1.3, RFC 7636 §4.5).

@@ -20,7 +20,8 @@ extension Broker {
         var message: String?
         for _ in 0..<Self.challengeRounds {
             let prompt = try challengePrompt(wanted, message: message, provider: name)
-            let value = try await ask(conversation, prompt, provider: provider)
+            // The draft's answers go out as form pairs of Strings: not wiped (docs/security.md).
+            let value = try await ask(conversation, prompt, provider: provider).text
             let result: AuthorizationChallengeResult
             do {
                 result = try await client.authorizationChallenge(

@@ -44,22 +44,24 @@ extension Broker {
         return LoginStartResult(loginID: id, provider: provider.name, flow: "terminal", expiresAt: Int64(deadline))
     }
 
-    /// `login.answer`: the user's answer to the question the sign-in waits on.
-    public func answerLogin(_ params: LoginAnswerParams) throws(BrokerError) -> LoginAnswerResult {
-        guard let session = logins.find(id: params.loginID, provider: nil), let conversation = session.conversation else {
+    /// `login.answer`: the user's answer to the question the sign-in waits on. The answer
+    /// comes in a `SecretBytes` (the server reads it from the request's bytes): a password
+    /// typed here is wiped from memory once the request it is for is sent.
+    public func answerLogin(loginID: String, value: SecretBytes) throws(BrokerError) -> LoginAnswerResult {
+        guard let session = logins.find(id: loginID, provider: nil), let conversation = session.conversation else {
             throw BrokerError.loginFailed(provider: nil, message: "no terminal sign-in in progress with that id: start one with `authctl login --terminal`")
         }
-        guard params.value.utf8.count <= 4096 else {
+        guard value.count <= 4096 else {
             throw BrokerError.invalidRequest(message: "an answer may be up to 4096 bytes long")
         }
-        guard conversation.answer(params.value) else {
+        guard conversation.answer(value) else {
             throw BrokerError.invalidRequest(message: "the sign-in to \(session.provider) is not waiting for an answer: call login.wait for its question first")
         }
         return LoginAnswerResult(accepted: true)
     }
 
     /// Asks, or ends the sign-in when it was cancelled while the question was open.
-    func ask(_ conversation: Conversation, _ prompt: LoginPrompt, provider: Provider) async throws(BrokerError) -> String {
+    func ask(_ conversation: Conversation, _ prompt: LoginPrompt, provider: Provider) async throws(BrokerError) -> SecretBytes {
         guard let answer = await conversation.ask(prompt) else { throw BrokerError.signInCancelled(provider.name) }
         return answer
     }
@@ -69,7 +71,7 @@ extension Broker {
     private func passwordSignIn(_ provider: Provider, metadata: ProviderMetadata, conversation: Conversation,
                                 resource: String?) async throws(BrokerError) -> AccountInfo {
         let name = provider.name
-        let username = try await ask(conversation, LoginPrompt(kind: "text", label: "User name at \(name)", name: "username"), provider: provider)
+        let username = try await ask(conversation, LoginPrompt(kind: "text", label: "User name at \(name)", name: "username"), provider: provider).text
         let password = try await ask(conversation, LoginPrompt(kind: "secret", label: "Password", name: "password"), provider: provider)
         let signer = try provider.newDPoPSigner(metadata: metadata)
         let client = provider.client(signer, metadata: metadata, clock: clock)

@@ -1,13 +1,15 @@
+import BrokerCrypto
 import BrokerProtocol
 import Synchronization
 
 /// The questions of a `terminal` sign-in: the sign-in's task asks (and waits), `login.wait`
 /// hands the question out, `login.answer` brings the answer back. An answer goes straight
-/// to the task that asked and is kept nowhere else.
+/// to the task that asked and is kept nowhere else, in a buffer wiped once it is used
+/// (`SecretBytes`: it may be a password).
 final class Conversation: Sendable {
     private struct State {
         var prompt: LoginPrompt?
-        var answer: CheckedContinuation<String?, Never>?
+        var answer: CheckedContinuation<SecretBytes?, Never>?
         var waiters: [CheckedContinuation<LoginPrompt?, Never>] = []
         var cancelled = false
         var finished = false
@@ -16,9 +18,9 @@ final class Conversation: Sendable {
     private let state = Mutex(State())
 
     /// Asks the user and waits for the answer; nil when the sign-in was cancelled.
-    func ask(_ prompt: LoginPrompt) async -> String? {
+    func ask(_ prompt: LoginPrompt) async -> SecretBytes? {
         await withTaskCancellationHandler {
-            await withCheckedContinuation { (c: CheckedContinuation<String?, Never>) in
+            await withCheckedContinuation { (c: CheckedContinuation<SecretBytes?, Never>) in
                 let waiters = state.withLock { s -> [CheckedContinuation<LoginPrompt?, Never>]? in
                     guard !s.cancelled else { return nil }
                     s.prompt = prompt
@@ -41,7 +43,7 @@ final class Conversation: Sendable {
     }
 
     /// Gives the answer to the question asked; false when no question is waiting.
-    func answer(_ value: String) -> Bool {
+    func answer(_ value: SecretBytes) -> Bool {
         let pending = state.withLock { s in
             s.prompt = nil
             defer { s.answer = nil }
