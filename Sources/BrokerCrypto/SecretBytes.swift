@@ -49,9 +49,11 @@ public final class SecretBytes: @unchecked Sendable {
         OPENSSL_cleanse(start, buffer.count)
     }
 
-    /// Overwrites the bytes of `array` in place (it must not share its storage, or only its
-    /// own copy would be wiped).
-    public static func wipe(_ array: inout [UInt8]) {
-        array.withUnsafeMutableBytes { wipe($0) }
+    /// Overwrites the storage of `array` in place, also while other arrays share it (a
+    /// request body a worker thread has not let go of yet): call it only when none of them
+    /// needs the bytes any more. Mutating the array instead would copy a shared storage
+    /// and wipe only the copy.
+    public static func wipe(_ array: [UInt8]) {
+        array.withUnsafeBytes { wipe(UnsafeMutableRawBufferPointer(mutating: $0)) }
     }
 }

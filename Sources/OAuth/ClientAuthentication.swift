@@ -46,9 +46,9 @@ extension OAuthClient {
             return try await transport.send(HTTPRequest(method: "POST", url: endpoint, headers: headers, body: body))
         }
         FormEncoding.append(name: name, secret: value, to: &body)
-        // The request shares the body's storage only while it is sent: wiped in place after
-        // (the HTTP client wipes the bytes it wrote itself).
-        defer { SecretBytes.wipe(&body) }
+        // Wiped in its storage once sent, whoever still holds it (the HTTP client's worker
+        // thread may let go of it a moment later); the client wipes the bytes it wrote.
+        defer { SecretBytes.wipe(body) }
         return try await transport.send(HTTPRequest(method: "POST", url: endpoint, headers: headers, body: body))
     }
 
