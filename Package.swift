@@ -40,7 +40,7 @@ let package = Package(
         .target(
             name: "BrokerCore",
             dependencies: [
-                "OAuth", "HTTPClient", "SecretStore", "BrokerProtocol", "TOML", "BrokerCrypto",
+                "OAuth", "HTTPClient", "SecretStore", "BrokerProtocol", "TOML", "BrokerCrypto", "CLinux",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

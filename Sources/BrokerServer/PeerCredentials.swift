@@ -161,7 +161,8 @@ enum PeerCredentials {
 
     /// The mount and user namespaces of `pid`, or nil when they cannot be read.
     static func namespaces(of pid: String) -> [FileID]? {
-        guard let mnt = FileID(path: "/proc/\(pid)/ns/mnt"), let user = FileID(path: "/proc/\(pid)/ns/user") else { return nil }
+        guard let mnt = FileID(path: "/proc/\(pid)/ns/mnt", stamped: false),
+              let user = FileID(path: "/proc/\(pid)/ns/user", stamped: false) else { return nil }
         return [mnt, user]
     }
 

@@ -94,11 +94,16 @@ final class PeerIdentity {
         let now = inspector.view(of: pid, namespaces: false)
         // A helper that stopped answering says nothing about the process: say that instead.
         if now.failure == ProcessInspector.helperGone { throw Self.unidentifiedError(now.failure) }
-        let same = alive && now.executableID == known.executableID
-        guard same else {
+        guard alive, let exe = now.executableID, exe.isSameInode(as: known.executableID) else {
             changed = true
             caller = nil
             throw Self.changedError
+        }
+        // Read now, as the rule's file is on every decision: a stamp that is a ctime moves
+        // with a chmod or a new hard link.
+        if exe != known.executableID {
+            known.executableID = exe
+            caller = known
         }
         if needsCgroup, known.cgroup == nil {
             known.cgroup = PeerCredentials.cgroup(of: pid)

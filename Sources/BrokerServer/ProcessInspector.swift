@@ -104,7 +104,8 @@ public final class ProcessInspector: Sendable {
         } else {
             view.failure = errors.0
         }
-        if fds.1 >= 0, fds.2 >= 0, let mnt = FileID(path: "/proc/self/fd/\(fds.1)"), let user = FileID(path: "/proc/self/fd/\(fds.2)") {
+        if fds.1 >= 0, fds.2 >= 0, let mnt = FileID(path: "/proc/self/fd/\(fds.1)", stamped: false),
+           let user = FileID(path: "/proc/self/fd/\(fds.2)", stamped: false) {
             view.namespaces = [mnt, user]
         }
         return view

@@ -100,3 +100,44 @@ final class CallerPolicyTests: XCTestCase {
         XCTAssertFalse(policy.allowsToken(old, provider: "corp", resource: "r"), "the replaced file is no longer the rule's")
     }
 }
+
+/// Issue 21 item 1: an inode number the file system gives again after a package upgrade
+/// freed it is not the rule's file.
+final class InodeReuseTests: XCTestCase {
+    func testAFileThatGotTheReplacedFilesInodeNumberIsRefused() throws {
+        // A real ext4 (or any file system that hands out freed inode numbers again); on
+        // tmpfs numbers only grow and the reuse below is never reached.
+        let dir = FileManager.default.currentDirectoryPath + "/.build/ab-inode-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let tool = dir + "/tool"
+        try Data("v1".utf8).write(to: URL(fileURLWithPath: tool))
+        let policy = CallerPolicy(rules: [AllowRule(executable: tool, resources: ["*"])])
+        func caller(_ path: String) -> Caller {
+            Caller(uid: 1000, gid: 1000, pid: 7, executable: path, executableID: FileID(path: path), cgroup: nil)
+        }
+        let before = try XCTUnwrap(FileID(path: tool))
+        XCTAssertTrue(policy.allowsToken(caller(tool), provider: "corp", resource: "r"))
+
+        // A package upgrade renames the new version over the path; the old inode is freed.
+        try Data("v2".utf8).write(to: URL(fileURLWithPath: dir + "/tool.new"))
+        XCTAssertEqual(rename(dir + "/tool.new", tool), 0)
+        // Another program of the user makes files until one gets the freed number.
+        var recycled: String?
+        for i in 0..<50_000 {  // kept, so each file takes the next free number
+            let path = dir + "/f\(i)"
+            let fd = open(path, O_CREAT | O_WRONLY, 0o700)
+            XCTAssertGreaterThanOrEqual(fd, 0)
+            var st = stat()
+            fstat(fd, &st)
+            close(fd)
+            if UInt64(st.st_ino) == before.inode && UInt64(st.st_dev) == before.device { recycled = path; break }
+        }
+        let attacker = try XCTUnwrap(recycled, "the file system never gave the freed inode number again")
+        XCTAssertNotEqual(FileID(path: attacker), before, "same device and inode number, but another file")
+        XCTAssertFalse(policy.allowsToken(caller(attacker), provider: "corp", resource: "r"),
+                       "a file that got the replaced file's inode number is not the rule's program")
+        XCTAssertTrue(policy.allowsToken(caller(tool), provider: "corp", resource: "r"), "the new file at the rule's path is")
+        XCTAssertFalse(policy.allowsToken(caller(attacker), provider: "corp", resource: "r"), "…and the recycled one still is not")
+    }
+}

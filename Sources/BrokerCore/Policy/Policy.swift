@@ -1,5 +1,3 @@
-import Synchronization
-
 /// Whether a rule also serves callers in other mount or user namespaces (`namespaces`).
 public enum NamespaceScope: String, Sendable, Equatable {
     /// Only callers in the namespaces the daemon was started in (the default): inside a
@@ -14,7 +12,9 @@ public enum NamespaceScope: String, Sendable, Equatable {
 /// the account's claims (`account.whoami`, `account.userinfo`).
 public struct AllowRule: Sendable, Equatable {
     /// The executable's path as configured. The caller matches when it runs this very file
-    /// (same device and inode), whatever path it was started by.
+    /// (same device, inode and inode birth: `FileID`), whatever path it was started by. The
+    /// path is stat'ed on every decision, so a package upgrade that renames a new file over
+    /// it is followed at once, and the inode number it freed names nothing.
     public var executable: String
     /// Which namespaces the caller may be in.
     public var namespaces: NamespaceScope
@@ -29,14 +29,10 @@ public struct AllowRule: Sendable, Equatable {
     /// Whether ID-token claims and UserInfo may be read.
     public var claims: Bool
 
-    /// The file `executable` named when last stat'ed.
-    private let file: ExecutableFile
-
     public init(executable: String, namespaces: NamespaceScope = .user, unit: String? = nil, cgroupPrefix: String? = nil,
                 resources: [String], providers: [String] = [], claims: Bool = false) {
         self.executable = executable
         self.namespaces = namespaces
-        self.file = ExecutableFile(path: executable)
         self.unit = unit
         self.cgroupPrefix = cgroupPrefix
         self.resources = resources
@@ -44,13 +40,10 @@ public struct AllowRule: Sendable, Equatable {
         self.claims = claims
     }
 
-    public static func == (a: AllowRule, b: AllowRule) -> Bool {
-        a.executable == b.executable && a.namespaces == b.namespaces && a.unit == b.unit && a.cgroupPrefix == b.cgroupPrefix
-            && a.resources == b.resources && a.providers == b.providers && a.claims == b.claims
-    }
-
     func matches(_ caller: Caller) -> Bool {
-        guard let id = caller.executableID, file.identifies(id) else { return false }
+        // A statx of the path, a few microseconds: what it names now, never a cached
+        // number the file system may have given to another file since.
+        guard let id = caller.executableID, FileID(path: executable) == id else { return false }
         if namespaces == .user, caller.inUserNamespaces != true { return false }
         if let unit, caller.unit != unit { return false }
         if let cgroupPrefix, !(caller.cgroup ?? "").hasPrefix(cgroupPrefix) { return false }
@@ -98,26 +91,5 @@ public struct CallerPolicy: Sendable, Equatable {
         if rules.isEmpty { return true }
         guard let caller else { return false }
         return rules.contains { $0.claims && ($0.providers.isEmpty || $0.providers.contains(provider)) && $0.matches(caller) }
-    }
-}
-
-/// The device and inode of a rule's executable, stat'ed when the configuration is loaded
-/// and again whenever a caller's executable does not match: a package upgrade replaces the
-/// file (a new inode) under the same path, and the rule follows it.
-final class ExecutableFile: Sendable {
-    private let path: String
-    private let id: Mutex<FileID?>
-
-    init(path: String) {
-        self.path = path
-        self.id = Mutex(FileID(path: path))
-    }
-
-    /// Whether `caller` is this file; a stat of the path only when the cached one differs.
-    func identifies(_ caller: FileID) -> Bool {
-        if id.withLock({ $0 }) == caller { return true }
-        let now = FileID(path: path)
-        id.withLock { $0 = now }
-        return now == caller
     }
 }

@@ -3,6 +3,7 @@
 #include <sys/types.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include "file_identity.h"
 
 /// prctl(PR_SET_DUMPABLE, 0): no core dumps, no ptrace attach by other processes of the user.
 int clinux_set_nondumpable(void);
