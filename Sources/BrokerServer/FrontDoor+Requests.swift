@@ -77,7 +77,7 @@ extension FrontDoor {
             // A notification (no id) is carried out but never answered (JSON-RPC 2.0 §4.1).
             return scanned.hasID ? answer(connection, data) : true
         case .later, .untilClosed:
-            give(connection, Handover(adopted: AdoptedRequest(reply: reply, id: id, answer: scanned.hasID)))
+            give(connection, Handover(adopted: AdoptedRequest(reply: reply, id: id, answer: scanned.hasID, mints: table.mints(method))))
             return false
         }
     }

@@ -56,6 +56,14 @@ struct MethodTable: Sendable {
     private var handlers: [String: Handler] = [:]
     /// The `[[allow]]` policy in force now: with rules, the caller is identified at accept.
     var callerPolicy: @Sendable () -> CallerPolicy = { CallerPolicy() }
+    /// `cache_misses_per_minute` now (0: no limit), read on each miss.
+    var cacheMissesPerMinute: @Sendable () -> Int = { 0 }
+    /// Methods whose answers that come later may cost a request to the provider (a token
+    /// the cache did not have): counted against the connection's `MissBudget`.
+    private var minting: Set<String> = []
+
+    /// Whether a later answer of `method` is a cache miss the connection's budget counts.
+    func mints(_ method: String) -> Bool { minting.contains(method) }
 
     subscript(method: String) -> Handler? { handlers[method] }
 
@@ -70,8 +78,10 @@ struct MethodTable: Sendable {
         fast: (@Sendable (P) -> R?)? = nil,
         fastFor: (@Sendable (CallerIdentification, P) -> R?)? = nil,
         cancelledOnClose: @escaping @Sendable (P) -> Bool = { _ in false },
+        mints: Bool = false,
         slow: @escaping @Sendable (P) async throws(BrokerError) -> R
     ) {
+        if mints { minting.insert(method.rawValue) }
         handlers[method.rawValue] = { line, id, codec, identify in
             let decoded: P
             if let scan = line.scanned, let read = scanned?(scan) {
@@ -172,20 +182,25 @@ extension MethodTable {
     static func broker(_ broker: Broker) -> MethodTable {
         var t = MethodTable()
         t.callerPolicy = { broker.callerPolicy }
+        t.cacheMissesPerMinute = { broker.cacheMissesPerMinute }
         t.register(.tokenGet, TokenGetParams.self, empty: TokenGetParams(),
                    scanned: { TokenGetParams(scanned: $0) },
                    authorize: { identify, p throws(BrokerError) in try broker.authorizeToken(identify, p) },
                    fast: { broker.cachedToken($0) },
                    // A caller waiting for a sign-in is one of its waiters: gone, it stops waiting.
                    cancelledOnClose: { $0.waitForSignIn != nil },
+                   mints: true,
                    slow: { p throws(BrokerError) in try await broker.token(p) })
         t.register(.dpopProof, DPoPProofParams.self, empty: DPoPProofParams(token: TokenGetParams(), htm: "", htu: ""),
                    authorize: { identify, p throws(BrokerError) in try broker.authorizeToken(identify, p.token) },
                    fast: { broker.cachedDPoPProof($0) },
                    cancelledOnClose: { $0.token.waitForSignIn != nil },
+                   mints: true,
                    slow: { p throws(BrokerError) in try await broker.dpopProof(p) })
         t.register(.tokenExchange, TokenExchangeParams.self, empty: TokenExchangeParams(),
                    authorize: { identify, p throws(BrokerError) in try broker.authorizeExchange(identify, p) },
+                   fast: { broker.cachedExchange($0) },
+                   mints: true,
                    slow: { p throws(BrokerError) in try await broker.exchangeToken(p) })
         t.register(.tokenReject, TokenRejectParams.self, empty: TokenRejectParams(),
                    authorize: { identify, p throws(BrokerError) in try broker.authorizeReject(identify, p) },

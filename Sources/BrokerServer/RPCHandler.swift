@@ -52,6 +52,8 @@ final class RPCHandler: ChannelDuplexHandler {
     private let maxInFlight: Int
     /// Requests worked on at once by all connections; over it, requests are refused (-32009).
     private let maxInFlightTotal: Int
+    /// Requests this connection may still make that the cache cannot answer.
+    private var misses = MissBudget()
     /// Lines framed while reading was paused, handled in order when it resumes.
     private var held = CircularBuffer<ByteBuffer>()
     /// The channel asked for a read while paused; passed on when reading resumes.
@@ -131,7 +133,7 @@ final class RPCHandler: ChannelDuplexHandler {
         let handover = self.handover
         self.handover = Handover()
         if let adopted = handover.adopted, !refused {
-            startWork(context, adopted.reply, id: adopted.id, answer: adopted.answer)
+            startWork(context, adopted.reply, id: adopted.id, answer: adopted.answer, mints: adopted.mints)
             tellGuard(context)
         }
         if let unread = handover.unread, context.channel.isActive {
@@ -269,16 +271,29 @@ final class RPCHandler: ChannelDuplexHandler {
                 write(context, data)
             }
         case .later, .untilClosed:
-            startWork(context, reply, id: id, answer: answer)
+            startWork(context, reply, id: id, answer: answer, mints: table.mints(method))
         }
     }
 
     /// Starts the work of an answer that comes later, and writes the answer when it is done.
-    private func startWork(_ context: ChannelHandlerContext, _ reply: Reply, id: RequestID, answer: Bool) {
+    /// - Parameter mints: the answer is a token the cache did not have: counted against the
+    ///   connection's `cache_misses_per_minute`, and refused past it.
+    private func startWork(_ context: ChannelHandlerContext, _ reply: Reply, id: RequestID, answer: Bool, mints: Bool = false) {
         switch reply {
         case .now:
             return
         case .later(let work), .untilClosed(let work):
+            if mints {
+                let limit = table.cacheMissesPerMinute()
+                if let wait = misses.take(perMinute: limit, now: ServerActivity.monotonicNanoseconds()) {
+                    counters.errors.increment()
+                    logger.debug("cache misses of a connection at the limit; refusing", metadata: ["limit": "\(limit)"])
+                    if answer {
+                        write(context, codec.failure(id, RPCError(.overloaded, "this connection asked for \(limit) tokens in a minute that were not cached (cache_misses_per_minute): try again in \(wait) s", data: ErrorData(retryAfter: wait, limit: limit))))
+                    }
+                    return
+                }
+            }
             guard activity.requestsInFlight < maxInFlightTotal else {
                 // Every connection's work together is capped; one caller pausing its own
                 // reads cannot protect the daemon from many connections.

@@ -16,7 +16,7 @@ final class EventHubTests: XCTestCase {
     }
 
     func testARefreshIsReportedWithItsKeyAndExpiryAndNeverTheToken() async throws {
-        let h = try await BrokerHarness()
+        let h = try await BrokerHarness(providerKeys: #"scope_sets = [["read"]]"#)
         let inbox = Inbox()
         _ = h.broker.events.subscribe { inbox.take($0) }
         let token = try await h.token(TokenGetParams(resource: "https://api", scopes: ["read"]))

@@ -140,3 +140,18 @@ final class RPCHandlerTests: XCTestCase {
         _ = try await channel.finish(acceptAlreadyClosed: true)
     }
 }
+
+/// `cache_misses_per_minute` as a connection counts it (issue 21 item 3).
+final class MissBudgetTests: XCTestCase {
+    func testABurstOfTheLimitThenOneAsTheMinuteRefills() {
+        var budget = MissBudget()
+        let start: UInt64 = 5_000_000_000
+        for _ in 0..<6 { XCTAssertNil(budget.take(perMinute: 6, now: start)) }
+        XCTAssertEqual(budget.take(perMinute: 6, now: start), 10, "one comes back every 10 s")
+        XCTAssertEqual(budget.take(perMinute: 6, now: start + 4_000_000_000), 6)
+        XCTAssertNil(budget.take(perMinute: 6, now: start + 10_000_000_000))
+        XCTAssertNotNil(budget.take(perMinute: 6, now: start + 10_000_000_000))
+        XCTAssertNil(budget.take(perMinute: 6, now: start + 3_600_000_000_000), "an idle hour refills it")
+        for _ in 0..<1000 { XCTAssertNil(budget.take(perMinute: 0, now: start), "0: no limit") }
+    }
+}

@@ -57,6 +57,10 @@ public struct DaemonSettings: Sendable, Equatable {
     /// more are refused with -32009. Each connection has at most
     /// `maxRequestsInFlightPerConnection` and is not read from while it has that many.
     public var maxRequestsInFlight: Int = 1024
+    /// Requests one connection may make in a minute that the cache cannot answer (each may
+    /// cost a request to the provider); more are refused with -32009 until the allowance
+    /// refills, evenly over the minute. 0 = no limit.
+    public var cacheMissesPerMinute: Int = 120
     /// Requests of one connection worked on at once; more wait unread in the socket.
     public static let maxRequestsInFlightPerConnection = 64
 
@@ -140,6 +144,16 @@ public struct ProviderConfig: Sendable, Equatable {
     public var refreshAhead = false
     /// How recently a token must have been asked for to be refreshed ahead, in seconds.
     public var refreshAheadWindow = 600
+    /// `scope_sets`: the scope sets (sorted, no duplicates) callers may name; nil: any set
+    /// of the configured `scopes` (a refresh may narrow what the sign-in granted).
+    public var scopeSets: [[String]]? = nil
+    /// `any_scopes = true`: callers may name any scopes at all.
+    public var anyScopes = false
+    /// `caller_params`: the names callers may set in `params`; none by default.
+    public var callerParams: [String] = []
+    /// `max_tokens_per_account`: live tokens one account may hold for distinct resources,
+    /// scope sets, params and exchange targets.
+    public var maxTokensPerAccount = 64
 
     public static let defaultScopes = ["openid", "profile", "email", "offline_access"]
 
@@ -153,6 +167,19 @@ public struct ProviderConfig: Sendable, Equatable {
         self.scopes = scopes
         self.resources = resources
         self.audienceParameter = audienceParameter
+    }
+
+    /// True when callers may ask for `scopes` (none: the provider's default). Cheap for the
+    /// usual request, which names none.
+    public func allows(scopes: [String]) -> Bool {
+        if scopes.isEmpty || anyScopes { return true }
+        if let scopeSets { return scopeSets.contains(CacheKey.normalized(scopes)) }
+        return scopes.allSatisfy(self.scopes.contains)
+    }
+
+    /// True when callers may set extra parameters of these names.
+    public func allows(paramNames: some Collection<String>) -> Bool {
+        paramNames.allSatisfy(callerParams.contains)
     }
 
     /// True when `token.get` may ask the provider for `resource` (nil: the default audience).

@@ -48,7 +48,7 @@ public enum ConfigLoader {
         if let table = try reader.table(root, "daemon", at: nil) {
             try reader.checkKeys(table, allowed: ["store", "refresh_margin", "store_timeout", "http_timeout", "default_provider", "login_timeout", "idle_exit",
                                           "request_line_timeout", "connection_idle_timeout", "max_connections",
-                                          "max_requests_in_flight", "sign_in_notifications"], at: "daemon")
+                                          "max_requests_in_flight", "sign_in_notifications", "cache_misses_per_minute"], at: "daemon")
             if let store = try reader.string(table, "store", at: "daemon") {
                 guard let kind = StoreKind(rawValue: store) else {
                     throw ConfigError(file: file, key: "daemon.store", problem: "must be \"secret-service\" or \"memory\", not \"\(store)\"")
@@ -64,6 +64,7 @@ public enum ConfigLoader {
             if let v = try reader.int(table, "connection_idle_timeout", at: "daemon", range: 1...86_400) { daemon.connectionIdleTimeout = v }
             if let v = try reader.int(table, "max_connections", at: "daemon", range: 1...65_536, unit: "a whole number") { daemon.maxConnections = v }
             if let v = try reader.int(table, "max_requests_in_flight", at: "daemon", range: 1...65_536, unit: "a whole number") { daemon.maxRequestsInFlight = v }
+            if let v = try reader.int(table, "cache_misses_per_minute", at: "daemon", range: 0...1_000_000, unit: "a whole number") { daemon.cacheMissesPerMinute = v }
             daemon.defaultProvider = try reader.string(table, "default_provider", at: "daemon")
             if let v = table["sign_in_notifications"] {
                 guard let b = v.bool else { throw ConfigError(file: file, key: "daemon.sign_in_notifications", problem: "must be true or false") }
@@ -118,7 +119,7 @@ public enum ConfigLoader {
 }
 
 /// Typed access to TOML values that turns every mismatch into a ConfigError naming the key.
-private struct TableReader {
+struct TableReader {
     let file: String
 
     func fail(_ key: String, _ problem: String) -> ConfigError {
@@ -181,7 +182,7 @@ private struct TableReader {
     }
 
     func rule(_ t: TOMLTable, at key: String, providers known: Set<String>) throws(ConfigError) -> AllowRule {
-        try checkKeys(t, allowed: ["exe", "namespaces", "unit", "cgroup", "resources", "providers", "claims"], at: key)
+        try checkKeys(t, allowed: ["exe", "namespaces", "unit", "cgroup", "resources", "providers", "claims", "scopes", "params"], at: key)
         guard let exe = try string(t, "exe", at: key), exe.hasPrefix("/") else {
             throw fail("\(key).exe", "is missing or not an absolute path: name the caller's executable, e.g. \"/usr/bin/git\"")
         }
@@ -202,14 +203,16 @@ private struct TableReader {
             namespaces = scope
         }
         return AllowRule(executable: exe, namespaces: namespaces, unit: try string(t, "unit", at: key), cgroupPrefix: try string(t, "cgroup", at: key),
-                         resources: try strings(t, "resources", at: key) ?? [], providers: providers, claims: claims)
+                         resources: try strings(t, "resources", at: key) ?? [], providers: providers, claims: claims,
+                         scopes: try ruleScopes(t, at: key), params: try ruleParams(t, at: key))
     }
 
     func provider(_ t: TOMLTable, name: String, at key: String) throws(ConfigError) -> ProviderConfig {
         let known: Set<String> = ["issuer", "client_id", "client_secret", "scopes", "resources", "audience_parameter",
                                   "grant", "authorization_params", "redirect_port", "post_logout_redirect_uri",
                                   "dpop", "token_params", "any_resource", "password_grant",
-                                  "access_tokens", "refresh_tokens", "refresh_ahead", "refresh_ahead_window"]
+                                  "access_tokens", "refresh_tokens", "refresh_ahead", "refresh_ahead_window",
+                                  "scope_sets", "any_scopes", "caller_params", "max_tokens_per_account"]
         try checkKeys(t, allowed: known.union(ConfiguredEndpoints.keys.map(\.0)), at: key)
         guard name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." }) else {
             throw fail(key, "provider names may hold letters, digits, '-', '_' and '.' only")
@@ -308,6 +311,7 @@ private struct TableReader {
             // break them mid-use, which is worse than the wait it saves.
             throw fail("\(key).refresh_ahead", "needs access_tokens = \"independent\": with \"one-per-refresh-token\" (the default) every refresh revokes the token programs hold; set access_tokens only if \(name) keeps earlier tokens alive (docs/providers.md), or remove refresh_ahead")
         }
+        try callerChoices(t, into: &provider, at: key)
         if provider.grant == .clientCredentials && provider.clientSecret == nil {
             throw fail("\(key).client_secret", "is missing: the client_credentials grant needs a confidential client")
         }

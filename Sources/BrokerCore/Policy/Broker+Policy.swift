@@ -16,13 +16,29 @@ extension Broker {
         let policy = callerPolicy
         guard !policy.isOpen else { return }
         let caller = try identify(policy.needsCgroup)
-        let provider = request.provider ?? provider(orDefault: nil)?.name ?? ""
-        guard policy.allowsToken(caller, provider: provider, resource: request.resource) else {
-            let who = caller?.description ?? "an unidentified caller"
-            logger.notice("token refused by policy", metadata: ["caller": "\(who)", "provider": "\(provider)", "resource": "\(request.resource ?? "-")"])
-            guard let caller else { throw Self.unidentifiedCaller }
-            throw BrokerError.forbidden(message: "forbidden by policy: \(caller.executable ?? "this program") may not have tokens for \(request.resource ?? "the default audience") of \(provider): add an [[allow]] rule for it to config.toml")
+        try authorize(caller, policy: policy, provider: request.provider, targets: [request.resource],
+                      scopes: request.scopes ?? [], params: request.params.map { Array($0.keys) } ?? [])
+    }
+
+    /// Refuses a token for `targets` (every parameter that names what the token is for) the
+    /// rules do not grant `caller`: one rule must grant them all, with the scopes and params.
+    func authorize(_ caller: Caller?, policy: CallerPolicy, provider named: String?, targets: [String?],
+                   scopes: [String], params: [String]) throws(BrokerError) {
+        let provider = named ?? provider(orDefault: nil)?.name ?? ""
+        guard !policy.allowsToken(caller, provider: provider, targets: targets, scopes: scopes, params: params) else { return }
+        let asked = targets.map { $0 ?? "the default audience" }.joined(separator: " and ")
+        logger.notice("token refused by policy", metadata: ["caller": "\(caller?.description ?? "an unidentified caller")", "provider": "\(provider)", "resource": "\(asked)"])
+        guard let caller else { throw Self.unidentifiedCaller }
+        let who = caller.executable ?? "this program"
+        if !scopes.isEmpty || !params.isEmpty,
+           policy.allowsToken(caller, provider: provider, targets: targets, scopes: [], params: [String]()) {
+            // The resource is granted: say which of the caller's own choices is not.
+            var named: [String] = []
+            if !scopes.isEmpty { named.append("the scopes \(CacheKey.normalized(scopes).joined(separator: " "))") }
+            if !params.isEmpty { named.append("the params \(params.sorted().joined(separator: ", "))") }
+            throw BrokerError.forbidden(message: "forbidden by policy: \(who) may not ask for \(named.joined(separator: " and ")) with tokens for \(asked) of \(provider): add them to its [[allow]] rule in config.toml (scopes = [[...]], params = [...])")
         }
+        throw BrokerError.forbidden(message: "forbidden by policy: \(who) may not have tokens for \(asked) of \(provider): add an [[allow]] rule for it to config.toml")
     }
 
     /// Refuses `account.whoami` / `account.userinfo` to callers without `claims = true`.

@@ -28,9 +28,14 @@ public struct AllowRule: Sendable, Equatable {
     public var providers: [String]
     /// Whether ID-token claims and UserInfo may be read.
     public var claims: Bool
+    /// The scope sets a caller may name (`scopes`); a request without scopes needs none.
+    public var scopes: ScopeGrant
+    /// The `params` names a caller may set (`params`); `*` any the provider allows.
+    public var params: [String]
 
     public init(executable: String, namespaces: NamespaceScope = .user, unit: String? = nil, cgroupPrefix: String? = nil,
-                resources: [String], providers: [String] = [], claims: Bool = false) {
+                resources: [String], providers: [String] = [], claims: Bool = false,
+                scopes: ScopeGrant = .sets([]), params: [String] = []) {
         self.executable = executable
         self.namespaces = namespaces
         self.unit = unit
@@ -38,6 +43,8 @@ public struct AllowRule: Sendable, Equatable {
         self.resources = resources
         self.providers = providers
         self.claims = claims
+        self.scopes = scopes
+        self.params = params
     }
 
     func matches(_ caller: Caller) -> Bool {
@@ -50,11 +57,31 @@ public struct AllowRule: Sendable, Equatable {
         return true
     }
 
-    func grants(provider: String, resource: String?) -> Bool {
+    /// Whether the rule grants a token of `provider` for every one of `targets` (nil: the
+    /// default audience), asked for with `scopes` (sorted, no duplicates) and `params` names.
+    func grants(provider: String, targets: [String?], scopes: [String], params: some Collection<String>) -> Bool {
         guard providers.isEmpty || providers.contains(provider) else { return false }
-        if resources.contains("*") { return true }
-        guard let resource else { return false }
-        return resources.contains(resource)
+        if !resources.contains("*") {
+            guard targets.allSatisfy({ $0.map(resources.contains) ?? false }) else { return false }
+        }
+        guard scopes.isEmpty || self.scopes.allows(scopes) else { return false }
+        return params.isEmpty || self.params.contains("*") || params.allSatisfy(self.params.contains)
+    }
+}
+
+/// The scope sets an `[[allow]]` rule lets its program name (`scopes`).
+public enum ScopeGrant: Sendable, Equatable {
+    /// `scopes = "*"`: any the provider allows (its `scope_sets`, or sets of its `scopes`).
+    case any
+    /// `scopes = [["read"], ["read", "write"]]`: exactly these sets, in any order; none
+    /// (the default) lets the program ask only without `scopes`.
+    case sets([[String]])
+
+    func allows(_ scopes: [String]) -> Bool {
+        switch self {
+        case .any: return true
+        case .sets(let sets): return sets.contains { CacheKey.normalized($0) == scopes }
+        }
     }
 }
 
@@ -71,12 +98,22 @@ public struct CallerPolicy: Sendable, Equatable {
     /// Whether some rule names a unit or cgroup, so the caller's cgroup must be read.
     public var needsCgroup: Bool { rules.contains { $0.unit != nil || $0.cgroupPrefix != nil } }
 
-    /// Whether `caller` may have a token for `resource` of `provider`.
-    public func allowsToken(_ caller: Caller?, provider: String, resource: String?) -> Bool {
+    /// Whether `caller` may have a token for `resource` of `provider`, asked for with
+    /// `scopes` and extra parameters named `params`.
+    public func allowsToken(_ caller: Caller?, provider: String, resource: String?,
+                            scopes: [String] = [], params: some Collection<String> = [String]()) -> Bool {
+        allowsToken(caller, provider: provider, targets: [resource], scopes: scopes, params: params)
+    }
+
+    /// Whether one rule grants `caller` a token that names every one of `targets` (a token
+    /// exchange names its resource and its audience: both are what the token is for).
+    public func allowsToken(_ caller: Caller?, provider: String, targets: [String?],
+                            scopes: [String], params: some Collection<String>) -> Bool {
         if rules.isEmpty { return true }
         guard let caller else { return false }
-        // What a rule grants is asked first: it costs nothing, and the executable may need a stat.
-        return rules.contains { $0.grants(provider: provider, resource: resource) && $0.matches(caller) }
+        let scopes = CacheKey.normalized(scopes)
+        // What a rule grants is asked first: it costs nothing, and the executable needs a stat.
+        return rules.contains { $0.grants(provider: provider, targets: targets, scopes: scopes, params: params) && $0.matches(caller) }
     }
 
     /// Whether `caller` may have some token of `provider`, whatever the resource.

@@ -13,6 +13,8 @@ extension Broker {
         if let minTTL = request.minTTL, !TokenGetParams.minTTLRange.contains(minTTL) { return nil }
         guard case .found(let provider, let account) = resolve(provider: request.provider, account: request.account),
               provider.config.serves(resource: request.resource),
+              provider.config.allows(scopes: request.scopes ?? []),
+              request.params.map({ provider.config.allows(paramNames: $0.keys) }) ?? true,
               account.state == .ready
         else { return nil }
         let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [], params: request.params)
@@ -55,6 +57,7 @@ extension Broker {
         guard provider.config.serves(resource: request.resource) else {
             throw BrokerError.invalidRequest(message: "resource is not one of the resources of [providers.\(provider.name)] in config.toml: add it there (and sign in again), or set any_resource = true there")
         }
+        try checkCallerChoices(scopes: request.scopes, params: request.params, provider: provider)
         let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [], params: request.params)
         // After the answer is in the cache: the background refresh starts from it.
         defer { askedFor(key, provider: provider) }
@@ -68,6 +71,7 @@ extension Broker {
             token = try await queue(for: account.key).run(key) { () async throws(BrokerError) -> CachedToken in
                 // Another request may have filled the cache while this one waited its turn.
                 if let token = self.cache.lookup(key, now: self.clock.now(), minimumLife: minimumLife) { return token }
+                try self.checkRoom(for: key, provider: provider, account: account)
                 return try await self.refresh(key, provider: provider)
             }
         } catch {

@@ -9,6 +9,11 @@ extension Broker {
         try Self.checkMinTTL(request.minTTL)
         let (provider, account) = try resolved(provider: request.provider, account: request.account)
         guard account.state == .ready else { throw BrokerError.signInAgain(provider.name, account.displayName) }
+        // As for token.get: each new resource costs a request to the provider.
+        guard provider.config.serves(resource: request.resource) else {
+            throw BrokerError.invalidRequest(message: "resource is not one of the resources of [providers.\(provider.name)] in config.toml: add it there, or set any_resource = true there")
+        }
+        try checkCallerChoices(scopes: request.scopes, params: nil, provider: provider)
         let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [], exchange: target)
         let minimumLife = minimumLife(request.minTTL)
         if let token = cache.lookup(key, now: clock.now(), minimumLife: minimumLife) {
@@ -28,8 +33,27 @@ extension Broker {
         }
         let token = try await queue(for: account.key).run(key) { () async throws(BrokerError) -> CachedToken in
             if let token = self.cache.lookup(key, now: self.clock.now(), minimumLife: minimumLife) { return token }
+            try self.checkRoom(for: key, provider: provider, account: account)
             return try await self.exchange(subjectToken, key: key, target: target, provider: provider)
         }
+        return result(token, key: key, account: account)
+    }
+
+    /// The answer from the cache, without waiting: nil when the provider must be asked (or
+    /// the request fails), in which case the caller goes on to `exchangeToken(_:)`. A hit
+    /// is not a cache miss the connection's `cache_misses_per_minute` counts.
+    public func cachedExchange(_ request: TokenExchangeParams) -> TokenGetResult? {
+        guard let target = try? Self.exchangeTarget(request),
+              request.minTTL.map(TokenGetParams.minTTLRange.contains) ?? true,
+              case .found(let provider, let account) = resolve(provider: request.provider, account: request.account),
+              provider.config.serves(resource: request.resource),
+              provider.config.allows(scopes: request.scopes ?? []),
+              account.state == .ready
+        else { return nil }
+        let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [], exchange: target)
+        let margin = table.withLock { $0.config.daemon.refreshMargin }
+        guard let token = cache.lookup(key, now: clock.now(), minimumLife: Double(max(margin, request.minTTL ?? 0))) else { return nil }
+        counters.cacheHits.increment()
         return result(token, key: key, account: account)
     }
 
@@ -93,8 +117,15 @@ extension Broker {
     }
 
     /// Refuses an exchange the caller policy does not grant: the same rules as `token.get`,
-    /// with the new token's resource (else its audience) as the resource.
+    /// for every parameter that names what the new token is for. The resource (RFC 8707)
+    /// and the audience (RFC 8693 §2.1) both do: Keycloak, Okta and Auth0 mint the token
+    /// for the audience, others for the resource, so one rule must grant both.
     public func authorizeExchange(_ identify: CallerIdentification, _ request: TokenExchangeParams) throws(BrokerError) {
-        try authorizeToken(identify, TokenGetParams(resource: request.resource ?? request.audience, provider: request.provider))
+        let policy = callerPolicy
+        guard !policy.isOpen else { return }
+        let caller = try identify(policy.needsCgroup)
+        let targets = [request.resource, request.audience].compactMap { $0 }
+        try authorize(caller, policy: policy, provider: request.provider, targets: targets.isEmpty ? [nil] : targets,
+                      scopes: request.scopes ?? [], params: [])
     }
 }

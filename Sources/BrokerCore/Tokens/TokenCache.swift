@@ -88,6 +88,20 @@ final class TokenCache: Sendable {
         }
     }
 
+    /// Whether a token may be stored at `key` with the account at most `limit` live tokens:
+    /// a key already held (a refresh replaces its token) always may.
+    func hasRoom(for key: CacheKey, limit: Int, now: Double) -> Bool {
+        entries.withLock { all in
+            if all.byKey[key] != nil { return true }
+            var live = 0
+            for (other, token) in all.byKey where other.account == key.account && token.expiresAt > now {
+                live += 1
+                if live >= limit { return false }
+            }
+            return true
+        }
+    }
+
     /// How many tokens are held, expired ones included.
     var count: Int { entries.withLock { $0.byKey.count } }
 

@@ -1,0 +1,26 @@
+/// One connection's allowance of requests the cache cannot answer (`[daemon]
+/// cache_misses_per_minute`): each may cost a request to the provider, and in the default
+/// `access_tokens = "one-per-refresh-token"` a refresh drops the account's other tokens,
+/// which other programs then have to refresh in turn. A token bucket: full at first,
+/// refilled evenly over a minute. A value on the connection's event loop; tests drive it
+/// with any clock.
+struct MissBudget {
+    private var available: Double?
+    private var last: UInt64 = 0
+
+    /// Takes one miss at `now` (nanoseconds, monotonic) under a limit of `perMinute`:
+    /// nil when taken, else the whole seconds until one is available again.
+    mutating func take(perMinute: Int, now: UInt64) -> Int? {
+        guard perMinute > 0 else { return nil }
+        let capacity = Double(perMinute)
+        let elapsed = Double(now &- last) / 1e9
+        let refilled = min(capacity, (available ?? capacity) + (available == nil ? 0 : elapsed * capacity / 60))
+        last = now
+        if refilled >= 1 {
+            available = refilled - 1
+            return nil
+        }
+        available = refilled
+        return max(1, Int(((1 - refilled) * 60 / capacity).rounded(.up)))
+    }
+}

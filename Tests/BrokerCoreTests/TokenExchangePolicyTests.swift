@@ -1,0 +1,56 @@
+@testable import BrokerCore
+import BrokerProtocol
+import Foundation
+import XCTest
+
+/// Issue 21 item 2: `token.exchange` names its target twice (`resource` and `audience`);
+/// the policy and the provider's `resources` hold both, not one of them.
+final class TokenExchangePolicyTests: XCTestCase {
+    /// A broker with one rule: the test's own executable may have `https://api` only.
+    private func harness(extra: String = "") async throws -> (BrokerHarness, CallerIdentification) {
+        let exe = try XCTUnwrap(FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+        let h = try await BrokerHarness(providerKeys: extra + """
+
+            [[allow]]
+            exe = "\(exe)"
+            resources = ["https://api"]
+            """)
+        let me = Caller(uid: getuid(), gid: getgid(), pid: getpid(), executable: exe,
+                        executableID: FileID(path: "/proc/self/exe"), cgroup: nil)
+        return (h, { _ in me })
+    }
+
+    private func refusal(_ body: () throws(BrokerError) -> Void) -> BrokerError? {
+        do throws(BrokerError) { try body(); return nil } catch { return error }
+    }
+
+    func testEveryTargetOfAnExchangeIsHeldToTheRule() async throws {
+        let (h, me) = try await harness()
+        XCTAssertNil(refusal { () throws(BrokerError) in try h.broker.authorizeExchange(me, TokenExchangeParams(resource: "https://api")) })
+        XCTAssertNil(refusal { () throws(BrokerError) in try h.broker.authorizeExchange(me, TokenExchangeParams(audience: "https://api")) })
+        // Named both ways, the audience is what Keycloak, Okta and Auth0 mint the token for.
+        let both = refusal { () throws(BrokerError) in
+            try h.broker.authorizeExchange(me, TokenExchangeParams(audience: "payroll", resource: "https://api"))
+        }
+        guard case .forbidden(let message)? = both else { return XCTFail("an audience the rule does not name was granted: \(String(describing: both))") }
+        XCTAssertTrue(message.contains("payroll"), message)
+        XCTAssertNotNil(refusal { () throws(BrokerError) in
+            try h.broker.authorizeExchange(me, TokenExchangeParams(audience: "https://api", resource: "https://git"))
+        }, "a resource the rule does not name is refused, whatever the audience")
+    }
+
+    func testTheExchangesResourceMustBeOneOfTheProvidersResources() async throws {
+        let h = try await BrokerHarness()
+        do {
+            _ = try await h.broker.exchangeToken(TokenExchangeParams(audience: "orders", resource: "https://made-up.example"))
+            XCTFail("a resource outside [providers.corp] resources was exchanged for")
+        } catch {
+            guard case .invalidRequest(let message) = error else { return XCTFail("\(error)") }
+            XCTAssertTrue(message.contains("resources"), message)
+        }
+        XCTAssertEqual(h.transport.tokenRequests.count, 0, "refused without asking the provider")
+        // A configured one is exchanged for (the stub mints anything it is asked).
+        _ = try await h.broker.exchangeToken(TokenExchangeParams(audience: "orders", resource: "https://git"))
+        XCTAssertTrue(h.transport.tokenRequests.last?["grant_type"]?.contains("token-exchange") == true)
+    }
+}
