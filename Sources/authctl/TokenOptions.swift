@@ -9,7 +9,7 @@ struct TokenOptions: ParsableArguments {
             completion: Completions.resource)
     var resource: String?
 
-    @Option(name: .customLong("scope"), help: ArgumentHelp("A scope to ask for (repeat, or separate with spaces); default: the provider's configured scopes.", valueName: "scope"))
+    @Option(name: .customLong("scope"), help: ArgumentHelp("A scope to ask for (repeat, or separate with spaces); default: the provider's configured scopes. The set must be one the provider's scope_sets lists (without it: made of its scopes), and under [[allow]] rules one the program's rule names.", valueName: "scope"))
     var scopes: [String] = []
 
     @OptionGroup var target: AccountOptions
@@ -19,7 +19,7 @@ struct TokenOptions: ParsableArguments {
     @Option(name: .customLong("min-ttl"), help: ArgumentHelp("Seconds (\(TokenGetParams.minTTLRange.lowerBound)-\(TokenGetParams.minTTLRange.upperBound)) the token must still be valid for.", valueName: "seconds"))
     var minTTL: Int?
 
-    @Option(name: .customLong("param"), help: ArgumentHelp("An extra token request parameter, NAME=VALUE (repeat), e.g. organization_id=org-1; tokens with other parameters are other tokens.", valueName: "name=value"))
+    @Option(name: .customLong("param"), help: ArgumentHelp("An extra token request parameter, NAME=VALUE (repeat), e.g. organization_id=org-1; tokens with other parameters are other tokens. NAME must be in the provider's caller_params (and, under [[allow]] rules, the rule's params).", valueName: "name=value"))
     var extra: [String] = []
 
     @Flag(name: .customLong("wait-for-sign-in"), help: "When the account needs a sign-in, show its page and wait for it instead of failing: every program waiting shares the daemon's one sign-in.")

@@ -15,10 +15,11 @@ from conftest import RPC, Daemon
 @pytest.fixture
 def daemon(stub):
     d = Daemon(None)
+    # The tests ask for many scope sets from one connection, each a new key and a refresh.
     d.write_config(text=(
-        '[daemon]\nstore = "memory"\nrefresh_margin = 60\n\n'
+        '[daemon]\nstore = "memory"\nrefresh_margin = 60\ncache_misses_per_minute = 0\n\n'
         f'[providers.{d.name}]\nissuer = "{stub.issuer}"\nclient_id = "{stub.client_id}"\n'
-        'scopes = ["openid", "offline_access"]\n'))
+        'scopes = ["openid", "offline_access"]\nany_scopes = true\n'))
     d.start()
     yield d
     d.cleanup()

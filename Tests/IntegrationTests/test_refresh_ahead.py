@@ -22,7 +22,7 @@ def daemon_with(stub, extra):
     d.write_config(text=(
         '[daemon]\nstore = "memory"\nrefresh_margin = 5\n\n'
         f'[providers.{d.name}]\nissuer = "{stub.issuer}"\nclient_id = "{stub.client_id}"\n'
-        'scopes = ["openid", "offline_access"]\n' + extra))
+        'scopes = ["openid", "offline_access"]\nscope_sets = [["read"]]\n' + extra))
     return d
 
 

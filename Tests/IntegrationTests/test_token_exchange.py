@@ -4,7 +4,7 @@ Glewlwyd nor any other provider run here implements it, so the provider is a STU
 import json
 import os
 
-from conftest import AUTHCTL, RPC, fingerprint, signed_in_at_stub
+from conftest import API, AUTHCTL, RPC, fingerprint, signed_in_at_stub
 from stub_exchange import ACCESS, GRANT, ID, enable
 from test_faults import stub_config
 
@@ -12,7 +12,9 @@ DOWNSTREAM = "https://downstream.example.com"
 
 
 def signed_in(stub, extra=""):
-    return signed_in_at_stub(lambda name: stub_config(name, stub, refresh_margin=60) + extra)
+    # The downstream service is one of the provider's resources, as token.get would need.
+    return signed_in_at_stub(lambda name: stub_config(name, stub, refresh_margin=60).replace(
+        f'resources = ["{API}"]', f'resources = ["{API}", "{DOWNSTREAM}"]') + extra)
 
 
 def exchange_forms(stub):
@@ -83,7 +85,8 @@ def test_a_provider_without_token_exchange_gets_a_clear_sentence(stub):
 
 def test_exchange_is_refused_where_the_policy_does_not_allow_the_resource(stub):
     enable(stub)
-    d = signed_in(stub, f'\n[[allow]]\nexe = "{os.path.realpath(AUTHCTL)}"\nresources = ["{DOWNSTREAM}"]\n')
+    # The rule names both what the exchange names: its resource and its audience.
+    d = signed_in(stub, f'\n[[allow]]\nexe = "{os.path.realpath(AUTHCTL)}"\nresources = ["{DOWNSTREAM}", "orders-api"]\n')
     try:
         ok = d.ctl("token", "--exchange-for", "orders-api", "--resource", DOWNSTREAM)
         assert ok.returncode == 0, ok.stderr

@@ -11,7 +11,8 @@ from test_faults import stub_config
 def daemon(stub):
     # "independent": each token lives until it expires, so tokens of different params stay cached.
     d = signed_in_at_stub(lambda name: stub_config(name, stub, refresh_margin=60)
-                          + 'token_params = { tenant = "t-1" }\naccess_tokens = "independent"\n')
+                          + 'token_params = { tenant = "t-1" }\naccess_tokens = "independent"\n'
+                          + 'caller_params = ["organization_id", "claims"]\n')
     yield d
     d.cleanup()
 
@@ -57,4 +58,7 @@ def test_the_protocols_own_names_are_refused(stub, daemon):
         assert "error" in r and name in r["error"]["message"], r
     r = token(daemon, params={"ok": 1})
     assert r["error"]["code"] == -32602, r
+    # A name caller_params does not list: each new one would be a new token and a refresh.
+    r = token(daemon, params={"acr_values": "x"})
+    assert r["error"]["code"] == -32602 and "caller_params" in r["error"]["message"], r
     assert len(stub.token_forms) == before, "a refused request reached the provider"
