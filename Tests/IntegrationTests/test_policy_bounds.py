@@ -126,3 +126,30 @@ def test_requests_the_cache_cannot_answer_are_limited_per_connection(stub):
         c.close()
     finally:
         d.cleanup()
+
+
+def test_a_program_allowed_one_resource_cannot_make_the_broker_drop_anothers_token(stub, tmp_path):
+    # The default access_tokens = "one-per-refresh-token": every refresh drops the account's
+    # other tokens. This test process may have the API resource; a copy of the interpreter
+    # stands for git, with the git resource.
+    git = str(tmp_path / "git-program")
+    shutil.copy2(PYTHON, git)
+    rules = (f'[[allow]]\nexe = "{PYTHON}"\nresources = ["{API}"]\n\n'
+             f'[[allow]]\nexe = "{git}"\nresources = ["{GIT}"]\n')
+    d = signed_in(stub, provider='caller_params = ["organization_id"]\n', rules=rules)
+    try:
+        c = RPC(d.socket)
+        assert "result" in c.call("token.get", {"provider": d.name, "resource": API})
+        assert ask_once(git, d, GIT) == ["served"]  # a refresh, which drops the API token: the mode's cost
+        refreshes = stub.counts()[1]
+        for i in range(5):
+            scoped = c.call("token.get", {"provider": d.name, "resource": API, "scopes": ["openid"] if i % 2 else ["offline_access"]})
+            assert scoped["error"]["code"] == -32002 and "scopes" in scoped["error"]["message"], scoped
+            with_params = c.call("token.get", {"provider": d.name, "resource": API, "params": {"organization_id": f"o{i}"}})
+            assert with_params["error"]["code"] == -32002 and "params" in with_params["error"]["message"], with_params
+        assert stub.counts()[1] == refreshes, "a refused request refreshed the account"
+        assert ask_once(git, d, GIT) == ["served"]
+        assert stub.counts()[1] == refreshes, "git's token was dropped and had to be refreshed"
+        c.close()
+    finally:
+        d.cleanup()

@@ -7,7 +7,8 @@ public struct Caller: Sendable, Equatable, CustomStringConvertible {
     /// The executable's path (`/proc/PID/exe`), for messages only, or nil when it could not
     /// be read. Rules match ``executableID``: a path can be bind-mounted over.
     public var executable: String?
-    /// The device and inode of the file the process runs (a stat through `/proc/PID/exe`).
+    /// The file the process runs: device, inode and inode birth (a statx through
+    /// `/proc/PID/exe`), read again on every request the policy decides.
     public var executableID: FileID?
     /// The cgroup path (`/proc/PID/cgroup`, unified hierarchy), or nil.
     public var cgroup: String?
