@@ -13,8 +13,10 @@ struct MissBudget {
     mutating func take(perMinute: Int, now: UInt64) -> Int? {
         guard perMinute > 0 else { return nil }
         let capacity = Double(perMinute)
-        let elapsed = Double(now &- last) / 1e9
-        let refilled = min(capacity, (available ?? capacity) + (available == nil ? 0 : elapsed * capacity / 60))
+        var refilled = capacity  // a new connection starts with the whole minute's worth
+        if let available {
+            refilled = min(capacity, available + Double(now &- last) / 1e9 * capacity / 60)
+        }
         last = now
         if refilled >= 1 {
             available = refilled - 1

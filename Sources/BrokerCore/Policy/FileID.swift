@@ -28,8 +28,7 @@ public struct FileID: Sendable, Hashable, CustomStringConvertible {
     ///   `/proc/PID/ns`, whose inodes the kernel makes anew, with a new ctime, as it likes).
     public init?(path: String, stamped: Bool = true) {
         var device: UInt64 = 0, inode: UInt64 = 0, stamp: Int64 = 0
-        var birth: CInt = 0
-        guard clinux_file_identity(path, &device, &inode, &stamp, &birth) == 0 else { return nil }
+        guard clinux_file_identity(path, &device, &inode, &stamp) == 0 else { return nil }
         self.init(device: device, inode: inode, stamp: stamped ? stamp : nil)
     }
 

@@ -43,7 +43,7 @@ public struct AllowRule: Sendable, Equatable {
         self.resources = resources
         self.providers = providers
         self.claims = claims
-        self.scopes = scopes
+        self.scopes = scopes.normalized
         self.params = params
     }
 
@@ -77,10 +77,19 @@ public enum ScopeGrant: Sendable, Equatable {
     /// (the default) lets the program ask only without `scopes`.
     case sets([[String]])
 
+    /// Whether `scopes` (sorted, no duplicates) is one of the sets.
     func allows(_ scopes: [String]) -> Bool {
         switch self {
         case .any: return true
-        case .sets(let sets): return sets.contains { CacheKey.normalized($0) == scopes }
+        case .sets(let sets): return sets.contains(scopes)
+        }
+    }
+
+    /// Each set sorted and without duplicates, as requests' scopes are compared.
+    var normalized: ScopeGrant {
+        switch self {
+        case .any: return .any
+        case .sets(let sets): return .sets(sets.map(CacheKey.normalized))
         }
     }
 }
