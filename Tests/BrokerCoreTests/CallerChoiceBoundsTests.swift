@@ -115,4 +115,41 @@ final class CallerChoiceBoundsTests: XCTestCase {
         XCTAssertNotNil(authorize(TokenGetParams(resource: "https://api", scopes: ["admin"]), named.broker))
         XCTAssertNotNil(authorize(TokenGetParams(resource: "https://api", params: ["acr": "x"]), named.broker))
     }
+
+    func testTheKeysAreReadAndCheckedWhereTheyStand() throws {
+        let base = "[providers.corp]\nissuer=\"https://a\"\nclient_id=\"x\"\n"
+        let config = try ConfigLoader.parse(base + """
+            caller_params = ["organization_id"]
+            scope_sets = [["write", "read"]]
+            max_tokens_per_account = 8
+            [daemon]
+            cache_misses_per_minute = 0
+            [[allow]]
+            exe = "/usr/bin/git"
+            resources = ["*"]
+            scopes = "*"
+            params = ["*"]
+            [[allow]]
+            exe = "/usr/bin/curl"
+            resources = ["*"]
+            scopes = [["b", "a"]]
+            """, file: "c.toml")
+        let corp = try XCTUnwrap(config.provider(named: "corp"))
+        XCTAssertEqual(corp.scopeSets, [["read", "write"]], "sorted once, when read")
+        XCTAssertEqual(corp.callerParams, ["organization_id"])
+        XCTAssertEqual(corp.maxTokensPerAccount, 8)
+        XCTAssertEqual(config.daemon.cacheMissesPerMinute, 0)
+        XCTAssertEqual(config.policy.rules[0].scopes, .any)
+        XCTAssertEqual(config.policy.rules[0].params, ["*"])
+        XCTAssertEqual(config.policy.rules[1].scopes, .sets([["a", "b"]]))
+        XCTAssertEqual(config.policy.rules[1].params, [], "none unless named")
+        for (text, key) in [("[[allow]]\nexe=\"/usr/bin/git\"\nscopes=[\"read\"]\n", "allow[0].scopes"),
+                            ("max_tokens_per_account = 0\n", "providers.corp.max_tokens_per_account"),
+                            ("any_scopes = \"yes\"\n", "providers.corp.any_scopes"),
+                            ("[daemon]\ncache_misses_per_minute = -1\n", "daemon.cache_misses_per_minute")] {
+            XCTAssertThrowsError(try ConfigLoader.parse(base + text, file: "c.toml"), text) {
+                XCTAssertEqual(($0 as? ConfigError)?.key, key, text)
+            }
+        }
+    }
 }
