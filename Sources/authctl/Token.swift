@@ -26,9 +26,11 @@ struct Token: ParsableCommand {
 
             --exchange-for AUDIENCE prints a token for a downstream service instead, \
             minted by the provider from the account's token (RFC 8693 token exchange; \
-            the provider must offer it): --resource then names the service's URL, \
-            --subject-token-type id_token exchanges the ID token, and \
-            --requested-token-type asks for a type of token.
+            the provider must offer it): --resource then names the service's URL (one of \
+            the provider's resources in config.toml), --subject-token-type id_token \
+            exchanges the ID token, and --requested-token-type asks for a type of token. \
+            Under [[allow]] rules, the program's rule must grant both the audience and \
+            the resource.
 
             With --wait-for-sign-in, an account that needs a sign-in does not fail: the \
             sign-in page is printed (and a desktop notification offers it), and the token \
