@@ -152,4 +152,34 @@ final class CallerChoiceBoundsTests: XCTestCase {
             }
         }
     }
+
+    /// `token.reject` drops only what the caller may get: with the scopes, params and
+    /// exchange audience of the token's key, not its resource alone.
+    func testARejectIsHeldToTheTokensScopesParamsAndAudience() async throws {
+        let exe = try XCTUnwrap(FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+        let h = try await BrokerHarness(providerKeys: """
+            caller_params = ["organization_id"]
+            access_tokens = "independent"
+
+            [[allow]]
+            exe = "\(exe)"
+            resources = ["https://api"]
+            """)
+        let me = Caller(uid: getuid(), gid: getgid(), pid: getpid(), executable: exe,
+                        executableID: FileID(path: "/proc/self/exe"), cgroup: nil)
+        func reject(_ p: TokenRejectParams) -> BrokerError? {
+            do throws(BrokerError) { try h.broker.authorizeReject({ _ in me }, p); return nil } catch { return error }
+        }
+        // Other programs' tokens of the same resource, got without the policy.
+        let scoped = try await h.token(TokenGetParams(resource: "https://api", scopes: ["openid"]))
+        let withParams = try await h.token(TokenGetParams(resource: "https://api", params: ["organization_id": "o"]))
+        let exchanged = try await h.broker.exchangeToken(TokenExchangeParams(audience: "payroll", resource: "https://api"))
+        XCTAssertNil(reject(TokenRejectParams(resource: "https://api")), "its own token's key")
+        XCTAssertNotNil(reject(TokenRejectParams(resource: "https://api", scopes: ["openid"])), "scopes its rule does not name")
+        XCTAssertNotNil(reject(TokenRejectParams(accessToken: scoped.accessToken)))
+        XCTAssertNotNil(reject(TokenRejectParams(accessToken: withParams.accessToken)), "params its rule does not name")
+        XCTAssertNotNil(reject(TokenRejectParams(accessToken: exchanged.accessToken)), "an audience its rule does not name")
+        let ownExchange = try await h.broker.exchangeToken(TokenExchangeParams(audience: "https://api"))
+        XCTAssertNil(reject(TokenRejectParams(accessToken: ownExchange.accessToken)), "an exchange for its own resource, named as the audience")
+    }
 }

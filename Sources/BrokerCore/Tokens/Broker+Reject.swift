@@ -2,16 +2,30 @@ import BrokerProtocol
 
 /// `token.reject`: a caller says an API refused a token, so it is not served again.
 extension Broker {
-    /// A caller may reject only what it may get: the token's (or key's) provider and
-    /// resource must be granted to it by the `[[allow]]` rules, as for `token.get`.
-    /// Otherwise one program could make the broker refresh another's tokens at will.
+    /// A caller may reject only what it may get: the token's (or key's) provider, resource,
+    /// scopes, params and exchange audience must be granted to it by the `[[allow]]` rules,
+    /// as for `token.get` and `token.exchange`. Otherwise one program could make the broker
+    /// refresh another's tokens at will.
     public func authorizeReject(_ identify: CallerIdentification, _ params: TokenRejectParams) throws(BrokerError) {
+        let policy = callerPolicy
+        guard !policy.isOpen else { return }
         if let token = params.accessToken {
             // A token that is not cached has nothing to drop and nothing to guard.
             guard let key = cache.key(holding: token) else { return }
-            try authorizeToken(identify, TokenGetParams(resource: key.resource, provider: key.account.provider))
+            let caller = try identify(policy.needsCgroup)
+            // An exchanged token is for its resource and its audience (one of them may be
+            // absent); any other for its resource, nil being the default audience.
+            var targets: [String?] = [key.resource]
+            if let exchange = key.exchange {
+                let named: [String] = [key.resource, exchange.audience].compactMap { $0 }
+                targets = named
+            }
+            try authorize(caller, policy: policy, provider: key.account.provider, targets: targets,
+                          scopes: key.scopes, params: Array(key.params.keys))
         } else {
-            try authorizeToken(identify, TokenGetParams(resource: params.resource, provider: params.provider))
+            let caller = try identify(policy.needsCgroup)
+            try authorize(caller, policy: policy, provider: params.provider, targets: [params.resource],
+                          scopes: params.scopes ?? [], params: [])
         }
     }
 
