@@ -25,7 +25,9 @@ let package = Package(
 
         .target(name: "CLinux"),
         .target(name: "BrokerCrypto", dependencies: ["COpenSSL"]),
-        .target(name: "SecretStore", dependencies: ["CSecret"]),
+        // The kernel's keyrings by their system calls (add_key, keyctl): no libkeyutils.
+        .target(name: "CKeyring"),
+        .target(name: "SecretStore", dependencies: ["CSecret", "CKeyring"]),
         // HTTP/1.1 over TCP or TLS (OpenSSL) to the providers: no Foundation, no libcurl.
         .target(name: "HTTPClient", dependencies: ["COpenSSL"]),
         .target(name: "OAuth", dependencies: ["BrokerCrypto", "BrokerProtocol", "HTTPClient"]),

@@ -76,12 +76,13 @@ extension StoreError {
 }
 
 /// Where refresh tokens live. Implementations: `SecretServiceStore` (libsecret, schema
-/// `org.authbroker.Credential`) and `MemoryStore` (nothing persisted).
+/// `org.authbroker.Credential`), `KernelKeyringStore` (the kernel's user keyring) and
+/// `MemoryStore` (nothing persisted).
 ///
 /// Every call may block on D-Bus in the real store: implementations run it off the
 /// caller's thread and give up after their timeout, so a caller on an event loop is safe.
 public protocol CredentialStore: Sendable {
-    /// `secret-service` or `memory`, as `daemon.status` shows it.
+    /// `secret-service`, `kernel-keyring` or `memory`, as `daemon.status` shows it.
     var kind: String { get }
 
     /// Checks that the store can be used now (service reachable, collection unlockable).

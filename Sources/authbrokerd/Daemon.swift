@@ -90,6 +90,7 @@ struct Daemon {
         let store: any CredentialStore
         switch settings.daemon.store {
         case .secretService: store = SecretServiceStore(timeout: .seconds(settings.daemon.storeTimeout))
+        case .kernelKeyring: store = KernelKeyringStore()
         case .memory: store = MemoryStore()
         }
         let transport = NetworkTransport(timeout: Double(settings.daemon.httpTimeout))

@@ -24,6 +24,17 @@ final class ConfigLoaderTests: XCTestCase {
         XCTAssertNil(p.clientSecret)
     }
 
+    func testKernelKeyringStoreIsChosenByName() throws {
+        let config = try ConfigLoader.parse("""
+            [daemon]
+            store = "kernel-keyring"
+            [providers.a]
+            issuer = "https://a.example"
+            client_id = "x"
+            """, file: "c.toml")
+        XCTAssertEqual(config.daemon.store, .kernelKeyring)
+    }
+
     func testDefaults() throws {
         let config = try ConfigLoader.parse("""
             [providers.a]
@@ -90,7 +101,7 @@ final class ConfigLoaderTests: XCTestCase {
     }
 
     func testErrorsNameFileKeyAndProblem() {
-        assertError("[daemon]\nstore = \"disk\"\n[providers.a]\nissuer=\"https://a\"\nclient_id=\"x\"", key: "daemon.store", contains: "must be \"secret-service\" or \"memory\"")
+        assertError("[daemon]\nstore = \"disk\"\n[providers.a]\nissuer=\"https://a\"\nclient_id=\"x\"", key: "daemon.store", contains: "must be \"secret-service\", \"kernel-keyring\" or \"memory\"")
         assertError("[daemon]\nrefresh_margin = \"soon\"\n[providers.a]\nissuer=\"https://a\"\nclient_id=\"x\"", key: "daemon.refresh_margin", contains: "whole number")
         assertError("[providers.a]\nclient_id=\"x\"", key: "providers.a.issuer", contains: "is missing")
         assertError("[providers.a]\nissuer=\"https://a\"", key: "providers.a.client_id", contains: "is missing")

@@ -24,6 +24,8 @@ public struct BrokerConfig: Sendable, Equatable {
 public enum StoreKind: String, Sendable, Equatable {
     /// The freedesktop Secret Service, through libsecret.
     case secretService = "secret-service"
+    /// The kernel's user keyring (keyctl): survives a restart of the daemon, not a reboot.
+    case kernelKeyring = "kernel-keyring"
     /// Nothing persisted: sign in again after every restart.
     case memory
 }

@@ -51,7 +51,7 @@ public enum ConfigLoader {
                                           "max_requests_in_flight", "sign_in_notifications", "cache_misses_per_minute"], at: "daemon")
             if let store = try reader.string(table, "store", at: "daemon") {
                 guard let kind = StoreKind(rawValue: store) else {
-                    throw ConfigError(file: file, key: "daemon.store", problem: "must be \"secret-service\" or \"memory\", not \"\(store)\"")
+                    throw ConfigError(file: file, key: "daemon.store", problem: "must be \"secret-service\", \"kernel-keyring\" or \"memory\", not \"\(store)\"")
                 }
                 daemon.store = kind
             }

@@ -1,0 +1,147 @@
+import Foundation
+import XCTest
+
+@testable import SecretStore
+
+/// Against the real kernel key retention service (keyrings(7)): every test uses a keyring of
+/// its own in the user keyring ("authbroker-test-<uuid>") and removes it at the end, so the
+/// tests neither see nor disturb the daemon's "authbroker" keyring.
+final class KernelKeyringStoreTests: XCTestCase {
+    private var ring = ""
+    private var store: KernelKeyringStore!
+
+    override func setUp() async throws {
+        ring = "authbroker-test-\(UUID().uuidString)"
+        store = KernelKeyringStore(keyringName: ring)
+    }
+
+    override func tearDown() async throws {
+        store?.removeKeyring()
+    }
+
+    private func credential(provider: String = "corp", subject: String = "alice", secret: String = "{\"refresh_token\":\"r1\"}") -> StoredCredential {
+        StoredCredential(
+            provider: provider, issuer: "https://issuer.example/realms/test", clientID: "authbroker-test",
+            subject: subject, label: "authbroker: \(provider) \(subject)", secret: secret)
+    }
+
+    private func sorted(_ credentials: [StoredCredential]) -> [StoredCredential] {
+        credentials.sorted { ($0.provider, $0.subject) < ($1.provider, $1.subject) }
+    }
+
+    func testKind() {
+        XCTAssertEqual(store.kind, "kernel-keyring")
+    }
+
+    func testCheckMakesTheNamedKeyringInTheUserKeyring() async throws {
+        try await store.check()
+        let keyctl = try XCTUnwrap(TestSupport.which("keyctl"), "keyctl (Debian's keyutils) is not installed: run scripts/setup")
+        let found = try TestSupport.run(keyctl, ["search", "@u", "keyring", ring])
+        XCTAssertEqual(found.status, 0, found.output)
+    }
+
+    func testSaveThenLoadAllReturnsTheSameAttributesLabelAndSecret() async throws {
+        let saved = credential(secret: "{\"refresh_token\":\"r-1\",\n \"note\":\"grüße ✓\"}")
+        try await store.save(saved)
+        let loaded = try await store.loadAll()
+        XCTAssertEqual(loaded, [saved])
+    }
+
+    func testSavingTheSameKeyAgainReplacesTheItem() async throws {
+        try await store.save(credential(secret: "old"))
+        var newer = credential(secret: "new")
+        newer.label = "renamed"
+        try await store.save(newer)
+        let loaded = try await store.loadAll()
+        XCTAssertEqual(loaded, [newer])
+    }
+
+    func testTwoProvidersAndTwoAccountsAreKeptApart() async throws {
+        let items = [credential(provider: "corp"), credential(provider: "lab"), credential(provider: "lab", subject: "bob", secret: "b")]
+        for item in items { try await store.save(item) }
+        let loaded = try await store.loadAll()
+        XCTAssertEqual(sorted(loaded), sorted(items))
+
+        let removed = try await store.delete(items[1].key)
+        XCTAssertTrue(removed)
+        let remaining = try await store.loadAll()
+        XCTAssertEqual(sorted(remaining), sorted([items[0], items[2]]))
+        let again = try await store.delete(items[1].key)
+        XCTAssertFalse(again, "a second delete finds nothing")
+    }
+
+    func testAttributeValuesWithSeparatorsDoNotCollide() async throws {
+        // Spaces, percent signs and look-alike encodings stay distinct values.
+        let a = StoredCredential(provider: "a b", issuer: "https://x/%20", clientID: "c d", subject: "s", label: "", secret: "1")
+        let b = StoredCredential(provider: "a%20b", issuer: "https://x/ ", clientID: "c d", subject: "s", label: "", secret: "2")
+        try await store.save(a)
+        try await store.save(b)
+        let loaded = try await store.loadAll()
+        XCTAssertEqual(sorted(loaded), sorted([a, b]))
+    }
+
+    func testANewStoreObjectFindsTheItems() async throws {
+        let saved = [credential(provider: "corp"), credential(provider: "lab")]
+        for item in saved { try await store.save(item) }
+        let restarted = KernelKeyringStore(keyringName: ring)
+        let loaded = try await restarted.loadAll()
+        XCTAssertEqual(sorted(loaded), sorted(saved))
+    }
+
+    func testLoadAllOnAnEmptyOrMissingKeyringIsEmpty() async throws {
+        let loaded = try await store.loadAll()
+        XCTAssertEqual(loaded, [])
+        let removed = try await store.delete(credential().key)
+        XCTAssertFalse(removed)
+    }
+
+    func testOtherKeysInTheKeyringAreIgnored() async throws {
+        try await store.save(credential())
+        let keyctl = try XCTUnwrap(TestSupport.which("keyctl"), "keyctl (Debian's keyutils) is not installed: run scripts/setup")
+        let ring = try TestSupport.run(keyctl, ["search", "@u", "keyring", ring])
+        let added = try TestSupport.run(keyctl, ["add", "user", "not-ours", "x", ring.output.trimmingCharacters(in: .whitespacesAndNewlines)])
+        XCTAssertEqual(added.status, 0, added.output)
+        let loaded = try await store.loadAll()
+        XCTAssertEqual(loaded, [credential()])
+    }
+
+    func testNULAndOversizedValuesAreRefusedWithASentence() async throws {
+        await assertThrows(.failed("the credential's secret contains a NUL character and cannot be stored")) { () async throws(StoreError) in
+            try await store.save(credential(secret: "a\0b"))
+        }
+        do {
+            try await store.save(credential(secret: String(repeating: "s", count: 40_000)))
+            XCTFail("a 40 kB secret was stored")
+        } catch {
+            XCTAssertTrue(error.message.contains("too large"), error.message)
+            XCTAssertFalse(error.message.contains("sssss"), "the error shows the secret")
+        }
+        let loaded = try await store.loadAll()
+        XCTAssertEqual(loaded, [])
+    }
+
+    /// A process whose session keyring does not lead to the user keyring (systemd's
+    /// KeyringMode=private, `keyctl session -`, cron) reads what another process stored.
+    func testAProcessInAPrivateSessionKeyringFindsTheItems() async throws {
+        try await store.save(credential(secret: "from-the-parent"))
+        let keyctl = try XCTUnwrap(TestSupport.which("keyctl"), "keyctl (Debian's keyutils) is not installed: run scripts/setup")
+        let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        var environment = TestSupport.environment
+        environment["AUTHBROKER_TEST_KEYRING_CHILD"] = ring
+        let child = try TestSupport.run(
+            keyctl, ["session", "-", executable, "SecretStoreTests.KernelKeyringStoreTests/testChildReadsTheParentsItem"],
+            environment: environment, timeout: 120)
+        XCTAssertEqual(child.status, 0, child.output)
+        XCTAssertTrue(child.output.contains("Executed 1 test"), child.output)
+    }
+
+    /// Runs only as the child of the test above.
+    func testChildReadsTheParentsItem() async throws {
+        guard let parent = TestSupport.environment["AUTHBROKER_TEST_KEYRING_CHILD"] else {
+            throw XCTSkip("runs as the child of testAProcessInAPrivateSessionKeyringFindsTheItems")
+        }
+        store = nil  // the parent removes its keyring
+        let loaded = try await KernelKeyringStore(keyringName: parent).loadAll()
+        XCTAssertEqual(loaded.map(\.secret), ["from-the-parent"])
+    }
+}
