@@ -189,10 +189,11 @@ class Daemon:
         with open(self.config, "w") as f:
             f.write(text)
 
-    def start(self, wait=True, args=()):
+    def start(self, wait=True, args=(), wrapper=()):
+        """`wrapper`: a command that execs the daemon (`keyctl session -`), so its pid is the daemon's."""
         logf = open(self.log, "ab")
         self.proc = subprocess.Popen(
-            [AUTHBROKERD, "--config", self.config, "--log-level", "debug", *args],
+            [*wrapper, AUTHBROKERD, "--config", self.config, "--log-level", "debug", *args],
             env=self.env, stdout=logf, stderr=logf, stdin=subprocess.DEVNULL)
         logf.close()
         if not wait:
