@@ -36,8 +36,9 @@ struct KubeCredential: ParsableCommand {
             kubectl asked. Without $KUBERNETES_EXEC_INFO, --wait-for-sign-in decides.
 
             `authctl kube-credential --print-kubeconfig --resource URL [--server URL]` \
-            prints that entry (with a cluster and context for --server) for this authctl. \
-            See docs/integrations.md.
+            prints that entry (with a cluster and context for --server) for this authctl; \
+            --exec-api-version v1beta1 makes it for a kubectl older than 1.22 (Debian 12's \
+            is 1.20). See docs/integrations.md.
             """
     )
 

@@ -18,7 +18,24 @@ struct KubeconfigOptions: ParsableArguments {
     @Flag(help: "With --print-kubeconfig: print it as JSON instead of YAML (kubectl reads both).")
     var json = false
 
+    @Option(name: .customLong("exec-api-version"), help: ArgumentHelp("With --print-kubeconfig: the exec plugin's client.authentication.k8s.io version, v1 (kubectl 1.22 and later; the default) or v1beta1 (older kubectl, such as Debian 12's 1.20).", valueName: "version"))
+    var execAPIVersion: String?
+
+    /// The exec credential API the kubeconfig names: `--exec-api-version`, v1 by default.
+    var apiVersion: String {
+        guard let execAPIVersion else { return KubeCredential.apiVersions[0] }
+        return execAPIVersion.hasPrefix(Self.group) ? execAPIVersion : Self.group + execAPIVersion
+    }
+
+    private static let group = "client.authentication.k8s.io/"
+
     func validate() throws {
+        if let execAPIVersion, !KubeCredential.apiVersions.contains(apiVersion) {
+            throw ValidationError("--exec-api-version is v1 or v1beta1, not \(execAPIVersion)")
+        }
+        if !printKubeconfig, execAPIVersion != nil {
+            throw ValidationError("--exec-api-version goes with --print-kubeconfig")
+        }
         if !printKubeconfig, clusterName != nil || server != nil || json {
             throw ValidationError("--cluster-name, --server and --json go with --print-kubeconfig")
         }
@@ -44,7 +61,7 @@ enum Kubeconfig {
         let user: Node = .map([
             ("name", .string(name)),
             ("user", .map([("exec", .map([
-                ("apiVersion", .string(KubeCredential.apiVersions[0])),
+                ("apiVersion", .string(options.apiVersion)),
                 ("command", .string(command)),
                 ("args", .list(arguments(token).map(Node.string))),
                 ("interactiveMode", .string(interactiveMode)),

@@ -195,6 +195,18 @@ final class ScriptingTests: XCTestCase {
         XCTAssertThrowsError(try AuthCtl.parseAsRoot(["kube-credential", "--print-kubeconfig", "--certificate-authority", "ca.pem"]))
     }
 
+    func testKubeconfigForAnOlderKubectlSaysV1beta1() throws {
+        let command = try XCTUnwrap(AuthCtl.parseAsRoot(["kube-credential", "--print-kubeconfig", "--resource", "https://k8s.example.com",
+                                                         "--exec-api-version", "v1beta1"]) as? KubeCredential)
+        let yaml = Kubeconfig.build(command.kubeconfig, token: command.token, command: "/usr/bin/authctl").yaml()
+        XCTAssertTrue(yaml.contains("      apiVersion: client.authentication.k8s.io/v1beta1"), "\(yaml)")
+        let full = try XCTUnwrap(AuthCtl.parseAsRoot(["kube-credential", "--print-kubeconfig",
+                                                      "--exec-api-version", "client.authentication.k8s.io/v1"]) as? KubeCredential)
+        XCTAssertTrue(Kubeconfig.build(full.kubeconfig, token: full.token).yaml().contains("      apiVersion: client.authentication.k8s.io/v1"))
+        XCTAssertThrowsError(try AuthCtl.parseAsRoot(["kube-credential", "--print-kubeconfig", "--exec-api-version", "v1alpha1"]))
+        XCTAssertThrowsError(try AuthCtl.parseAsRoot(["kube-credential", "--exec-api-version", "v1beta1"]))
+    }
+
     func testYAMLQuotesWhatWouldReadBackAsSomethingElse() {
         let node = Kubeconfig.Node.list(["yes", "8443", "a: b", "#x", "-x", "ok/path", "quote\"", "tab\t"].map(Kubeconfig.Node.string))
         XCTAssertEqual(node.yaml(), [#"- "yes""#, #"- "8443""#, #"- "a: b""#, ##"- "#x""##, #"- "-x""#, "- ok/path",

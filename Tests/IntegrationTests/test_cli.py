@@ -4,7 +4,6 @@ config.toml, `setup-git` through a real git, and `kube-credential --print-kubeco
 through a real kubectl — against the real daemon, Glewlwyd and keyring."""
 import json
 import os
-import shutil
 import socket
 import subprocess
 import threading
@@ -323,18 +322,36 @@ def kube_api(tmp_path):
         yield server.url, server.ca, seen
 
 
-def kubeconfig_as_kubectl_reads_it(env, path):
-    r = run(env, "kubectl", "config", "view", "--kubeconfig", str(path), "--raw", "-o", "json")
+# Debian's own kubectl (kubernetes-client, 1.20 in Debian 12: client.authentication.k8s.io
+# v1beta1, not v1). scripts/setup installs it, or unpacks it here where another package
+# (Google Cloud SDK's kubectl) owns /usr/bin/kubectl.
+UNPACKED_KUBECTL = "/usr/local/lib/authbroker-test/kubernetes-client/usr/bin/kubectl"
+
+
+def debian_kubectl():
+    owner = subprocess.run(["dpkg-query", "-S", "/usr/bin/kubectl"], capture_output=True, text=True)
+    if owner.stdout.startswith("kubernetes-client:"):
+        return "/usr/bin/kubectl"
+    if os.access(UNPACKED_KUBECTL, os.X_OK):
+        return UNPACKED_KUBECTL
+    pytest.fail("Debian's kubectl (package kubernetes-client) is missing: run scripts/setup")
+
+
+def kubeconfig_as_kubectl_reads_it(env, path, kubectl):
+    r = run(env, kubectl, "config", "view", "--kubeconfig", str(path), "--raw", "-o", "json")
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
 
-def test_print_kubeconfig_gives_kubectl_the_token(broker, kube_api, tmp_path):
-    if shutil.which("kubectl") is None:
-        pytest.skip("kubectl is not installed (one with client.authentication.k8s.io/v1: 1.22 or later)")
+def test_print_kubeconfig_gives_debians_kubectl_the_token_over_v1beta1(broker, kube_api, tmp_path):
+    kubectl = debian_kubectl()
+    version = run(broker.env, kubectl, "version", "--client", "-o", "json")
+    assert version.returncode == 0, version.stderr
+    assert json.loads(version.stdout)["clientVersion"]["minor"] == "20", "not Debian 12's kubectl 1.20"
     url, ca, seen = kube_api
     args = ["kube-credential", "--print-kubeconfig", "--resource", API, "--provider", broker.name,
-            "--server", url, "--certificate-authority", ca, "--cluster-name", "test-cluster"]
+            "--server", url, "--certificate-authority", ca, "--cluster-name", "test-cluster",
+            "--exec-api-version", "v1beta1"]
     r = ctl(broker.env, *args)
     assert r.returncode == 0, r.stderr
     yaml_file = tmp_path / "kubeconfig.yaml"
@@ -343,28 +360,40 @@ def test_print_kubeconfig_gives_kubectl_the_token(broker, kube_api, tmp_path):
     assert r.returncode == 0, r.stderr
     json_file = tmp_path / "kubeconfig.json"
     json_file.write_text(r.stdout)
-    config = kubeconfig_as_kubectl_reads_it(broker.env, yaml_file)
-    assert kubeconfig_as_kubectl_reads_it(broker.env, json_file) == config
+    config = kubeconfig_as_kubectl_reads_it(broker.env, yaml_file, kubectl)
+    assert kubeconfig_as_kubectl_reads_it(broker.env, json_file, kubectl) == config
     (user,) = config["users"]
     exec_ = user["user"]["exec"]
-    assert exec_["apiVersion"] == "client.authentication.k8s.io/v1"
+    assert exec_["apiVersion"] == "client.authentication.k8s.io/v1beta1"
     assert exec_["args"] == ["kube-credential", "--resource", API, "--provider", broker.name]
     assert os.path.samefile(exec_["command"], AUTHCTL)
     assert config["current-context"] == "test-cluster"
     assert config["clusters"][0]["cluster"]["server"] == url
 
-    r = run(broker.env, "kubectl", "--kubeconfig", str(yaml_file), "get", "--raw", "/api", timeout=120)
+    # kubectl runs `authctl kube-credential` (asking for v1beta1) and sends its token.
+    r = run(broker.env, kubectl, "--kubeconfig", str(yaml_file), "get", "--raw", "/api", timeout=120)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["kind"] == "APIVersions"
     want = fingerprint(token_for(broker, API))
     assert seen and set(seen) == {want}
+
+    # The default is v1 (kubectl 1.22 and later), with interactiveMode, which v1 requires.
+    r = ctl(broker.env, *args[:-2])
+    assert r.returncode == 0, r.stderr
+    v1_file = tmp_path / "v1.yaml"
+    v1_file.write_text(r.stdout)
+    (user,) = kubeconfig_as_kubectl_reads_it(broker.env, v1_file, kubectl)["users"]
+    assert user["user"]["exec"]["apiVersion"] == "client.authentication.k8s.io/v1"
+    assert "interactiveMode: IfAvailable" in r.stdout
 
     # Without --server: the user entry alone, to merge into an existing kubeconfig.
     r = ctl(broker.env, "kube-credential", "--print-kubeconfig", "--resource", API)
     assert r.returncode == 0 and "clusters" not in r.stdout
     user_file = tmp_path / "user.yaml"
     user_file.write_text(r.stdout)
-    config = kubeconfig_as_kubectl_reads_it(broker.env, user_file)
+    config = kubeconfig_as_kubectl_reads_it(broker.env, user_file, kubectl)
     assert [u["name"] for u in config["users"]] == ["authbroker"] and not config.get("clusters")
+    r = ctl(broker.env, "kube-credential", "--exec-api-version", "v2")
+    assert r.returncode == 64 and "v1beta1" in r.stderr
     r = ctl(broker.env, "kube-credential", "--server", url)
     assert r.returncode == 64 and "--print-kubeconfig" in r.stderr
