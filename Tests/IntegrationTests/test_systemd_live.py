@@ -425,3 +425,42 @@ def test_a_daemon_that_never_gets_ready_is_answered_at_the_deadline(live):
     finally:
         s.drop_in("hang.conf", None)
         start_afresh(s)
+
+
+def test_a_kernel_keyring_daemon_under_the_shipped_unit_keeps_its_sign_in_across_a_restart(live):
+    # store = "kernel-keyring" under the unit as shipped: KeyringMode=private (the service's
+    # session keyring does not lead to the user keyring), the system-call filter
+    # (@system-service holds add_key and keyctl) and Landlock (no file is involved).
+    s = live
+    ring = s.run("keyctl", "search", "@u", "keyring", "authbroker")
+    if ring.returncode == 0:  # an earlier run's, with a provider of another Glewlwyd
+        s.run("keyctl", "invalidate", ring.stdout.strip(), check=True)
+    authctl = os.path.join(s.home, ".local", "bin", "authctl")
+    s.write(s.config, config(s.gl, [(PYTHON, [API]), (authctl, ["*"])]).replace(
+        'store = "secret-service"', 'store = "kernel-keyring"'))
+    try:
+        start_afresh(s)
+        sign_in(s)
+        first = s.ctl("token", "--provider", "corp", "--resource", API)
+        assert first.returncode == 0, first.stderr + s.log_text()
+        pid = s.show("authbroker.service", "MainPID")["MainPID"]
+        assert s.show("authbroker.service", "KeyringMode")["KeyringMode"] == "private"
+
+        s.systemctl("restart", "authbroker.service")
+        again = s.ctl("token", "--provider", "corp", "--resource", API)
+        assert again.returncode == 0, again.stderr + s.log_text()
+        assert s.show("authbroker.service", "MainPID")["MainPID"] not in ("0", pid)
+        fp = lambda t: hashlib.sha256(t.strip().encode()).hexdigest()[:12]  # noqa: E731
+        assert fp(again.stdout) != fp(first.stdout), "the account came back from the keyring and was refreshed"
+        status = s.ctl("status")
+        assert "kernel-keyring" in status.stdout, status.stdout
+        # The key is in the user's keyring, seen from the user's shell.
+        ring = s.run("keyctl", "search", "@u", "keyring", "authbroker", check=True).stdout.strip()
+        keys = s.run("keyctl", "rlist", ring, check=True).stdout.split()
+        described = [s.run("keyctl", "rdescribe", k, check=True).stdout for k in keys]
+        assert any(";authbroker:corp " in d for d in described), described
+        assert s.ctl("logout", "--provider", "corp").returncode == 0
+        assert s.run("keyctl", "rlist", ring, check=True).stdout.split() == []
+    finally:
+        s.write(s.config, config(s.gl, [(PYTHON, [API])]))
+        start_afresh(s)
