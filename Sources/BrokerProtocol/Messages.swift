@@ -281,7 +281,7 @@ public struct DaemonStatusResult: Codable, Sendable, Equatable {
     public var version: String
     public var pid: Int32
     public var uptimeSeconds: Double
-    /// `secret-service` or `memory`.
+    /// `secret-service`, `kernel-keyring` or `memory`.
     public var store: String
     public var socket: String
     public var providers: [ProviderStatus]
