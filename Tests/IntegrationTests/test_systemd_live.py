@@ -461,6 +461,17 @@ def test_a_kernel_keyring_daemon_under_the_shipped_unit_keeps_its_sign_in_across
         assert any(";authbroker:corp " in d for d in described), described
         assert s.ctl("logout", "--provider", "corp").returncode == 0
         assert s.run("keyctl", "rlist", ring, check=True).stdout.split() == []
+
+        # A system-call filter that blocks the keyring (as Docker's default profile does):
+        # "secret store unavailable" with the reason, never a fallback to another store.
+        s.drop_in("no-keyring.conf", "[Service]\nSystemCallFilter=~@keyring\n")
+        start_afresh(s)
+        refused = s.ctl("token", "--provider", "corp", "--resource", API)
+        assert refused.returncode == 8, refused.stdout + refused.stderr + s.log_text()
+        assert "system-call filter" in refused.stderr and "add_key and keyctl" in refused.stderr, refused.stderr
+        status = s.ctl("status")
+        assert "kernel-keyring" in status.stdout and "system-call filter" in status.stdout, status.stdout
     finally:
+        s.drop_in("no-keyring.conf", None)
         s.write(s.config, config(s.gl, [(PYTHON, [API])]))
         start_afresh(s)

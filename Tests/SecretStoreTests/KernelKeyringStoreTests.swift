@@ -120,6 +120,47 @@ final class KernelKeyringStoreTests: XCTestCase {
         XCTAssertEqual(loaded, [])
     }
 
+    /// A user's key quota (kernel.keys.maxbytes, 20000 bytes for users other than root)
+    /// filled: a sentence naming the sysctls, nothing stored. As root the test runs as a
+    /// child under an unused uid, whose quota is the users' one.
+    func testAFullQuotaIsASentence() async throws {
+        if geteuid() == 0 {
+            let setpriv = try XCTUnwrap(TestSupport.which("setpriv"))
+            let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+            var environment = TestSupport.environment
+            environment["AUTHBROKER_TEST_KEYRING_CHILD"] = ring
+            let child = try TestSupport.run(
+                setpriv, ["--reuid", "4247", "--regid", "4247", "--clear-groups", executable,
+                          "SecretStoreTests.KernelKeyringStoreTests/testChildFillsItsQuota"],
+                environment: environment, timeout: 120)
+            XCTAssertEqual(child.status, 0, child.output)
+            XCTAssertTrue(child.output.contains("Executed 1 test"), child.output)
+        } else {
+            try await fillTheQuota(store)
+        }
+    }
+
+    /// Runs only as the child of the test above.
+    func testChildFillsItsQuota() async throws {
+        guard let name = TestSupport.environment["AUTHBROKER_TEST_KEYRING_CHILD"] else {
+            throw XCTSkip("runs as the child of testAFullQuotaIsASentence")
+        }
+        store = KernelKeyringStore(keyringName: name)
+        try await fillTheQuota(store)
+    }
+
+    private func fillTheQuota(_ store: KernelKeyringStore) async throws {
+        do {
+            try await store.save(credential(secret: String(repeating: "q", count: 25_000)))
+            XCTFail("25 kB stored within a 20 kB quota")
+        } catch {
+            XCTAssertEqual(error.reason, "failed")
+            XCTAssertTrue(error.message.contains("quota is full") && error.message.contains("kernel.keys.maxbytes"), error.message)
+        }
+        let loaded = try await store.loadAll()
+        XCTAssertEqual(loaded, [])
+    }
+
     /// A process whose session keyring does not lead to the user keyring (systemd's
     /// KeyringMode=private, `keyctl session -`, cron) reads what another process stored.
     func testAProcessInAPrivateSessionKeyringFindsTheItems() async throws {
