@@ -35,7 +35,9 @@ struct CommandLineOptions: Equatable {
         Exit status: 0 stopped by a signal, or idle ([daemon] idle_exit, socket-activated only); \
         1 cannot listen; 64 bad command line; 71 the confinement asked for cannot be put in force; \
         78 configuration error. A Secret Service that is missing, locked or hung does not stop it: \
-        requests that need it are answered -32005 (secret store unavailable) until it answers.
+        requests that need it are answered -32005 (secret store unavailable) until it answers; \
+        the same for the kernel keyring ([daemon] store = "kernel-keyring", for headless hosts) \
+        when the kernel refuses its calls.
 
         OPTIONS:
           --config <config>       The configuration file.
