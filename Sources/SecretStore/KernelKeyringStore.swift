@@ -66,12 +66,15 @@ public final class KernelKeyringStore: CredentialStore {
             // A key invalidated since the listing (another process's delete) is skipped.
             guard let described = try Self.describe(key), let attributes = Self.attributes(of: described) else { continue }
             guard var payload = try Self.readIfPresent(key) else { continue }
+            // Wiped in place: no slice of it may outlive the decoding (a live slice would make
+            // the wipe copy the buffer and leave the original unwiped).
             defer { payload.withUnsafeMutableBytes { buffer in _ = buffer.initializeMemory(as: UInt8.self, repeating: 0) } }
-            let label = payload.firstIndex(of: 0).map { payload[..<$0] } ?? payload[...]
-            let secret = label.endIndex < payload.endIndex ? payload[(label.endIndex + 1)...] : []
+            let split = payload.firstIndex(of: 0) ?? payload.endIndex
+            let label = String(decoding: payload[..<split], as: UTF8.self)
+            let secret = split < payload.endIndex ? String(decoding: payload[(split + 1)...], as: UTF8.self) : ""
             credentials.append(StoredCredential(
                 provider: attributes.provider, issuer: attributes.issuer, clientID: attributes.clientID, subject: attributes.subject,
-                label: String(decoding: label, as: UTF8.self), secret: String(decoding: secret, as: UTF8.self)))
+                label: label, secret: secret))
         }
         return credentials
     }
