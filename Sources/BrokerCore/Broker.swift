@@ -35,6 +35,9 @@ public final class Broker: Sendable {
     /// Shows the user that a sign-in started on demand waits for them (a desktop
     /// notification); without one, only the waiting callers can show its URL.
     let announcer: (any SignInAnnouncing)?
+    /// Asks the user before a `confirm = true` rule's caller gets a token; without one,
+    /// such rules serve nothing.
+    let confirmer: (any CallerConfirming)?
     /// Sign-ins on demand being started, by provider: concurrent callers share one.
     let startingOnDemand = Mutex<[String: Task<LoginStartResult, any Error>]>([:])
     /// The last reload, when it was refused (`noteReload`).
@@ -47,10 +50,12 @@ public final class Broker: Sendable {
     public init(config: BrokerConfig, store: any CredentialStore, transport: any HTTPTransport,
                 socketPath: String, clock: WallClock = .system, logger: Logger,
                 redirects: (any RedirectListening)? = nil, announcer: (any SignInAnnouncing)? = nil,
+                confirmer: (any CallerConfirming)? = nil,
                 refreshAheadTick: Duration = .seconds(15), storeRetryInterval: Duration = .seconds(5)) {
         self.storeRetryInterval = storeRetryInterval
         self.ahead = RefreshAhead(tick: refreshAheadTick)
         self.announcer = announcer
+        self.confirmer = confirmer
         self.store = store
         self.redirects = redirects
         self.transport = transport

@@ -52,10 +52,17 @@ struct RequestLine {
 }
 
 struct MethodTable: Sendable {
-    typealias Handler = @Sendable (_ line: RequestLine, _ id: RequestID, _ codec: RPCCodec, _ identify: CallerIdentification) -> Reply
+    /// `answers`: the connection's answers to `confirm` questions (nil where no rule is in
+    /// force: the front door's requests).
+    typealias Handler = @Sendable (_ line: RequestLine, _ id: RequestID, _ codec: RPCCodec, _ identify: CallerIdentification,
+                                   _ answers: ConfirmAnswers?) -> Reply
     private var handlers: [String: Handler] = [:]
     /// The `[[allow]]` policy in force now: with rules, the caller is identified at accept.
     var callerPolicy: @Sendable () -> CallerPolicy = { CallerPolicy() }
+    /// Waits for the user's yes to a `confirm = true` rule's question (throws otherwise).
+    var confirm: @Sendable (ConfirmQuestion, ConfirmAnswers?) async throws(BrokerError) -> Void = { _, _ throws(BrokerError) in
+        throw BrokerError.forbidden(message: "forbidden by policy: nothing can ask the user to confirm")
+    }
     /// `cache_misses_per_minute` now (0: no limit), read on each miss.
     var cacheMissesPerMinute: @Sendable () -> Int = { 0 }
     /// Methods whose answers that come later may cost a request to the provider (a token
@@ -70,11 +77,13 @@ struct MethodTable: Sendable {
     /// Registers a method. `scanned` reads the params of a request the one-pass scanner
     /// read (nil, or a nil result: JSONDecoder reads them). `fast` answers without
     /// suspending (cache hits); returning nil falls through to `slow`. `fastFor` is `fast`
-    /// for answers that depend on who asks.
+    /// for answers that depend on who asks. `authorize` refuses what the policy does not
+    /// grant, or returns the question to ask the user first: then the fast paths are
+    /// skipped until the connection's answer is yes.
     mutating func register<P: Decodable & Sendable, R: Encodable & Sendable>(
         _ method: RPCMethod, _ params: P.Type, empty: P,
         scanned: (@Sendable (ScannedRequest) -> P?)? = nil,
-        authorize: (@Sendable (CallerIdentification, P) throws(BrokerError) -> Void)? = nil,
+        authorize: (@Sendable (CallerIdentification, P) throws(BrokerError) -> ConfirmQuestion?)? = nil,
         fast: (@Sendable (P) -> R?)? = nil,
         fastFor: (@Sendable (CallerIdentification, P) -> R?)? = nil,
         cancelledOnClose: @escaping @Sendable (P) -> Bool = { _ in false },
@@ -82,7 +91,8 @@ struct MethodTable: Sendable {
         slow: @escaping @Sendable (P) async throws(BrokerError) -> R
     ) {
         if mints { minting.insert(method.rawValue) }
-        handlers[method.rawValue] = { line, id, codec, identify in
+        let confirm = self.confirm
+        handlers[method.rawValue] = { line, id, codec, identify, answers in
             let decoded: P
             if let scan = line.scanned, let read = scanned?(scan) {
                 decoded = read
@@ -94,18 +104,21 @@ struct MethodTable: Sendable {
                 }
             }
             // The policy is asked before the cache, so a cache hit never skips it.
+            var question: ConfirmQuestion?
             if let authorize {
                 do throws(BrokerError) {
-                    try authorize(identify, decoded)
+                    question = try authorize(identify, decoded)
                 } catch {
                     return .now(codec.failure(id, error.rpcError))
                 }
             }
-            if let fast, let result = fast(decoded) { return .now(codec.success(id, result)) }
-            if let fastFor, let result = fastFor(identify, decoded) { return .now(codec.success(id, result)) }
-            let work: @Sendable () async -> Data = {
+            if let asked = question, answers?.allowed(asked) == true { question = nil }
+            if question == nil, let fast, let result = fast(decoded) { return .now(codec.success(id, result)) }
+            if question == nil, let fastFor, let result = fastFor(identify, decoded) { return .now(codec.success(id, result)) }
+            let work: @Sendable () async -> Data = { [question] in
                 let codec = RPCCodec()
                 do throws(BrokerError) {
+                    if let question { try await confirm(question, answers) }
                     return codec.success(id, try await slow(decoded))
                 } catch {
                     return codec.failure(id, error.rpcError)
@@ -154,7 +167,7 @@ extension MethodTable {
     /// bytes and their copy for JSONDecoder are wiped once read (docs/security.md).
     mutating func registerAnswer(_ answer: @escaping @Sendable (String, SecretBytes) throws(BrokerError) -> LoginAnswerResult) {
         let method = RPCMethod.loginAnswer.rawValue
-        handlers[method] = { line, id, codec, _ in
+        handlers[method] = { line, id, codec, _, _ in
             defer { line.bytes.withUnsafeReadableBytes { SecretBytes.wipe(UnsafeMutableRawBufferPointer(mutating: $0)) } }
             var data = line.data
             defer { data.withUnsafeMutableBytes { SecretBytes.wipe($0) } }
@@ -183,6 +196,11 @@ extension MethodTable {
         var t = MethodTable()
         t.callerPolicy = { broker.callerPolicy }
         t.cacheMissesPerMinute = { broker.cacheMissesPerMinute }
+        t.confirm = { question, answers throws(BrokerError) in
+            // Only a connection under rules has answers; a question elsewhere is a reload's race.
+            guard let answers else { throw PeerIdentity.openedBeforeRulesError }
+            try await broker.confirm(question, on: answers)
+        }
         t.register(.tokenGet, TokenGetParams.self, empty: TokenGetParams(),
                    scanned: { TokenGetParams(scanned: $0) },
                    authorize: { identify, p throws(BrokerError) in try broker.authorizeToken(identify, p) },
@@ -203,7 +221,7 @@ extension MethodTable {
                    mints: true,
                    slow: { p throws(BrokerError) in try await broker.exchangeToken(p) })
         t.register(.tokenReject, TokenRejectParams.self, empty: TokenRejectParams(),
-                   authorize: { identify, p throws(BrokerError) in try broker.authorizeReject(identify, p) },
+                   authorize: { identify, p throws(BrokerError) in try broker.authorizeReject(identify, p); return nil },
                    slow: { p throws(BrokerError) in try broker.rejectToken(p) })
         t.register(.accountList, NoParams.self, empty: NoParams(),
                    fast: { _ in broker.accountList() },
@@ -213,7 +231,7 @@ extension MethodTable {
                    fastFor: { identify, _ in broker.status(for: identify) },
                    slow: { _ throws(BrokerError) in throw BrokerError.internalError("daemon.status is answered at once") })
         t.register(.loginStart, LoginStartParams.self, empty: LoginStartParams(),
-                   authorize: { identify, p throws(BrokerError) in try broker.authorizeSignIn(identify, p) },
+                   authorize: { identify, p throws(BrokerError) in try broker.authorizeSignIn(identify, p); return nil },
                    slow: { p throws(BrokerError) in try await broker.startLogin(p) })
         t.register(.loginWait, LoginWaitParams.self, empty: LoginWaitParams(), cancelledOnClose: { _ in true },
                    slow: { p throws(BrokerError) in try await broker.waitLogin(p) })
@@ -221,10 +239,10 @@ extension MethodTable {
         t.register(.logout, LogoutParams.self, empty: LogoutParams(),
                    slow: { p throws(BrokerError) in try await broker.logout(p) })
         t.register(.accountWhoami, AccountParams.self, empty: AccountParams(),
-                   authorize: { identify, p throws(BrokerError) in try broker.authorizeClaims(identify, p) },
+                   authorize: { identify, p throws(BrokerError) in try broker.authorizeClaims(identify, p); return nil },
                    slow: { p throws(BrokerError) in try broker.whoami(p) })
         t.register(.accountUserinfo, AccountParams.self, empty: AccountParams(),
-                   authorize: { identify, p throws(BrokerError) in try broker.authorizeClaims(identify, p) },
+                   authorize: { identify, p throws(BrokerError) in try broker.authorizeClaims(identify, p); return nil },
                    slow: { p throws(BrokerError) in try await broker.userinfo(p) })
         t.register(.providerSetSecret, SetSecretParams.self, empty: SetSecretParams(clientSecret: ""),
                    slow: { p throws(BrokerError) in try await broker.setClientSecret(p) })

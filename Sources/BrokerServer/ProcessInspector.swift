@@ -68,6 +68,14 @@ public final class ProcessInspector: Sendable {
         return ProcessInspector(helper: (fd: fd, pid: pid))
     }
 
+    /// The program `pid` runs, as the user is shown it (a notification); its name only
+    /// when /proc could not be read.
+    public func program(of pid: Int32) -> RequestingProgram {
+        let view = view(of: pid, namespaces: false)
+        return RequestingProgram(executable: view.executable, pid: pid,
+                                 forwarded: view.executableID.map(Forwarders.identify) ?? false)
+    }
+
     /// Whether a helper answers the questions (the daemon is confined).
     public var usesHelper: Bool { helper >= 0 }
 

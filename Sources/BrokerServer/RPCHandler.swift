@@ -73,6 +73,8 @@ final class RPCHandler: ChannelDuplexHandler {
     var subscription: Int?
     /// What the front door did on this connection before NIO had it; emptied once taken over.
     private var handover: Handover
+    /// The user's answers to `confirm` rules' questions on this connection.
+    private let answers = ConfirmAnswers()
 
     /// - Parameter identify: the peer of a new connection; production reads the kernel's
     ///   word (`PeerCredentials.credentials(of:)`). Tests on an `EmbeddedChannel`, which has
@@ -257,7 +259,7 @@ final class RPCHandler: ChannelDuplexHandler {
             return fail(context, id, RPCError(.methodNotFound, "there is no method \"\(method.prefix(64))\": see docs/protocol.md for the methods"))
         }
         guard let peer else { return }
-        let reply = handler(line, id, codec, peer.identify)
+        let reply = handler(line, id, codec, peer.identify, answers)
         // A notification (no id) is carried out but never answered (JSON-RPC 2.0 §4.1).
         let answer = header.hasID
         switch reply {
@@ -312,8 +314,14 @@ final class RPCHandler: ChannelDuplexHandler {
             let key = nextWorkKey
             nextWorkKey += 1
             let origin = self.origin
+            // Who asks, should the work show the user something (a notification): read then.
+            let program: (@Sendable () -> RequestingProgram?)? = peer?.credentials.map { [inspector] cred in
+                { inspector.program(of: cred.pid) }
+            }
             let task = Task {
-                let data = await RequestOrigin.$current.withValue(origin) { await work() }
+                let data = await Requester.$lookup.withValue(program) {
+                    await RequestOrigin.$current.withValue(origin) { await work() }
+                }
                 activity.finished()
                 loop.execute {
                     let (handler, context) = bound.value

@@ -11,7 +11,8 @@
 
 #include <gio/gio.h>
 
-/* Called on the notifier's thread when the user chose an action of a notification. */
+/* Called on the notifier's thread when the user chose an action of a notification, or with
+ * action NULL when a notification was closed (expired, dismissed, or taken back). */
 typedef void (*authbroker_action_fn)(guint32 id, const gchar *action, void *user);
 
 typedef struct {
@@ -31,9 +32,15 @@ static void authbroker_notifier_signal(GDBusConnection *connection, const gchar 
 {
     (void)connection; (void)sender; (void)path; (void)interface;
     AuthbrokerNotifier *notifier = data;
+    guint32 id = 0;
+    if (g_str_equal(signal, "NotificationClosed") && g_variant_is_of_type(parameters, G_VARIANT_TYPE("(uu)"))) {
+        guint32 reason = 0;
+        g_variant_get(parameters, "(uu)", &id, &reason);
+        notifier->on_action(id, NULL, notifier->user);
+        return;
+    }
     if (!g_str_equal(signal, "ActionInvoked") || !g_variant_is_of_type(parameters, G_VARIANT_TYPE("(us)")))
         return;
-    guint32 id = 0;
     const gchar *action = NULL;
     g_variant_get(parameters, "(u&s)", &id, &action);
     notifier->on_action(id, action, notifier->user);
@@ -77,6 +84,9 @@ static inline AuthbrokerNotifier *authbroker_notifier_new(authbroker_action_fn o
     g_dbus_connection_signal_subscribe(connection, NULL, AUTHBROKER_NOTIFICATIONS, "ActionInvoked",
                                        AUTHBROKER_NOTIFICATIONS_PATH, NULL, G_DBUS_SIGNAL_FLAGS_NONE,
                                        authbroker_notifier_signal, notifier, NULL);
+    g_dbus_connection_signal_subscribe(connection, NULL, AUTHBROKER_NOTIFICATIONS, "NotificationClosed",
+                                       AUTHBROKER_NOTIFICATIONS_PATH, NULL, G_DBUS_SIGNAL_FLAGS_NONE,
+                                       authbroker_notifier_signal, notifier, NULL);
     g_main_context_pop_thread_default(notifier->context);
     g_thread_unref(g_thread_new("authbroker-notify", authbroker_notifier_run, notifier));
     return notifier;
@@ -104,6 +114,37 @@ static inline guint32 authbroker_notifier_notify(AuthbrokerNotifier *notifier, c
     GVariant *reply = g_dbus_connection_call_sync(
         notifier->connection, AUTHBROKER_NOTIFICATIONS, AUTHBROKER_NOTIFICATIONS_PATH, AUTHBROKER_NOTIFICATIONS, "Notify",
         g_variant_new("(susssasa{sv}i)", app_name, 0, "dialog-password", summary, body, &actions, &hints, expire_ms),
+        G_VARIANT_TYPE("(u)"), G_DBUS_CALL_FLAGS_NONE, call_timeout_ms, NULL, error);
+    if (reply == NULL)
+        return 0;
+    guint32 id = 0;
+    g_variant_get(reply, "(u)", &id);
+    g_variant_unref(reply);
+    return id;
+}
+
+/* Shows a question with two actions, "allow" and "deny" (labelled `allow_label` and
+ * `deny_label`), and no default action: a click on the body answers nothing. Blocks for at
+ * most call_timeout_ms. Returns the notification's id, 0 with *error set when no server
+ * answered. */
+static inline guint32 authbroker_notifier_ask(AuthbrokerNotifier *notifier, const gchar *app_name,
+                                              const gchar *summary, const gchar *body,
+                                              const gchar *allow_label, const gchar *deny_label,
+                                              gint expire_ms, gint call_timeout_ms, GError **error)
+{
+    GVariantBuilder actions;
+    g_variant_builder_init(&actions, G_VARIANT_TYPE("as"));
+    g_variant_builder_add(&actions, "s", "allow");
+    g_variant_builder_add(&actions, "s", allow_label);
+    g_variant_builder_add(&actions, "s", "deny");
+    g_variant_builder_add(&actions, "s", deny_label);
+    GVariantBuilder hints;
+    g_variant_builder_init(&hints, G_VARIANT_TYPE("a{sv}"));
+    /* Critical: servers keep it on screen until it is answered or taken back. */
+    g_variant_builder_add(&hints, "{sv}", "urgency", g_variant_new_byte(2));
+    GVariant *reply = g_dbus_connection_call_sync(
+        notifier->connection, AUTHBROKER_NOTIFICATIONS, AUTHBROKER_NOTIFICATIONS_PATH, AUTHBROKER_NOTIFICATIONS, "Notify",
+        g_variant_new("(susssasa{sv}i)", app_name, 0, "dialog-question", summary, body, &actions, &hints, expire_ms),
         G_VARIANT_TYPE("(u)"), G_DBUS_CALL_FLAGS_NONE, call_timeout_ms, NULL, error);
     if (reply == NULL)
         return 0;

@@ -10,13 +10,24 @@ import Synchronization
 
 /// Announces sign-ins on demand with a desktop notification (org.freedesktop.Notifications
 /// over the session bus, GIO's GDBus) whose "Sign in" action opens the sign-in page in the
-/// user's browser. The notification names the provider only: never a token or a code.
-public final class DesktopNotifier: SignInAnnouncing {
+/// user's browser, and asks `confirm = true` rules' questions with Allow and Deny. The
+/// notifications name the program that asks, the provider and the resource only: never a
+/// token or a code.
+public final class DesktopNotifier: SignInAnnouncing, CallerConfirming {
     private struct State {
         /// The bus connection, made on first use; nil until then or while there is no bus.
         var notifier: Handle?
         /// The page each shown notification's action opens, by notification id.
         var pages: [UInt32: String] = [:]
+        /// The questions shown and not answered yet, by notification id.
+        var questions: [UInt32: Question] = [:]
+    }
+
+    /// A shown question: waiting for its asker, or answered before the asker waited.
+    private enum Question {
+        case shown
+        case waiting(CheckedContinuation<ConfirmAnswer, Never>)
+        case answered(ConfirmAnswer)
     }
 
     /// The C notifier: made once, used from the notification queue, never freed (it lives
@@ -52,7 +63,8 @@ public final class DesktopNotifier: SignInAnnouncing {
         let provider = SignInPage.escape(signIn.provider)  // the body may be read as markup
         let seconds = max(1, signIn.expiresAt - Double(time(nil)))
         let minutes = Int((seconds + 59) / 60)
-        let body = "A program is waiting for you to sign in to \(provider). Choose Sign in to open the sign-in page in your browser"
+        let who = signIn.program.map { SignInPage.escape($0.description) } ?? "A program"
+        let body = "\(who) is waiting for you to sign in to \(provider). Choose Sign in to open the sign-in page in your browser"
             + " (it expires in \(minutes == 1 ? "1 minute" : "\(minutes) minutes"))."
         var error: UnsafeMutablePointer<GError>?
         let id = authbroker_notifier_notify(
@@ -69,12 +81,79 @@ public final class DesktopNotifier: SignInAnnouncing {
         return Shown(id: id, notifier: self)
     }
 
+    public func confirm(_ question: ConfirmQuestion, program: RequestingProgram?, seconds: Int) async -> ConfirmAnswer {
+        let shown = await withCheckedContinuation { (continuation: CheckedContinuation<(UInt32?, String), Never>) in
+            queue.async { continuation.resume(returning: self.ask(question, program: program, seconds: seconds)) }
+        }
+        guard let id = shown.0 else { return .unavailable(shown.1) }
+        // No answer in time is a no; the question is taken back.
+        let timer = Task {
+            try? await Task.sleep(for: .seconds(seconds))
+            if !Task.isCancelled { self.answered(id: id, .timedOut) }
+        }
+        let answer = await withCheckedContinuation { (continuation: CheckedContinuation<ConfirmAnswer, Never>) in
+            let ready = state.withLock { s -> ConfirmAnswer? in
+                if case .answered(let answer)? = s.questions[id] {
+                    s.questions[id] = nil
+                    return answer
+                }
+                s.questions[id] = .waiting(continuation)
+                return nil
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+        timer.cancel()
+        if answer != .dismissed { withdraw(id) }
+        return answer
+    }
+
+    /// Shows the question; its id, or nil and why nothing could be shown.
+    private func ask(_ question: ConfirmQuestion, program: RequestingProgram?, seconds: Int) -> (UInt32?, String) {
+        guard let notifier = connected() else { return (nil, "no session bus") }
+        let who = SignInPage.escape(program?.description ?? "A program")
+        let what = SignInPage.escape(question.resource ?? "the default audience")
+        let provider = SignInPage.escape(question.provider)
+        let body = "\(who) asks for a token for \(what) of \(provider). Allow it only if you just started it."
+            + (program?.forwarded == true ? " It came over a forwarded socket: the program that asks runs on the other host." : "")
+            + " No answer within \(seconds) seconds denies it."
+        var error: UnsafeMutablePointer<GError>?
+        let id = authbroker_notifier_ask(notifier, "authbroker", "Allow a token for \(provider)?", body, "Allow", "Deny",
+                                         Int32(seconds * 1000), Self.callTimeoutMilliseconds, &error)
+        guard id != 0 else {
+            let reason = String(cString: authbroker_error_message(error))
+            if let error { g_error_free(error) }
+            logger.notice("no desktop notification for a confirm rule's question: the request is refused", metadata: ["reason": "\(reason)"])
+            return (nil, "no notification server answered: \(reason)")
+        }
+        // An answer that comes before the asker waits is kept for it.
+        state.withLock { s in if s.questions[id] == nil { s.questions[id] = .shown } }
+        return (id, "")
+    }
+
+    /// Hands a question's answer to its asker (or keeps it until the asker waits). Later
+    /// answers to the same question are dropped.
+    private func answered(id: UInt32, _ answer: ConfirmAnswer) {
+        let waiter = state.withLock { s -> CheckedContinuation<ConfirmAnswer, Never>? in
+            switch s.questions[id] {
+            case .waiting(let continuation)?:
+                s.questions[id] = nil
+                return continuation
+            case .shown?:
+                s.questions[id] = .answered(answer)
+                return nil
+            case .answered?, nil:
+                return nil
+            }
+        }
+        waiter?.resume(returning: answer)
+    }
+
     /// The session-bus connection, made now if there is none yet; nil without a bus.
     private func connected() -> UnsafeMutablePointer<AuthbrokerNotifier>? {
         if let handle = state.withLock({ $0.notifier }) { return handle.pointer }
         let onAction: authbroker_action_fn = { id, action, user in
-            guard let user, let action else { return }
-            Unmanaged<DesktopNotifier>.fromOpaque(user).takeUnretainedValue().invoked(id: id, action: String(cString: action))
+            guard let user else { return }
+            Unmanaged<DesktopNotifier>.fromOpaque(user).takeUnretainedValue().invoked(id: id, action: action.map { String(cString: $0) })
         }
         var error: UnsafeMutablePointer<GError>?
         // The connection calls back into this object for as long as the process lives.
@@ -88,8 +167,18 @@ public final class DesktopNotifier: SignInAnnouncing {
         return notifier
     }
 
-    /// The user chose an action of one of our notifications (on the notifier's thread).
-    private func invoked(id: UInt32, action: String) {
+    /// The user chose an action of one of our notifications, or (`action` nil) one was
+    /// closed (on the notifier's thread).
+    private func invoked(id: UInt32, action: String?) {
+        if state.withLock({ $0.questions[id] != nil }) {
+            switch action {
+            case "allow": answered(id: id, .allowed)
+            case "deny": answered(id: id, .denied)
+            case nil: answered(id: id, .dismissed)
+            default: break  // a click on the body answers nothing
+            }
+            return
+        }
         guard action == "default" || action == "sign-in", let page = state.withLock({ $0.pages[id] }) else { return }
         let launcher = self.launcher
         let logger = self.logger

@@ -12,7 +12,7 @@ import Logging
 /// too (docs/integrations.md, "Containers and the caller policy").
 enum RuleFileCheck {
     static func warnAboutUnmatchableRules(_ policy: CallerPolicy, home: String?, logger: Logger) {
-        for rule in policy.rules {
+        for rule in policy.rules where !rule.forwarded {
             if let why = problem(with: rule.executable, home: home) {
                 logger.warning("an [[allow]] rule can never match: \(why) (docs/integrations.md, \"Containers and the caller policy\")",
                                metadata: ["exe": "\(rule.executable)"])

@@ -61,12 +61,27 @@ enum DaemonCall {
     /// passed), so the reset comes first.
     static let startAgain = "`systemctl --user reset-failed authbroker.socket authbroker.service; systemctl --user start authbroker.socket`"
 
-    /// The sentence a user reads for `error`, saying what to do next.
-    static func sentence(for error: ClientError) -> String {
+    /// The sentence a user reads for `error`, saying what to do next. In an ssh session
+    /// (`SSH_CONNECTION` set), a socket that is not there is a forward that is missing:
+    /// authbrokerd runs on the machine the user came from, so starting one here is not the
+    /// advice (docs/integrations.md, "Over ssh").
+    static func sentence(for error: ClientError, environment get: (String) -> String? = { name in
+        getenv(name).map { String(cString: $0) }
+    }) -> String {
+        let overSSH = !(get("SSH_CONNECTION") ?? "").isEmpty
         switch error {
+        case .noSocketPath where overSSH:
+            return "cannot find authbrokerd's socket: this is an ssh session, and neither \(SocketPath.environmentVariable) nor XDG_RUNTIME_DIR is set: "
+                + "forward authbrokerd's socket from the machine you connect from (`ssh -R PATH:/run/user/UID/authbroker/socket …`) "
+                + "and set \(SocketPath.environmentVariable)=PATH here (docs/integrations.md, \"Over ssh\")"
         case .noSocketPath:
             return "cannot find authbrokerd's socket because neither \(SocketPath.environmentVariable) nor XDG_RUNTIME_DIR is set: "
                 + "set \(SocketPath.environmentVariable) to the socket's path, or use a login session that sets XDG_RUNTIME_DIR"
+        case .daemonNotRunning(let path) where overSSH:
+            return "nothing answers on \(path), and this is an ssh session: authbrokerd runs on the machine you connect from, so check "
+                + "that this ssh connection forwards its socket here (`ssh -R \(path):/run/user/UID/authbroker/socket …`, or RemoteForward "
+                + "in ~/.ssh/config), that the folder of \(path) exists on this host, and that this host's sshd_config has "
+                + "`StreamLocalBindUnlink yes` so a stale socket of an earlier session is replaced (docs/integrations.md, \"Over ssh\")"
         case .daemonNotRunning(let path):
             return "authbrokerd is not running on \(path): start it with \(startAgain) or run `authbrokerd &` "
                 + "(\(serviceStatus) says why it stopped)"

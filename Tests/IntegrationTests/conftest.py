@@ -282,15 +282,16 @@ def daemon_factory(request):
 def policy_daemon(glewlwyd_static):
     """Makes started daemons whose config ends in `rules` ([[allow]] tables): memory store,
     the static provider with resources API and GIT, and alice signed in (signing in is not
-    restricted by the rules)."""
+    restricted by the rules). `daemon` adds lines to its [daemon] table."""
     made = []
 
-    def make(rules):
+    def make(rules, daemon=""):
         d = Daemon(glewlwyd_static)
         made.append(d)
         d.write_config(text=f"""
 [daemon]
 store = "memory"
+{daemon}
 [providers.{d.name}]
 issuer = "{glewlwyd_static.issuer}"
 client_id = "{glewlwyd_static.client_id('authbroker')}"

@@ -43,6 +43,12 @@ class Notifications:
         self.proc.stdin.flush()
         assert self.proc.stdout.readline().strip() == "invoked"
 
+    def close(self, nid):
+        """The user dismisses the notification without choosing an action."""
+        self.proc.stdin.write(f"close {nid}\n")
+        self.proc.stdin.flush()
+        assert self.proc.stdout.readline().strip() == "closed"
+
 
 @pytest.fixture
 def notifications(tmp_path):
@@ -217,6 +223,9 @@ def test_kube_credential_waits_for_a_sign_in_only_when_kubectl_is_interactive(da
     credential = json.loads(out)
     assert credential["apiVersion"] == KUBE_V1 and credential["status"]["token"]
     assert len(notifications.calls("Notify")) == 1
+    # The notification names the program that waits, so the user knows who asks.
+    body = notifications.calls("Notify")[0]["body"]
+    assert f"authctl (pid {p.pid})" in body and "forwarded" not in body, body
 
 
 def test_without_a_notification_server_authctl_shows_and_opens_the_page(daemon_factory, glewlwyd):

@@ -46,6 +46,8 @@ public struct DaemonSettings: Sendable, Equatable {
     /// Whether a sign-in started on demand (a caller waiting for one) is announced by a
     /// desktop notification with a "Sign in" button.
     public var signInNotifications = true
+    /// Seconds the user has to answer a `confirm = true` rule's question; no answer denies.
+    public var confirmTimeout: Int = 60
     /// Seconds without a connection, request or sign-in after which a socket-activated
     /// daemon exits (systemd starts it again on the next connection); 0 = never.
     public var idleExit: Int = 0

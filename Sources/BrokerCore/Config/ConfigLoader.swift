@@ -48,7 +48,7 @@ public enum ConfigLoader {
         if let table = try reader.table(root, "daemon", at: nil) {
             try reader.checkKeys(table, allowed: ["store", "refresh_margin", "store_timeout", "http_timeout", "default_provider", "login_timeout", "idle_exit",
                                           "request_line_timeout", "connection_idle_timeout", "max_connections",
-                                          "max_requests_in_flight", "sign_in_notifications", "cache_misses_per_minute"], at: "daemon")
+                                          "max_requests_in_flight", "sign_in_notifications", "cache_misses_per_minute", "confirm_timeout"], at: "daemon")
             if let store = try reader.string(table, "store", at: "daemon") {
                 guard let kind = StoreKind(rawValue: store) else {
                     throw ConfigError(file: file, key: "daemon.store", problem: "must be \"secret-service\", \"kernel-keyring\" or \"memory\", not \"\(store)\"")
@@ -60,6 +60,7 @@ public enum ConfigLoader {
             if let v = try reader.int(table, "http_timeout", at: "daemon", range: 1...600) { daemon.httpTimeout = v }
             if let v = try reader.int(table, "login_timeout", at: "daemon", range: 10...3600) { daemon.loginTimeout = v }
             if let v = try reader.int(table, "idle_exit", at: "daemon", range: 0...604_800) { daemon.idleExit = v }
+            if let v = try reader.int(table, "confirm_timeout", at: "daemon", range: 1...600) { daemon.confirmTimeout = v }
             if let v = try reader.int(table, "request_line_timeout", at: "daemon", range: 1...600) { daemon.requestLineTimeout = v }
             if let v = try reader.int(table, "connection_idle_timeout", at: "daemon", range: 1...86_400) { daemon.connectionIdleTimeout = v }
             if let v = try reader.int(table, "max_connections", at: "daemon", range: 1...65_536, unit: "a whole number") { daemon.maxConnections = v }
@@ -182,19 +183,24 @@ struct TableReader {
     }
 
     func rule(_ t: TOMLTable, at key: String, providers known: Set<String>) throws(ConfigError) -> AllowRule {
-        try checkKeys(t, allowed: ["exe", "namespaces", "unit", "cgroup", "resources", "providers", "claims", "scopes", "params"], at: key)
-        guard let exe = try string(t, "exe", at: key), exe.hasPrefix("/") else {
-            throw fail("\(key).exe", "is missing or not an absolute path: name the caller's executable, e.g. \"/usr/bin/git\"")
+        try checkKeys(t, allowed: ["exe", "forwarded", "confirm", "namespaces", "unit", "cgroup", "resources", "providers", "claims",
+                                   "scopes", "params"], at: key)
+        let forwarded = try flag(t, "forwarded", at: key)
+        let exe = try string(t, "exe", at: key)
+        if forwarded {
+            // The caller of a forwarded socket is OpenSSH, whatever runs at the other end:
+            // naming an executable as well would say something the daemon cannot check.
+            guard exe == nil else {
+                throw fail("\(key).exe", "cannot be given with forwarded = true: a forwarded caller is the ssh program that carries the connection, never the remote program; write two rules")
+            }
+        } else if exe.map({ !$0.hasPrefix("/") }) ?? true {
+            throw fail("\(key).exe", "is missing or not an absolute path: name the caller's executable, e.g. \"/usr/bin/git\" (or write forwarded = true for callers over an ssh-forwarded socket)")
         }
         let providers = try strings(t, "providers", at: key) ?? []
         for p in providers where !known.contains(p) {
             throw fail("\(key).providers", "names \"\(p)\", which is not a configured provider")
         }
-        var claims = false
-        if let v = t["claims"] {
-            guard let b = v.bool else { throw fail("\(key).claims", "must be true or false") }
-            claims = b
-        }
+        let claims = try flag(t, "claims", at: key)
         var namespaces = NamespaceScope.user
         if let v = try string(t, "namespaces", at: key) {
             guard let scope = NamespaceScope(rawValue: v) else {
@@ -202,9 +208,16 @@ struct TableReader {
             }
             namespaces = scope
         }
-        return AllowRule(executable: exe, namespaces: namespaces, unit: try string(t, "unit", at: key), cgroupPrefix: try string(t, "cgroup", at: key),
+        return AllowRule(executable: exe ?? "", forwarded: forwarded, confirm: try flag(t, "confirm", at: key), namespaces: namespaces, unit: try string(t, "unit", at: key), cgroupPrefix: try string(t, "cgroup", at: key),
                          resources: try strings(t, "resources", at: key) ?? [], providers: providers, claims: claims,
                          scopes: try ruleScopes(t, at: key), params: try ruleParams(t, at: key))
+    }
+
+    /// A true-or-false key, false when absent.
+    func flag(_ t: TOMLTable, _ name: String, at key: String) throws(ConfigError) -> Bool {
+        guard let v = t[name] else { return false }
+        guard let b = v.bool else { throw fail("\(key).\(name)", "must be true or false") }
+        return b
     }
 
     func provider(_ t: TOMLTable, name: String, at key: String) throws(ConfigError) -> ProviderConfig {

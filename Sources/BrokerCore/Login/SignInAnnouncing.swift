@@ -6,11 +6,14 @@ public struct PendingSignIn: Sendable, Equatable {
     public var url: String
     /// Unix seconds after which the sign-in can no longer complete.
     public var expiresAt: Double
+    /// The program whose request started it (the first waiting caller), when known.
+    public var program: RequestingProgram?
 
-    public init(provider: String, url: String, expiresAt: Double) {
+    public init(provider: String, url: String, expiresAt: Double, program: RequestingProgram? = nil) {
         self.provider = provider
         self.url = url
         self.expiresAt = expiresAt
+        self.program = program
     }
 }
 

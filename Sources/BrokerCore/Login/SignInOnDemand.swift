@@ -50,7 +50,8 @@ extension Broker {
         guard let session = logins.find(id: shown.loginID, provider: nil) else { return shown }
         session.markOnDemand()
         if config.daemon.signInNotifications, let announcer, let url = shown.authorizationURL,
-           let announcement = await announcer.announce(PendingSignIn(provider: provider.name, url: url, expiresAt: Double(shown.expiresAt))) {
+           let announcement = await announcer.announce(PendingSignIn(provider: provider.name, url: url, expiresAt: Double(shown.expiresAt),
+                                                                  program: Requester.program)) {
             shown.notified = true
             Task {
                 _ = await session.task.result

@@ -12,20 +12,30 @@ extension Broker {
     /// Refuses a token request the caller policy does not grant, naming the executable and
     /// the resource. Cheap enough for every request: no policy, no work (the caller is not
     /// even identified).
-    public func authorizeToken(_ identify: CallerIdentification, _ request: TokenGetParams) throws(BrokerError) {
+    /// - Returns: the question to ask the user first when only `confirm = true` rules grant
+    ///   it (`confirm(_:on:)`), else nil.
+    @discardableResult
+    public func authorizeToken(_ identify: CallerIdentification, _ request: TokenGetParams) throws(BrokerError) -> ConfirmQuestion? {
         let policy = callerPolicy
-        guard !policy.isOpen else { return }
+        guard !policy.isOpen else { return nil }
         let caller = try identify(policy.needsCgroup)
-        try authorize(caller, policy: policy, provider: request.provider, targets: [request.resource],
-                      scopes: request.scopes ?? [], params: request.params.map { Array($0.keys) } ?? [])
+        return try authorize(caller, policy: policy, provider: request.provider, targets: [request.resource],
+                             scopes: request.scopes ?? [], params: request.params.map { Array($0.keys) } ?? [])
     }
 
     /// Refuses a token for `targets` (every parameter that names what the token is for) the
     /// rules do not grant `caller`: one rule must grant them all, with the scopes and params.
+    /// - Returns: the question to ask the user first when only `confirm = true` rules grant
+    ///   it, else nil.
+    @discardableResult
     func authorize(_ caller: Caller?, policy: CallerPolicy, provider named: String?, targets: [String?],
-                   scopes: [String], params: [String]) throws(BrokerError) {
+                   scopes: [String], params: [String]) throws(BrokerError) -> ConfirmQuestion? {
         let provider = named ?? provider(orDefault: nil)?.name ?? ""
-        guard !policy.allowsToken(caller, provider: provider, targets: targets, scopes: scopes, params: params) else { return }
+        switch policy.grant(caller, provider: provider, targets: targets, scopes: scopes, params: params) {
+        case .granted: return nil
+        case .afterConfirmation: return ConfirmQuestion(provider: provider, resource: targets.compactMap { $0 }.first)
+        case .refused: break
+        }
         let asked = targets.map { $0 ?? "the default audience" }.joined(separator: " and ")
         logger.notice("token refused by policy", metadata: ["caller": "\(caller?.description ?? "an unidentified caller")", "provider": "\(provider)", "resource": "\(asked)"])
         guard let caller else { throw Self.unidentifiedCaller }
@@ -38,7 +48,11 @@ extension Broker {
             if !params.isEmpty { named.append("the params \(params.sorted().joined(separator: ", "))") }
             throw BrokerError.forbidden(message: "forbidden by policy: \(who) may not ask for \(named.joined(separator: " and ")) with tokens for \(asked) of \(provider): add them to its [[allow]] rule in config.toml (scopes = [[...]], params = [...])")
         }
-        throw BrokerError.forbidden(message: "forbidden by policy: \(who) may not have tokens for \(asked) of \(provider): add an [[allow]] rule for it to config.toml")
+        // Over a forwarded socket the peer is OpenSSH, whatever program asks at the other end.
+        let rule = Forwarders.paths.contains(who)
+            ? "it is ssh carrying a forwarded socket, so the program that asks runs at the other end: add an [[allow]] rule with forwarded = true (and confirm = true to be asked each time) to config.toml"
+            : "add an [[allow]] rule for it to config.toml"
+        throw BrokerError.forbidden(message: "forbidden by policy: \(who) may not have tokens for \(asked) of \(provider): \(rule)")
     }
 
     /// Refuses `account.whoami` / `account.userinfo` to callers without `claims = true`.

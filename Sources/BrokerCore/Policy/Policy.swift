@@ -16,6 +16,13 @@ public struct AllowRule: Sendable, Equatable {
     /// path is stat'ed on every decision, so a package upgrade that renames a new file over
     /// it is followed at once, and the inode number it freed names nothing.
     public var executable: String
+    /// Whether the rule is for callers over an ssh-forwarded socket (`forwarded = true`):
+    /// it matches a caller that is one of OpenSSH's programs (``Forwarders``), instead of an
+    /// executable of its own.
+    public var forwarded: Bool
+    /// Whether the user is asked, through the desktop notification, before a caller this
+    /// rule grants gets a token (`confirm = true`).
+    public var confirm: Bool
     /// Which namespaces the caller may be in.
     public var namespaces: NamespaceScope
     /// The systemd unit the caller must run in, when set.
@@ -33,10 +40,13 @@ public struct AllowRule: Sendable, Equatable {
     /// The `params` names a caller may set (`params`); `*` any the provider allows.
     public var params: [String]
 
-    public init(executable: String, namespaces: NamespaceScope = .user, unit: String? = nil, cgroupPrefix: String? = nil,
+    public init(executable: String, forwarded: Bool = false, confirm: Bool = false, namespaces: NamespaceScope = .user,
+                unit: String? = nil, cgroupPrefix: String? = nil,
                 resources: [String], providers: [String] = [], claims: Bool = false,
                 scopes: ScopeGrant = .sets([]), params: [String] = []) {
         self.executable = executable
+        self.forwarded = forwarded
+        self.confirm = confirm
         self.namespaces = namespaces
         self.unit = unit
         self.cgroupPrefix = cgroupPrefix
@@ -50,7 +60,8 @@ public struct AllowRule: Sendable, Equatable {
     func matches(_ caller: Caller) -> Bool {
         // A statx of the path, a few microseconds: what it names now, never a cached
         // number the file system may have given to another file since.
-        guard let id = caller.executableID, FileID(path: executable) == id else { return false }
+        guard let id = caller.executableID else { return false }
+        guard forwarded ? Forwarders.identify(id) : FileID(path: executable) == id else { return false }
         if namespaces == .user, caller.inUserNamespaces != true { return false }
         if let unit, caller.unit != unit { return false }
         if let cgroupPrefix, !(caller.cgroup ?? "").hasPrefix(cgroupPrefix) { return false }
@@ -118,11 +129,32 @@ public struct CallerPolicy: Sendable, Equatable {
     /// exchange names its resource and its audience: both are what the token is for).
     public func allowsToken(_ caller: Caller?, provider: String, targets: [String?],
                             scopes: [String], params: some Collection<String>) -> Bool {
-        if rules.isEmpty { return true }
-        guard let caller else { return false }
+        grant(caller, provider: provider, targets: targets, scopes: scopes, params: params) != .refused
+    }
+
+    /// What the rules say to `caller` asking for a token that names `targets`: a grant, a
+    /// grant once the user confirms it (every rule that grants it has `confirm = true`), or
+    /// a refusal. A rule without `confirm` that grants the same wins: it asks nothing.
+    public func grant(_ caller: Caller?, provider: String, targets: [String?],
+                      scopes: [String] = [], params: some Collection<String> = [String]()) -> Grant {
+        if rules.isEmpty { return .granted }
+        guard let caller else { return .refused }
         let scopes = CacheKey.normalized(scopes)
+        var confirmed = false
         // What a rule grants is asked first: it costs nothing, and the executable needs a stat.
-        return rules.contains { $0.grants(provider: provider, targets: targets, scopes: scopes, params: params) && $0.matches(caller) }
+        for rule in rules where rule.grants(provider: provider, targets: targets, scopes: scopes, params: params) && rule.matches(caller) {
+            if !rule.confirm { return .granted }
+            confirmed = true
+        }
+        return confirmed ? .afterConfirmation : .refused
+    }
+
+    /// What the rules say to one request.
+    public enum Grant: Sendable, Equatable {
+        case granted
+        /// Granted once the user says yes (`confirm = true`).
+        case afterConfirmation
+        case refused
     }
 
     /// Whether `caller` may have some token of `provider`, whatever the resource.
@@ -137,5 +169,21 @@ public struct CallerPolicy: Sendable, Equatable {
         if rules.isEmpty { return true }
         guard let caller else { return false }
         return rules.contains { $0.claims && ($0.providers.isEmpty || $0.providers.contains(provider)) && $0.matches(caller) }
+    }
+}
+
+/// The programs that carry connections over an ssh-forwarded socket: to the daemon, the
+/// peer of such a connection is the local `ssh` client (`ssh -R remote:local`) or the
+/// per-session `sshd` process (`ssh -L local:remote` from another host), never the program
+/// that asks at the other end. A `forwarded = true` rule matches these files, at Debian's
+/// paths, as an `exe` rule matches its own: by `FileID`, each path stat'ed on every
+/// decision.
+public enum Forwarders {
+    /// OpenSSH's client, its server, and the server's per-session program (OpenSSH 9.8+).
+    public static let paths = ["/usr/bin/ssh", "/usr/sbin/sshd", "/usr/lib/openssh/sshd-session"]
+
+    /// Whether a process running the file `id` runs one of OpenSSH's programs.
+    public static func identify(_ id: FileID) -> Bool {
+        paths.contains { FileID(path: $0) == id }
     }
 }

@@ -120,12 +120,12 @@ extension Broker {
     /// for every parameter that names what the new token is for. The resource (RFC 8707)
     /// and the audience (RFC 8693 §2.1) both do: Keycloak, Okta and Auth0 mint the token
     /// for the audience, others for the resource, so one rule must grant both.
-    public func authorizeExchange(_ identify: CallerIdentification, _ request: TokenExchangeParams) throws(BrokerError) {
+    public func authorizeExchange(_ identify: CallerIdentification, _ request: TokenExchangeParams) throws(BrokerError) -> ConfirmQuestion? {
         let policy = callerPolicy
-        guard !policy.isOpen else { return }
+        guard !policy.isOpen else { return nil }
         let caller = try identify(policy.needsCgroup)
         let targets = [request.resource, request.audience].compactMap { $0 }
-        try authorize(caller, policy: policy, provider: request.provider, targets: targets.isEmpty ? [nil] : targets,
+        return try authorize(caller, policy: policy, provider: request.provider, targets: targets.isEmpty ? [nil] : targets,
                       scopes: request.scopes ?? [], params: [])
     }
 }

@@ -6,8 +6,8 @@ D-Bus session bus (no real notification daemon runs headless here).
 Owns the name, answers Notify (ids 1, 2, …), CloseNotification, GetCapabilities and
 GetServerInformation, and appends every call as one JSON line to RECORD_FILE. Prints
 "ready" once the name is owned. A line "invoke ID ACTION" on stdin emits ActionInvoked
-(what a click on the notification's button makes a real server send); end of stdin stops
-it. Needs PyGObject (Debian's python3-gi), hence the system python.
+(what a click on the notification's button makes a real server send); a line "close ID"
+emits NotificationClosed with reason 2 (the user dismissed it); end of stdin stops it. Needs PyGObject (Debian's python3-gi), hence the system python.
 """
 import json
 import sys
@@ -89,6 +89,10 @@ def on_stdin(channel, condition):
         state["connection"].emit_signal(None, PATH, IFACE, "ActionInvoked", GLib.Variant("(us)", (int(words[1]), words[2])))
         state["connection"].flush_sync(None)
         print("invoked", flush=True)
+    elif len(words) == 2 and words[0] == "close":
+        state["connection"].emit_signal(None, PATH, IFACE, "NotificationClosed", GLib.Variant("(uu)", (int(words[1]), 2)))
+        state["connection"].flush_sync(None)
+        print("closed", flush=True)
     return True
 
 

@@ -1,0 +1,113 @@
+import Synchronization
+
+/// What a `confirm = true` rule asks the user before a caller gets a token.
+public struct ConfirmQuestion: Sendable, Equatable {
+    public var provider: String
+    /// The resource asked for; nil for the provider's default audience.
+    public var resource: String?
+
+    public init(provider: String, resource: String?) {
+        self.provider = provider
+        self.resource = resource
+    }
+
+    /// What the question is remembered by on a connection.
+    var key: String { provider + "\n" + (resource ?? "") }
+}
+
+/// The user's answer, or why there is none.
+public enum ConfirmAnswer: Sendable, Equatable {
+    case allowed
+    case denied
+    /// The notification was closed without an action.
+    case dismissed
+    /// No answer within `[daemon] confirm_timeout` seconds.
+    case timedOut
+    /// Nothing could be shown (no session bus, no notification server); the reason.
+    case unavailable(String)
+}
+
+/// Asks the user whether a program may have a token (the daemon's desktop notification).
+/// BrokerCore knows nothing of D-Bus: the daemon gives the Broker one of these at start.
+public protocol CallerConfirming: Sendable {
+    /// Shows the question with Allow and Deny and waits for the answer, at most `seconds`.
+    /// `program` is who asks (nil: unknown).
+    func confirm(_ question: ConfirmQuestion, program: RequestingProgram?, seconds: Int) async -> ConfirmAnswer
+}
+
+/// One connection's answers to `confirm` questions: a connection belongs to one process
+/// (docs/security.md), so an answer holds for it until it closes, and a new connection asks
+/// again. A yes or a no is remembered; no answer (time-out, nothing shown) is not.
+/// Concurrent requests for the same question share one notification.
+public final class ConfirmAnswers: Sendable {
+    private enum Entry {
+        case asking(Task<ConfirmAnswer, Never>)
+        case answered(ConfirmAnswer)
+    }
+
+    private let entries = Mutex<[String: Entry]>([:])
+
+    public init() {}
+
+    /// Whether the user already allowed `question` on this connection (no waiting).
+    public func allowed(_ question: ConfirmQuestion) -> Bool {
+        entries.withLock { if case .answered(.allowed)? = $0[question.key] { true } else { false } }
+    }
+
+    /// The answer to `question`: remembered, being asked, or asked now with `ask`.
+    func answer(_ question: ConfirmQuestion, ask: @escaping @Sendable () async -> ConfirmAnswer) async -> ConfirmAnswer {
+        let key = question.key
+        let task = entries.withLock { all -> Task<ConfirmAnswer, Never>? in
+            switch all[key] {
+            case .answered?: return nil
+            case .asking(let task)?: return task
+            case nil:
+                let task = Task { await ask() }
+                all[key] = .asking(task)
+                return task
+            }
+        }
+        guard let task else {
+            return entries.withLock { if case .answered(let a)? = $0[key] { a } else { .denied } }
+        }
+        let answer = await task.value
+        entries.withLock { all in
+            switch answer {
+            case .allowed, .denied: all[key] = .answered(answer)
+            case .dismissed, .timedOut, .unavailable: all[key] = nil
+            }
+        }
+        return answer
+    }
+}
+
+extension Broker {
+    /// Waits for the user's yes to `question` (a `confirm = true` rule granted the request),
+    /// asked once per connection (`answers`).
+    /// - Throws: `forbidden` saying what happened when the answer is anything but yes.
+    public func confirm(_ question: ConfirmQuestion, on answers: ConfirmAnswers) async throws(BrokerError) {
+        let program = Requester.program
+        let seconds = config.daemon.confirmTimeout
+        let answer = await answers.answer(question) { [confirmer] in
+            guard let confirmer else { return .unavailable("authbrokerd shows no desktop notifications") }
+            return await confirmer.confirm(question, program: program, seconds: seconds)
+        }
+        let who = program?.description ?? "this program"
+        let what = "a token for \(question.resource ?? "the default audience") of \(question.provider)"
+        logger.notice("confirmation", metadata: [
+            "caller": "\(who)", "provider": "\(question.provider)", "resource": "\(question.resource ?? "-")", "answer": "\(answer)",
+        ])
+        switch answer {
+        case .allowed:
+            return
+        case .denied:
+            throw .forbidden(message: "forbidden by policy: you refused \(who) \(what) in the desktop notification; it is not asked again on this connection: connect again to be asked again")
+        case .dismissed:
+            throw .forbidden(message: "forbidden by policy: the desktop notification asking whether \(who) may have \(what) was closed without an answer: ask again and choose Allow")
+        case .timedOut:
+            throw .forbidden(message: "forbidden by policy: no answer within \(seconds) seconds to the desktop notification asking whether \(who) may have \(what): ask again and choose Allow")
+        case .unavailable(let why):
+            throw .forbidden(message: "forbidden by policy: the [[allow]] rule for \(who) has confirm = true, but authbrokerd cannot ask you: no desktop notification could be shown (\(why)); run authbrokerd in your desktop session, or remove confirm from the rule")
+        }
+    }
+}

@@ -1,0 +1,225 @@
+"""Beyond one machine: the daemon's socket forwarded over a real ssh connection.
+
+A real OpenSSH server (Debian's sshd, support/sshd.py) runs on 127.0.0.1 from a temporary
+folder with its own host key and authorized key; `ssh -R REMOTE:LOCAL` forwards the
+daemon's socket to a path on the "remote" side, where the ssh session (its environment:
+SSH_CONNECTION set, AUTHBROKER_SOCKET the forwarded path) runs the real authctl. Both ends
+are this machine, but every byte goes through sshd and the ssh client as it would between
+two hosts. Real daemon, real Glewlwyd. The notification server is a STUB
+(support/stub_notifications.py) on the tests' private session bus."""
+import json
+import os
+import re
+import subprocess
+import tempfile
+
+import pytest
+
+from conftest import API, AUTHCTL, GIT, RPC, fingerprint
+from device_login import approve_device_login
+from policy_callers import PYTHON
+from sshd import SSH, Sshd
+from test_sign_in_on_demand import (finish_in_browser, notifications, on_demand_daemon,  # noqa: F401 (fixture)
+                                    page_from, pending_sign_in, wait_until)
+
+
+@pytest.fixture(scope="module")
+def sshd():
+    root = tempfile.mkdtemp(prefix="ab-sshd-", dir="/tmp")
+    server = Sshd.start(root)
+    yield server
+    server.stop()
+
+
+class Remote:
+    """The remote side of one daemon: where its socket is forwarded to, and authctl there."""
+
+    def __init__(self, sshd, d):
+        self.sshd = sshd
+        self.d = d
+        folder = tempfile.mkdtemp(prefix="ab-remote-", dir="/tmp")
+        self.socket = os.path.join(folder, "authbroker.sock")
+        self.forward = ["-R", f"{self.socket}:{d.socket}"]
+
+    def env(self, **more):
+        # What a user sets on the remote host: the forwarded socket; nothing else of ours.
+        return {"AUTHBROKER_SOCKET": self.socket, "BROWSER": "", **more}
+
+    def ctl(self, *args, forward=True, env=None, timeout=60):
+        return self.sshd.ssh(self.forward if forward else [], [AUTHCTL, *args],
+                             env=env if env is not None else self.env(), timeout=timeout)
+
+    def popen(self, *args):
+        return self.sshd.popen(self.forward, [AUTHCTL, *args], env=self.env())
+
+
+def test_device_sign_in_and_tokens_from_the_remote_side(sshd, daemon_factory):
+    d = daemon_factory(store="memory").start()
+    remote = Remote(sshd, d)
+
+    p = remote.popen("login", "--device", "--provider", d.name)
+    approve_device_login(p, d.gl, d.client, "alice", d.log_text)
+
+    r = remote.ctl("token", "--provider", d.name, "--resource", API)
+    assert r.returncode == 0, r.stderr + sshd.log_text()[-2000:]
+    assert re.fullmatch(r"[\x21-\x7e]+\n", r.stdout)
+    # The token came from this daemon: the same cached token locally.
+    local = d.ctl("token", "--provider", d.name, "--resource", API)
+    assert fingerprint(local.stdout.strip()) == fingerprint(r.stdout.strip())
+
+    status = remote.ctl("status", "--json")
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["running"] is True
+
+
+def test_sign_in_on_demand_from_the_remote_side_names_the_forwarding_program(sshd, daemon_factory, glewlwyd, notifications):
+    d = on_demand_daemon(daemon_factory)
+    remote = Remote(sshd, d)
+    p = remote.popen("token", "--wait-for-sign-in", "--provider", d.name, "--resource", API)
+    seen = []
+    url = page_from(p, seen)
+    assert url == pending_sign_in(d)["authorization_url"]
+    # The desktop notification on the daemon's side says who waits: the ssh client that
+    # carries the remote program's connection, and that it came over a forwarded socket.
+    assert wait_until(lambda: len(notifications.calls("Notify")) == 1), d.log_text()
+    body = notifications.calls("Notify")[0]["body"]
+    assert re.search(r"ssh \(pid \d+\)", body) and "forwarded" in body, body
+
+    finish_in_browser(glewlwyd, url)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, "".join(seen) + err
+    assert re.fullmatch(r"[\x21-\x7e]+\n", out)
+
+
+def test_a_missing_forward_is_named_on_the_remote_side(sshd, daemon_factory):
+    d = daemon_factory(store="memory").start()
+    remote = Remote(sshd, d)
+    # No -R: the socket path leads nowhere on the remote side.
+    r = remote.ctl("token", "--provider", d.name, "--resource", API, forward=False)
+    assert r.returncode == 3, r.stderr
+    assert "ssh" in r.stderr and "forward" in r.stderr, r.stderr
+    assert "-R" in r.stderr and "authbrokerd &" not in r.stderr, r.stderr
+
+    # Nor AUTHBROKER_SOCKET, nor XDG_RUNTIME_DIR (sshd without PAM sets none).
+    r = remote.ctl("token", "--resource", API, forward=False, env={})
+    assert r.returncode == 3, r.stderr
+    assert "forward" in r.stderr and "AUTHBROKER_SOCKET" in r.stderr, r.stderr
+
+
+def test_a_forwarded_rule_grants_what_comes_over_ssh_and_nothing_local(sshd, policy_daemon):
+    d = policy_daemon(f"""
+[[allow]]
+forwarded = true
+resources = ["{GIT}"]
+
+[[allow]]
+exe = "{os.path.realpath(AUTHCTL)}"
+resources = ["{API}"]
+""")
+    remote = Remote(sshd, d)
+    r = remote.ctl("token", "--resource", GIT)
+    assert r.returncode == 0, r.stderr + d.log_text()
+    # The remote authctl is not the local authctl's rule: over ssh, the caller is ssh.
+    r = remote.ctl("token", "--resource", API)
+    assert r.returncode == 5, r.stderr
+    assert SSH in r.stderr and "forwarded" in r.stderr, r.stderr
+    # The forwarded rule grants nothing to a local program.
+    assert d.ctl("token", "--resource", GIT).returncode == 5
+    assert d.ctl("token", "--resource", API).returncode == 0
+
+
+def test_an_exe_rule_does_not_grant_forwarded_callers_and_says_how(sshd, policy_daemon):
+    d = policy_daemon(f"""
+[[allow]]
+exe = "{os.path.realpath(AUTHCTL)}"
+resources = ["*"]
+""")
+    r = Remote(sshd, d).ctl("token", "--resource", API)
+    assert r.returncode == 5, r.stderr
+    assert "forwarded = true" in r.stderr, r.stderr
+
+
+def confirm_daemon(policy_daemon):
+    return policy_daemon(f"""
+[[allow]]
+forwarded = true
+confirm = true
+resources = ["{API}"]
+""")
+
+
+def python_confirm_daemon(policy_daemon, daemon=""):
+    """A rule that asks before serving this test's own python (the caller)."""
+    return policy_daemon(f"""
+[[allow]]
+exe = "{PYTHON}"
+confirm = true
+resources = ["{API}"]
+""", daemon=daemon)
+
+
+def asked(notifications, d, count=1):
+    assert wait_until(lambda: len(notifications.calls("Notify")) == count), d.log_text()
+    return notifications.calls("Notify")[-1]
+
+
+def test_confirm_asks_the_user_and_allow_serves_the_token(sshd, policy_daemon, notifications):
+    d = confirm_daemon(policy_daemon)
+    p = Remote(sshd, d).popen("token", "--resource", API)
+    note = asked(notifications, d)
+    assert re.search(r"ssh \(pid \d+\)", note["body"]) and "forwarded" in note["body"], note
+    assert API in note["body"] and d.name in note["body"]
+    assert "allow" in note["actions"] and "deny" in note["actions"], note
+    notifications.click(note["id"], "allow")
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err + d.log_text()
+    assert re.fullmatch(r"[\x21-\x7e]+\n", out)
+
+
+def test_confirm_deny_is_a_clear_refusal(sshd, policy_daemon, notifications):
+    d = confirm_daemon(policy_daemon)
+    p = Remote(sshd, d).popen("token", "--resource", API)
+    note = asked(notifications, d)
+    notifications.click(note["id"], "deny")
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 5 and out == "", err
+    assert "refused" in err and "notification" in err, err
+
+
+def test_confirm_is_remembered_for_the_connection_only(policy_daemon, notifications):
+    d = python_confirm_daemon(policy_daemon)
+    c = RPC(d.socket, timeout=30)
+    c.send_line(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "token.get", "params": {"resource": API}}) + "\n")
+    note = asked(notifications, d)
+    assert f"(pid {os.getpid()})" in note["body"] and "forwarded" not in note["body"], note
+    notifications.click(note["id"], "allow")
+    assert "result" in c.read(), d.log_text()
+    # Asked once per connection: the second request on it is served without a question.
+    assert "result" in c.call("token.get", {"resource": API})
+    assert len(notifications.calls("Notify")) == 1
+    c.close()
+    # A new connection asks again; a notification closed without an answer is a denial.
+    c = RPC(d.socket, timeout=30)
+    c.send_line(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "token.get", "params": {"resource": API}}) + "\n")
+    note = asked(notifications, d, 2)
+    notifications.close(note["id"])
+    answer = c.read()
+    assert answer["error"]["code"] == -32002 and "notification" in answer["error"]["message"], answer
+    c.close()
+
+
+def test_confirm_without_an_answer_in_time_is_a_denial(policy_daemon, notifications):
+    d = python_confirm_daemon(policy_daemon, daemon="confirm_timeout = 1")
+    c = RPC(d.socket, timeout=30)
+    answer = c.call("token.get", {"resource": API})
+    assert answer["error"]["code"] == -32002 and "no answer" in answer["error"]["message"], answer
+    assert len(notifications.calls("Notify")) == 1
+    # The unanswered question is taken back.
+    assert wait_until(lambda: len(notifications.calls("CloseNotification")) == 1)
+    c.close()
+
+
+def test_confirm_without_a_notification_server_is_a_denial_that_says_why(policy_daemon):
+    d = python_confirm_daemon(policy_daemon)
+    answer = d.rpc("token.get", {"resource": API})
+    assert answer["error"]["code"] == -32002 and "notification" in answer["error"]["message"], answer
