@@ -12,7 +12,10 @@ struct AuthCtl: ParsableCommand {
         abstract: "Sign in to OAuth 2.0 / OpenID Connect providers and get access tokens from authbrokerd.",
         discussion: """
             authctl talks to authbrokerd, the per-user token broker, on its Unix socket: \
-            $AUTHBROKER_SOCKET, else $XDG_RUNTIME_DIR/authbroker/socket.
+            $AUTHBROKER_SOCKET, else $XDG_RUNTIME_DIR/authbroker/socket. On a host reached \
+            by ssh, forward the daemon's socket there (ssh -R PATH:/run/user/UID/authbroker/socket) \
+            and set $AUTHBROKER_SOCKET=PATH; in an ssh session a missing socket is reported as \
+            a missing forward.
 
               authctl login --device
               curl -H "$(authctl token --resource https://api.example.com --header)" URL
