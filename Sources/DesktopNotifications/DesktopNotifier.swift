@@ -21,6 +21,8 @@ public final class DesktopNotifier: SignInAnnouncing, CallerConfirming {
         var pages: [UInt32: String] = [:]
         /// The questions shown and not answered yet, by notification id.
         var questions: [UInt32: Question] = [:]
+        /// Questions being shown now (Notify not answered yet).
+        var showing = 0
     }
 
     /// A shown question: waiting for its asker, or answered before the asker waited.
@@ -81,7 +83,17 @@ public final class DesktopNotifier: SignInAnnouncing, CallerConfirming {
         return Shown(id: id, notifier: self)
     }
 
+    /// Questions that may wait for an answer at once: a program that opens connection after
+    /// connection must not flood the desktop (each would ask).
+    static let maxOpenQuestions = 8
+
     public func confirm(_ question: ConfirmQuestion, program: RequestingProgram?, seconds: Int) async -> ConfirmAnswer {
+        // Counted before the Notify call, so concurrent askers cannot all slip under it.
+        guard state.withLock({ s -> Bool in
+            guard s.questions.count + s.showing < Self.maxOpenQuestions else { return false }
+            s.showing += 1
+            return true
+        }) else { return .busy(Self.maxOpenQuestions) }
         let shown = await withCheckedContinuation { (continuation: CheckedContinuation<(UInt32?, String), Never>) in
             queue.async { continuation.resume(returning: self.ask(question, program: program, seconds: seconds)) }
         }
@@ -109,6 +121,14 @@ public final class DesktopNotifier: SignInAnnouncing, CallerConfirming {
 
     /// Shows the question; its id, or nil and why nothing could be shown.
     private func ask(_ question: ConfirmQuestion, program: RequestingProgram?, seconds: Int) -> (UInt32?, String) {
+        var shown: UInt32?
+        defer {
+            // Once shown, the question counts in `questions`, until it is answered.
+            state.withLock { s in
+                s.showing -= 1
+                if let shown, s.questions[shown] == nil { s.questions[shown] = .shown }
+            }
+        }
         guard let notifier = connected() else { return (nil, "no session bus") }
         let who = SignInPage.escape(program?.description ?? "A program")
         let what = SignInPage.escape(question.resource ?? "the default audience")
@@ -125,8 +145,8 @@ public final class DesktopNotifier: SignInAnnouncing, CallerConfirming {
             logger.notice("no desktop notification for a confirm rule's question: the request is refused", metadata: ["reason": "\(reason)"])
             return (nil, "no notification server answered: \(reason)")
         }
-        // An answer that comes before the asker waits is kept for it.
-        state.withLock { s in if s.questions[id] == nil { s.questions[id] = .shown } }
+        // An answer that comes before the asker waits is kept for it (`defer` above).
+        shown = id
         return (id, "")
     }
 

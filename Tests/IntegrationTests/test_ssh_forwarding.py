@@ -223,3 +223,22 @@ def test_confirm_without_a_notification_server_is_a_denial_that_says_why(policy_
     d = python_confirm_daemon(policy_daemon)
     answer = d.rpc("token.get", {"resource": API})
     assert answer["error"]["code"] == -32002 and "notification" in answer["error"]["message"], answer
+
+
+def test_no_more_than_eight_questions_wait_at_once(policy_daemon, notifications):
+    # A program that opens connection after connection cannot flood the desktop.
+    d = python_confirm_daemon(policy_daemon)
+    waiting = []
+    for i in range(8):
+        c = RPC(d.socket, timeout=30)
+        c.send_line(json.dumps({"jsonrpc": "2.0", "id": i, "method": "token.get", "params": {"resource": API}}) + "\n")
+        waiting.append(c)
+    asked(notifications, d, 8)
+    ninth = d.rpc("token.get", {"resource": API})
+    assert ninth["error"]["code"] == -32009 and "8 questions" in ninth["error"]["message"], ninth
+    assert len(notifications.calls("Notify")) == 8
+    for note in notifications.calls("Notify"):
+        notifications.click(note["id"], "deny")
+    for c in waiting:
+        assert c.read()["error"]["code"] == -32002
+        c.close()

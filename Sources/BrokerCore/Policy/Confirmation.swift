@@ -25,6 +25,8 @@ public enum ConfirmAnswer: Sendable, Equatable {
     case timedOut
     /// Nothing could be shown (no session bus, no notification server); the reason.
     case unavailable(String)
+    /// As many questions as may wait at once are waiting already (the limit): not asked.
+    case busy(Int)
 }
 
 /// Asks the user whether a program may have a token (the daemon's desktop notification).
@@ -74,7 +76,7 @@ public final class ConfirmAnswers: Sendable {
         entries.withLock { all in
             switch answer {
             case .allowed, .denied: all[key] = .answered(answer)
-            case .dismissed, .timedOut, .unavailable: all[key] = nil
+            case .dismissed, .timedOut, .unavailable, .busy: all[key] = nil
             }
         }
         return answer
@@ -106,6 +108,8 @@ extension Broker {
             throw .forbidden(message: "forbidden by policy: the desktop notification asking whether \(who) may have \(what) was closed without an answer: ask again and choose Allow")
         case .timedOut:
             throw .forbidden(message: "forbidden by policy: no answer within \(seconds) seconds to the desktop notification asking whether \(who) may have \(what): ask again and choose Allow")
+        case .busy(let limit):
+            throw .overloaded(message: "\(limit) questions of [[allow]] rules with confirm = true wait for your answer in desktop notifications already: answer or dismiss them, then ask again")
         case .unavailable(let why):
             throw .forbidden(message: "forbidden by policy: the [[allow]] rule for \(who) has confirm = true, but authbrokerd cannot ask you: no desktop notification could be shown (\(why)); run authbrokerd in your desktop session, or remove confirm from the rule")
         }
