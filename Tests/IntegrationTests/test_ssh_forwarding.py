@@ -242,3 +242,27 @@ def test_no_more_than_eight_questions_wait_at_once(policy_daemon, notifications)
     for c in waiting:
         assert c.read()["error"]["code"] == -32002
         c.close()
+
+
+def test_a_local_forward_to_the_daemon_is_served_to_sshd_as_a_forwarded_caller(sshd, policy_daemon):
+    # `ssh -L` from another host: there the ssh client listens, and on the daemon's host
+    # sshd connects to the daemon's socket. The forwarded rule matches sshd too.
+    d = policy_daemon(f"""
+[[allow]]
+forwarded = true
+resources = ["{GIT}"]
+""")
+    local = os.path.join(tempfile.mkdtemp(prefix="ab-local-", dir="/tmp"), "authbroker.sock")
+    forward = subprocess.Popen(sshd.client_args("-N", "-L", f"{local}:{d.socket}"), stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(lambda: os.path.exists(local) or forward.poll() is not None), "no local forward"
+        assert forward.poll() is None, forward.stderr.read()
+        env = dict(d.env, AUTHBROKER_SOCKET=local)
+        r = subprocess.run([AUTHCTL, "token", "--resource", GIT], env=env, capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr + d.log_text()
+        r = subprocess.run([AUTHCTL, "token", "--resource", API], env=env, capture_output=True, text=True, timeout=30)
+        assert r.returncode == 5 and "sshd" in r.stderr, r.stderr
+    finally:
+        forward.terminate()
+        forward.wait(10)
