@@ -137,8 +137,10 @@ public final class DesktopNotifier: SignInAnnouncing, CallerConfirming {
             + (program?.forwarded == true ? " It came over a forwarded socket: the program that asks runs on the other host." : "")
             + " No answer within \(seconds) seconds denies it."
         var error: UnsafeMutablePointer<GError>?
+        // Never expires on the server's clock (0): the daemon's timer takes it back, so a
+        // time-out is told as one rather than as a dismissal.
         let id = authbroker_notifier_ask(notifier, "authbroker", "Allow a token for \(provider)?", body, "Allow", "Deny",
-                                         Int32(seconds * 1000), Self.callTimeoutMilliseconds, &error)
+                                         0, Self.callTimeoutMilliseconds, &error)
         guard id != 0 else {
             let reason = String(cString: authbroker_error_message(error))
             if let error { g_error_free(error) }

@@ -170,6 +170,8 @@ def test_confirm_asks_the_user_and_allow_serves_the_token(sshd, policy_daemon, n
     assert re.search(r"ssh \(pid \d+\)", note["body"]) and "forwarded" in note["body"], note
     assert API in note["body"] and d.name in note["body"]
     assert "allow" in note["actions"] and "deny" in note["actions"], note
+    # It stays until answered or taken back: the daemon's own timer, not the server's.
+    assert note["expire_timeout"] == 0, note
     notifications.click(note["id"], "allow")
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0, err + d.log_text()
