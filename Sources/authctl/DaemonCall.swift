@@ -83,8 +83,13 @@ enum DaemonCall {
                 + "in ~/.ssh/config), that the folder of \(path) exists on this host, and that this host's sshd_config has "
                 + "`StreamLocalBindUnlink yes` so a stale socket of an earlier session is replaced (docs/integrations.md, \"Over ssh\")"
         case .daemonNotRunning(let path):
+            // A socket elsewhere than the local default may be a forward (ssh -R, a bind mount).
+            let local = get("XDG_RUNTIME_DIR").map { $0 + "/authbroker/socket" }
+            let forward = !(get(SocketPath.environmentVariable) ?? "").isEmpty && path != local
+                ? "; if \(SocketPath.environmentVariable) leads to a socket forwarded from another machine (ssh -R, a container's bind mount), check that forward instead"
+                : ""
             return "authbrokerd is not running on \(path): start it with \(startAgain) or run `authbrokerd &` "
-                + "(\(serviceStatus) says why it stopped)"
+                + "(\(serviceStatus) says why it stopped)" + forward
         case .cannotConnect:
             return Output.safe(error.description)
                 + ": check that \(SocketPath.environmentVariable) (or XDG_RUNTIME_DIR) leads to authbrokerd's socket and that it is yours"

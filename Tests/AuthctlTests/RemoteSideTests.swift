@@ -21,6 +21,15 @@ final class RemoteSideTests: XCTestCase {
         XCTAssertTrue(sentence.contains("AUTHBROKER_SOCKET") && sentence.contains("forward"), sentence)
     }
 
+    func testASocketPathOtherThanTheDefaultMayBeAForwardToo() {
+        let elsewhere: (String) -> String? = { ["AUTHBROKER_SOCKET": "/tmp/fwd.sock", "XDG_RUNTIME_DIR": "/run/user/1000"][$0] }
+        let sentence = DaemonCall.sentence(for: .daemonNotRunning(path: "/tmp/fwd.sock"), environment: elsewhere)
+        XCTAssertTrue(sentence.contains("authbrokerd &"), sentence)
+        XCTAssertTrue(sentence.contains("forward"), sentence)
+        let usual: (String) -> String? = { ["AUTHBROKER_SOCKET": "/run/user/1000/authbroker/socket", "XDG_RUNTIME_DIR": "/run/user/1000"][$0] }
+        XCTAssertFalse(DaemonCall.sentence(for: .daemonNotRunning(path: "/run/user/1000/authbroker/socket"), environment: usual).contains("forward"))
+    }
+
     func testOutsideSSHTheAdviceIsToStartTheDaemon() {
         let sentence = DaemonCall.sentence(for: .daemonNotRunning(path: "/run/user/1000/authbroker/socket"), environment: local)
         XCTAssertTrue(sentence.contains("authbrokerd &"), sentence)
