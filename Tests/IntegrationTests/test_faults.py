@@ -451,7 +451,13 @@ def test_callers_never_hear_not_signed_in_across_reloads(stub):
         for t in callers:
             t.start()
         for round in range(6):
+            # Callers busy before each reload, whatever the machine's load: the reload
+            # lands among their requests, and the answers around it are all counted.
+            asked = len(answers)
+            wait_until(lambda: len(answers) >= asked + 10, 20, "the callers got no answers")
             sighup(d, configs[round % 2])
+        asked = len(answers)
+        wait_until(lambda: len(answers) >= asked + 10, 20, "the callers got no answers after the last reload")
         stop.set()
         for t in callers:
             t.join()
