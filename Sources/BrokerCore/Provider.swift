@@ -13,6 +13,8 @@ actor Provider {
     nonisolated let client: OAuthClient
     /// The last `DPoP-Nonce` the provider gave, for the next proof (RFC 9449 §8).
     nonisolated let dpopNonces = DPoPNonces()
+    /// Requests served from the cache while the provider cannot be reached.
+    nonisolated let outage = OutageTally()
     private let clock: WallClock
     /// Told when the provider stops answering and when it answers again.
     private let events: EventHub

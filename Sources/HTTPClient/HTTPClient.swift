@@ -54,13 +54,14 @@ public struct HTTPClient: Sendable {
     ///   - url: an absolute `http://` or `https://` URL; path and query are sent as given.
     ///   - headers: extra header fields; Host, Content-Length and Connection are the client's.
     ///   - body: the body to send, with a Content-Length.
-    public func send(method: String, url: String, headers: [String: String] = [:], body: [UInt8]? = nil)
-        async throws(HTTPClientError) -> Response {
+    ///   - timeout: seconds for this request, when not the client's `timeout`.
+    public func send(method: String, url: String, headers: [String: String] = [:], body: [UInt8]? = nil,
+                     timeout: Double? = nil) async throws(HTTPClientError) -> Response {
         let endpoint = try Endpoint(url)
         guard let signal = CancelSignal() else {
             throw .system(host: endpoint.displayName, reason: "the process is out of file descriptors")
         }
-        let wire = Wire(host: endpoint.displayName, deadline: Deadline(secondsFromNow: timeout), cancel: signal)
+        let wire = Wire(host: endpoint.displayName, deadline: Deadline(secondsFromNow: timeout ?? self.timeout), cancel: signal)
         let result: Result<Response, HTTPClientError> = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<Response, HTTPClientError>, Never>) in
                 let started = WorkerThread.start {

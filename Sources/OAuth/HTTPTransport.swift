@@ -8,13 +8,18 @@ public struct HTTPRequest: Sendable, Equatable {
     public var headers: [String: String]
     /// The request body, if any (form-encoded for POST).
     public var body: [UInt8]?
+    /// Seconds the whole request may take, when it needs another deadline than the
+    /// transport's own (a refresh: `refresh_timeout`); nil takes the transport's.
+    public var timeout: Double?
 
     /// Makes a request.
-    public init(method: String, url: String, headers: [String: String] = [:], body: [UInt8]? = nil) {
+    public init(method: String, url: String, headers: [String: String] = [:], body: [UInt8]? = nil,
+                timeout: Double? = nil) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
+        self.timeout = timeout
     }
 }
 

@@ -23,13 +23,16 @@ public final class NetworkTransport: HTTPTransport {
         self.client = HTTPClient(timeout: timeout, maximumBodySize: Self.maximumBodySize)
     }
 
-    /// Sends `request`; see the type's description for the rules.
+    /// Sends `request`; see the type's description for the rules. The request's own
+    /// `timeout`, when it has one, replaces the transport's.
     public func send(_ request: HTTPRequest) async throws(OAuthError) -> HTTPResponse {
+        let deadline = request.timeout ?? timeout
         do throws(HTTPClientError) {
-            let answer = try await client.send(method: request.method, url: request.url, headers: request.headers, body: request.body)
+            let answer = try await client.send(method: request.method, url: request.url, headers: request.headers, body: request.body,
+                                               timeout: deadline)
             return HTTPResponse(status: answer.status, headers: answer.headers, body: answer.body)
         } catch {
-            throw Self.map(error, url: request.url, timeout: timeout)
+            throw Self.map(error, url: request.url, timeout: deadline)
         }
     }
 

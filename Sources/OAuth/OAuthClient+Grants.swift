@@ -5,9 +5,9 @@ extension OAuthClient {
     /// resource (RFC 8707) and to `scopes` (omitted when nil or empty). `extra` holds
     /// parameters already checked against `TokenRequestParameters.reservedParameters`.
     public func refresh(_ metadata: ProviderMetadata, refreshToken: String, resource: String?,
-                        scopes: [String]?, extra: [(String, String)] = []) async throws(OAuthError) -> TokenResponse {
+                        scopes: [String]?, extra: [(String, String)] = [], timeout: Double? = nil) async throws(OAuthError) -> TokenResponse {
         try await tokenRequest(metadata, [("grant_type", "refresh_token"), ("refresh_token", refreshToken)]
-            + resourceAndScope(resource, scopes) + extra)
+            + resourceAndScope(resource, scopes) + extra, timeout: timeout)
     }
 
     /// Gets tokens for the client itself (RFC 6749 §4.4), for machine accounts. Needs a

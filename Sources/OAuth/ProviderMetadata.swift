@@ -177,4 +177,24 @@ public enum OAuthError: Error, Sendable, Equatable {
         if case .provider(let code, _, _) = self { return code == "invalid_grant" }
         return false
     }
+
+    /// True when the answer to a refresh says the refresh token is no longer good:
+    /// `invalid_grant`, or `invalid_request` whose description names the refresh token, as
+    /// providers answer for a refresh token they no longer have (Dex: "Refresh token is
+    /// invalid or has already been claimed by another client."). An `invalid_request` that
+    /// does not name it may be about any other parameter, so it does not count.
+    public var refusesRefreshToken: Bool {
+        guard case .provider(let code, let description, _) = self else { return false }
+        if code == "invalid_grant" { return true }
+        return code == "invalid_request" && description?.lowercased().contains("refresh") == true
+    }
+
+    /// True when no answer came (no connection, a time-out, a broken answer): the request
+    /// may or may not have been carried out by the provider.
+    public var isNoAnswer: Bool {
+        switch self {
+        case .unreachable, .invalidResponse: return true
+        case .provider, .configuration, .endpointNotFound: return false
+        }
+    }
 }

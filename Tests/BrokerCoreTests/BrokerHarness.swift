@@ -31,6 +31,8 @@ final class StubTransport: HTTPTransport {
         case token(expiresIn: Int, rotate: Bool)
         /// HTTP 400 with this OAuth error code.
         case error(String)
+        /// HTTP 400 with this OAuth error code and `error_description`.
+        case described(String, String)
     }
 
     private struct State {
@@ -42,6 +44,7 @@ final class StubTransport: HTTPTransport {
         var discoveries = 0
         var jwks = #"{"keys":[]}"#
         var idTokens: [String] = []
+        var discoveryExtra = ""
     }
 
     private let state = Mutex(State())
@@ -65,6 +68,12 @@ final class StubTransport: HTTPTransport {
         state.withLock { $0.jwks = text }
     }
 
+    /// Further members of the discovery document, as JSON text starting with a comma.
+    var discoveryExtra: String {
+        get { state.withLock { $0.discoveryExtra } }
+        set { state.withLock { $0.discoveryExtra = newValue } }
+    }
+
     /// ID tokens for the next token answers, one each, in order.
     func attachIDTokens(_ tokens: String...) { state.withLock { $0.idTokens += tokens } }
 
@@ -78,7 +87,7 @@ final class StubTransport: HTTPTransport {
         case base + "/.well-known/openid-configuration":
             guard !down else { throw .unreachable("the STUB provider idp.example is down") }
             state.withLock { $0.discoveries += 1 }
-            return Self.json(200, #"{"issuer":"\#(base)","token_endpoint":"\#(base)/token","jwks_uri":"\#(base)/jwks"}"#)
+            return Self.json(200, #"{"issuer":"\#(base)","token_endpoint":"\#(base)/token","jwks_uri":"\#(base)/jwks"\#(discoveryExtra)}"#)
         case base + "/jwks":
             guard !down else { throw .unreachable("the STUB provider idp.example is down") }
             return Self.json(200, state.withLock { $0.jwks })
@@ -99,6 +108,8 @@ final class StubTransport: HTTPTransport {
                 return Self.json(200, #"{"access_token":"access-\#(answer.1)","token_type":"Bearer","expires_in":\#(expiresIn)\#(refresh)\#(idToken)}"#)
             case .error(let code):
                 return Self.json(400, #"{"error":"\#(code)"}"#)
+            case .described(let code, let description):
+                return Self.json(400, #"{"error":"\#(code)","error_description":"\#(description)"}"#)
             }
         default:
             return HTTPResponse(status: 404)
@@ -198,6 +209,34 @@ final class StubStore: CredentialStore {
     }
 }
 
+/// The broker's log lines (level and message, no metadata), for tests of what the log says.
+final class LogLines: Sendable {
+    private let lines = Mutex<[String]>([])
+
+    var all: [String] { lines.withLock { $0 } }
+
+    func matching(_ text: String) -> [String] { all.filter { $0.contains(text) } }
+
+    var logger: Logger { Logger(label: "test") { _ in Capture(lines: self) } }
+
+    fileprivate func append(_ line: String) { lines.withLock { $0.append(line) } }
+
+    private struct Capture: LogHandler {
+        let lines: LogLines
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .debug
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(event: LogEvent) {
+            lines.append("\(event.level) \(event.message)")
+        }
+    }
+}
+
 /// Tokens are compared and shown by fingerprint only, as in the integration tests.
 func fingerprint(_ token: String) -> String {
     Base64URL.encode(Array(SHA256.hash(Array(token.utf8)).prefix(6)))
@@ -210,6 +249,7 @@ struct BrokerHarness {
     let clock = TestClock()
     let transport = StubTransport()
     let store = StubStore()
+    let logs = LogLines()
     let broker: Broker
 
     /// - Parameter alsoSignedIn: subjects of further accounts, with the same username.
@@ -218,34 +258,44 @@ struct BrokerHarness {
     ///   readings of the (moved) clock.
     /// - Parameter storeFailsAtStart: the store refuses reads from the start (as a locked
     ///   keyring); `store.failReads(false)` makes it answer again.
+    /// - Parameter extraConfig: further tables of config.toml (another provider).
+    /// - Parameter daemonKeys: further lines for `[daemon]`.
+    /// - Parameter provider: another STUB provider than `transport`, built on the clock.
     init(refreshMargin: Int = 60, alsoSignedIn: [String] = [], providerKeys: String = "",
+         extraConfig: String = "", daemonKeys: String = "", provider: ((TestClock) -> any HTTPTransport)? = nil,
          refreshAheadTick: Duration = .milliseconds(10), storeFailsAtStart: Bool = false) async throws {
-        let config = try Self.config(refreshMargin: refreshMargin, providerKeys: providerKeys)
+        let config = try Self.config(refreshMargin: refreshMargin, providerKeys: providerKeys, daemonKeys: daemonKeys,
+                                     extraConfig: extraConfig)
         for subject in ["sub-alice"] + alsoSignedIn {
             let account = Account(
                 key: AccountKey(provider: "corp", subject: subject), issuer: StubTransport.issuer, clientID: "authbroker",
                 username: "alice", refreshToken: "refresh-0", idToken: nil, state: .ready)
             try await store.memory.save(AccountSecret.credential(for: account))
         }
-        broker = Broker(config: config, store: store, transport: transport, socketPath: "/nonexistent/socket",
-                        clock: clock.wallClock, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() },
+        broker = Broker(config: config, store: store, transport: provider?(clock) ?? transport, socketPath: "/nonexistent/socket",
+                        clock: clock.wallClock, logger: logs.logger,
                         refreshAheadTick: refreshAheadTick, storeRetryInterval: .milliseconds(20))
         store.failReads(storeFailsAtStart)
         await broker.start()
     }
 
-    /// The harness's configuration: one provider, `corp`, with `providerKeys` added to it.
-    static func config(refreshMargin: Int = 60, providerKeys: String = "", clientID: String = "authbroker") throws -> BrokerConfig {
+    /// The harness's configuration: one provider, `corp`, with `providerKeys` added to it,
+    /// `daemonKeys` to `[daemon]`, and `extraConfig` after it (another provider).
+    static func config(refreshMargin: Int = 60, providerKeys: String = "", clientID: String = "authbroker",
+                       daemonKeys: String = "", extraConfig: String = "") throws -> BrokerConfig {
         try ConfigLoader.parse("""
             [daemon]
             store = "memory"
             refresh_margin = \(refreshMargin)
+            \(daemonKeys)
 
             [providers.corp]
             issuer = "\(StubTransport.issuer)"
             client_id = "\(clientID)"
             resources = ["https://api", "https://git", "https://other.example"]
             \(providerKeys)
+
+            \(extraConfig)
             """, file: "config.toml")
     }
 

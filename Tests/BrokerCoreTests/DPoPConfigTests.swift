@@ -63,7 +63,9 @@ final class DPoPConfigTests: XCTestCase {
         var config = try provider("dpop = true")
         let p = Provider(config: config, transport: NoNetwork(), clock: .system)
         var metadata = ProviderMetadata(issuer: "https://a.example", tokenEndpoint: "https://a.example/token")
-        XCTAssertNotNil(try p.newDPoPSigner(metadata: metadata), "a provider that says nothing is trusted")
+        XCTAssertThrowsError(try p.newDPoPSigner(metadata: metadata), "a provider that does not say it takes DPoP would issue Bearer tokens") {
+            XCTAssertTrue(($0 as? BrokerError)?.message.contains("lists no dpop_signing_alg_values_supported") == true)
+        }
         metadata.dpopSigningAlgValuesSupported = ["PS256", "EdDSA"]
         XCTAssertThrowsError(try p.newDPoPSigner(metadata: metadata)) {
             XCTAssertEqual(($0 as? BrokerError)?.message, "a does not take ES256 DPoP proofs (it takes PS256, EdDSA): set dpop = \"EdDSA\" in config.toml")

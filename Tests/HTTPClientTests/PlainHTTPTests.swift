@@ -112,6 +112,13 @@ final class PlainHTTPTests: XCTestCase {
         XCTAssertEqual(error, .timedOut(host: host))
     }
 
+    func testARequestsOwnTimeoutReplacesTheClients() async {
+        let error = await expectError { () async throws(HTTPClientError) in
+            try await testClient(timeout: 60).send(method: "GET", url: base + "/hang", timeout: 1)
+        }
+        XCTAssertEqual(error, .timedOut(host: host), "a refresh's deadline (refresh_timeout) is its own")
+    }
+
     func testCancellationStopsAHangingRequest() async {
         let url = base + "/hang"
         let task = Task { () async -> HTTPClientError? in

@@ -39,6 +39,10 @@ public struct DaemonSettings: Sendable, Equatable {
     public var storeTimeout: Int
     /// Seconds a provider may take to answer one HTTP request.
     public var httpTimeout: Int
+    /// Seconds a provider may take to answer a refresh: longer than `httpTimeout`, because
+    /// a rotating provider that takes the refresh and answers after the daemon stopped
+    /// listening has spent the refresh token (docs/security.md).
+    public var refreshTimeout: Int = 15
     /// The provider used when a request names none and several are configured.
     public var defaultProvider: String? = nil
     /// Seconds a browser sign-in may take before its loopback port is freed.
@@ -158,6 +162,10 @@ public struct ProviderConfig: Sendable, Equatable {
     /// `max_tokens_per_account`: live tokens one account may hold for distinct resources,
     /// scope sets, params and exchange targets.
     public var maxTokensPerAccount = 64
+    /// Seconds for which the provider still honours a refresh token it has just rotated
+    /// (`refresh_token_reuse_grace`; 0 = it does not). Within it, a refresh that got no
+    /// answer is sent once more with the same refresh token (docs/security.md).
+    public var refreshTokenReuseGrace = 0
 
     public static let defaultScopes = ["openid", "profile", "email", "offline_access"]
 

@@ -46,7 +46,7 @@ public enum ConfigLoader {
 
         var daemon = DaemonSettings()
         if let table = try reader.table(root, "daemon", at: nil) {
-            try reader.checkKeys(table, allowed: ["store", "refresh_margin", "store_timeout", "http_timeout", "default_provider", "login_timeout", "idle_exit",
+            try reader.checkKeys(table, allowed: ["store", "refresh_margin", "store_timeout", "http_timeout", "refresh_timeout", "default_provider", "login_timeout", "idle_exit",
                                           "request_line_timeout", "connection_idle_timeout", "max_connections",
                                           "max_requests_in_flight", "sign_in_notifications", "cache_misses_per_minute", "confirm_timeout"], at: "daemon")
             if let store = try reader.string(table, "store", at: "daemon") {
@@ -58,6 +58,7 @@ public enum ConfigLoader {
             if let v = try reader.int(table, "refresh_margin", at: "daemon", range: 0...86_400) { daemon.refreshMargin = v }
             if let v = try reader.int(table, "store_timeout", at: "daemon", range: 1...600) { daemon.storeTimeout = v }
             if let v = try reader.int(table, "http_timeout", at: "daemon", range: 1...600) { daemon.httpTimeout = v }
+            if let v = try reader.int(table, "refresh_timeout", at: "daemon", range: 1...600) { daemon.refreshTimeout = v }
             if let v = try reader.int(table, "login_timeout", at: "daemon", range: 10...3600) { daemon.loginTimeout = v }
             if let v = try reader.int(table, "idle_exit", at: "daemon", range: 0...604_800) { daemon.idleExit = v }
             if let v = try reader.int(table, "confirm_timeout", at: "daemon", range: 1...600) { daemon.confirmTimeout = v }
@@ -225,7 +226,8 @@ struct TableReader {
                                   "grant", "authorization_params", "redirect_port", "post_logout_redirect_uri",
                                   "dpop", "token_params", "any_resource", "password_grant",
                                   "access_tokens", "refresh_tokens", "refresh_ahead", "refresh_ahead_window",
-                                  "scope_sets", "any_scopes", "caller_params", "max_tokens_per_account"]
+                                  "scope_sets", "any_scopes", "caller_params", "max_tokens_per_account",
+                                  "refresh_token_reuse_grace"]
         try checkKeys(t, allowed: known.union(ConfiguredEndpoints.keys.map(\.0)), at: key)
         guard name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." }) else {
             throw fail(key, "provider names may hold letters, digits, '-', '_' and '.' only")
@@ -319,6 +321,7 @@ struct TableReader {
             provider.refreshAhead = b
         }
         provider.refreshAheadWindow = try int(t, "refresh_ahead_window", at: key, range: 60...86_400) ?? provider.refreshAheadWindow
+        provider.refreshTokenReuseGrace = try int(t, "refresh_token_reuse_grace", at: key, range: 0...86_400) ?? 0
         if provider.refreshAhead && provider.accessTokens == .onePerRefreshToken {
             // A refresh there revokes the token programs hold: one in the background would
             // break them mid-use, which is worse than the wait it saves.

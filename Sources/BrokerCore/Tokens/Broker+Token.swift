@@ -80,13 +80,25 @@ extension Broker {
             guard case .providerUnreachable = error,
                   let stale = cache.lookup(key, now: clock.now(), minimumLife: Double(request.minTTL ?? 0))
             else { throw error }
-            logger.notice("provider unreachable: serving the cached token", metadata: ["account": "\(account.key)", "expires_in": "\(Int(stale.expiresAt - clock.now()))"])
+            if provider.outage.servedFromCache() {
+                logger.notice("\(provider.name) cannot be reached: serving cached tokens while they last (one line when it answers again)")
+            }
             return result(stale, key: key, account: account)
         }
-        guard token.expiresAt - clock.now() > Double(request.minTTL ?? 0) else {
-            throw BrokerError.invalidRequest(message: "\(provider.name) issues tokens for this resource that live less than the min_ttl of \(request.minTTL ?? 0) s asked for")
-        }
+        try Self.checkLife(token, minTTL: request.minTTL, now: clock.now(), provider: provider.name)
         return result(token, key: key, account: account)
+    }
+
+    /// Refuses a token just minted that cannot be served: shorter-lived than the caller's
+    /// `min_ttl`, or than the cache's reserve second.
+    static func checkLife(_ token: CachedToken, minTTL: Int?, now: Double, provider: String) throws(BrokerError) {
+        let left = token.expiresAt - now
+        if let minTTL, left <= Double(minTTL) {
+            throw BrokerError.invalidRequest(message: "\(provider) issues tokens for this resource that live less than the min_ttl of \(minTTL) s asked for")
+        }
+        if left <= TokenCache.reserve {
+            throw BrokerError.invalidRequest(message: "\(provider) issued a token for this resource that lives less than a second, which authbroker never serves (it could expire on the way to the API): check the access token lifetime at the provider")
+        }
     }
 
     /// Refuses a `min_ttl` outside the one range `token.get` and `token.exchange` take.
@@ -128,6 +140,7 @@ extension Broker {
         if provider.config.accessTokens == .onePerRefreshToken && !account.machine {
             revoked = cache.removeChain(chain, of: account.key, returning: key)
         }
+        if provider.config.dpop != nil { try provider.checkOffersDPoP(metadata) }
         let sentAt = clock.now()
         let response: TokenResponse
         account = try await withDPoPKey(account, provider: provider, metadata: metadata)
@@ -141,15 +154,17 @@ extension Broker {
                 response = try await client.clientCredentials(
                     metadata, resource: key.resource, scopes: scopes ?? provider.config.scopes, extra: extra)
             } else {
-                response = try await client.refresh(
-                    metadata, refreshToken: refreshToken, resource: key.resource, scopes: scopes, extra: extra)
+                response = try await refreshOnce(
+                    client, metadata: metadata, refreshToken: refreshToken, resource: key.resource, scopes: scopes,
+                    extra: extra, sentAt: sentAt, provider: provider, account: account)
             }
         } catch {
             counters.providerErrors.increment()
-            if error.isInvalidGrant, let chain {
+            let refused = account.machine ? error.isInvalidGrant : error.refusesRefreshToken
+            if refused, let chain {
                 throw await dropChain(chain, of: account, provider: provider)
             }
-            if error.isInvalidGrant {
+            if refused {
                 accounts.update(account.key) { $0.state = .loginRequired }
                 cache.removeAll(for: account.key)
                 // Remembered in the item, so `account.list` says so after a restart too.
@@ -162,7 +177,12 @@ extension Broker {
             if case .provider("invalid_target", _, _) = error {
                 throw invalidTarget(key.resource, account: account, chain: chain, provider: provider)
             }
-            let failure = await provider.failed(error, doing: "token refresh")
+            var failure = await provider.failed(error, doing: "token refresh")
+            if case .provider("invalid_request", _, _) = error, !account.machine {
+                // Some providers say invalid_request for a refresh token they no longer have
+                // without naming it: the next step, should the refusal stand.
+                failure = failure.appending("if \(provider.name) refuses again, sign in again: run `authctl login --provider \(provider.name)`")
+            }
             // The provider was not reached (or did not answer): this key's token is kept for
             // the caller that can still use it while the provider is down.
             if case .providerUnreachable = failure, let revoked { cache.restore(revoked, at: key) }
@@ -170,6 +190,9 @@ extension Broker {
             throw failure
         }
         await provider.succeeded()
+        if let served = provider.outage.end() {
+            logger.notice("\(provider.name) answers again; \(served == 1 ? "1 request was" : "\(served) requests were") served from the cache while it could not be reached")
+        }
         counters.refreshes.increment()
         // An ID token that comes with a refresh is checked like any other (OIDC Core §12.2);
         // one that fails is not kept, and the access token is still served.
@@ -183,15 +206,39 @@ extension Broker {
         if !account.machine, let rotated = response.refreshToken, rotated != refreshToken {
             await persistRotation(rotated, idToken: idToken, of: account, chain: chain, resource: key.resource)
         }
+        if provider.signer(of: account) != nil, response.tokenType != "DPoP" {
+            // After the rotated refresh token is kept: the refresh itself worked.
+            throw BrokerError.configuration(provider: provider.name, message: "\(provider.name) issued a \(response.tokenType) token although dpop is set for it in config.toml, so the token is not bound to the daemon's key: enable DPoP for client \(provider.config.clientID) at the provider, or set dpop = false for \(provider.name)")
+        }
         let token = CachedToken(
             accessToken: response.accessToken, tokenType: response.tokenType,
-            expiresAt: sentAt + Double(response.expiresIn ?? 300), scope: response.scope, chain: chain)
+            expiresAt: CachedToken.expiry(sentAt: sentAt, expiresIn: response.expiresIn), scope: response.scope, chain: chain)
         cache.store(token, for: key, now: clock.now())
         events.emit(BrokerEvent(kind: .tokenRefreshed, provider: key.account.provider, account: account.displayName,
                                 subject: key.account.subject, resource: key.resource, scopes: key.scopes,
                                 expiresAt: Int64(token.expiresAt)))
         logger.debug("refreshed", metadata: ["account": "\(account.key)", "resource": "\(key.resource ?? "-")", "expires_in": "\(response.expiresIn ?? 300)"])
         return token
+    }
+
+    /// One refresh request, under `refresh_timeout`. When it gets no answer and the
+    /// provider has a reuse grace period that is not over yet, it is sent once more with the
+    /// same refresh token: the provider may have taken the first one and rotated the
+    /// refresh token, and the answer to the retry carries the newest one.
+    private func refreshOnce(_ client: OAuthClient, metadata: ProviderMetadata, refreshToken: String, resource: String?,
+                             scopes: [String]?, extra: [(String, String)], sentAt: Double, provider: Provider,
+                             account: Account) async throws(OAuthError) -> TokenResponse {
+        let timeout = Double(config.daemon.refreshTimeout)
+        do {
+            return try await client.refresh(metadata, refreshToken: refreshToken, resource: resource, scopes: scopes,
+                                            extra: extra, timeout: timeout)
+        } catch {
+            let grace = Double(provider.config.refreshTokenReuseGrace)
+            guard error.isNoAnswer, grace > 0, clock.now() - sentAt < grace - 1 else { throw error }
+            logger.notice("no answer to a refresh; sending it once more with the same refresh token, inside \(provider.name)'s reuse grace period", metadata: ["account": "\(account.key)", "error": "\(error.message)"])
+            return try await client.refresh(metadata, refreshToken: refreshToken, resource: resource, scopes: scopes,
+                                            extra: extra, timeout: timeout)
+        }
     }
 
     /// The rotated refresh token goes into memory at once (so it is never lost) and into the

@@ -36,6 +36,7 @@ extension Broker {
             try self.checkRoom(for: key, provider: provider, account: account)
             return try await self.exchange(subjectToken, key: key, target: target, provider: provider)
         }
+        try Self.checkLife(token, minTTL: request.minTTL, now: clock.now(), provider: provider.name)
         return result(token, key: key, account: account)
     }
 
@@ -62,6 +63,7 @@ extension Broker {
                           provider: Provider) async throws(BrokerError) -> CachedToken {
         guard var account = accounts[key.account] else { throw BrokerError.notSignedIn(provider.name) }
         let metadata = try await provider.discovered()
+        if provider.config.dpop != nil { try provider.checkOffersDPoP(metadata) }
         try await provider.checkBackoff()
         account = try await withDPoPKey(account, provider: provider, metadata: metadata)
         let client = provider.client(provider.signer(of: account), metadata: metadata, clock: clock)
@@ -85,7 +87,7 @@ extension Broker {
         await provider.succeeded()
         let token = CachedToken(
             accessToken: response.accessToken, tokenType: response.tokenType,
-            expiresAt: sentAt + Double(response.expiresIn ?? 300), scope: response.scope)
+            expiresAt: CachedToken.expiry(sentAt: sentAt, expiresIn: response.expiresIn), scope: response.scope)
         cache.store(token, for: key, now: clock.now())
         logger.debug("exchanged", metadata: ["account": "\(account.key)", "audience": "\(target.audience ?? "-")", "resource": "\(key.resource ?? "-")"])
         return token

@@ -15,6 +15,7 @@ extension Provider {
     /// does not use DPoP. The configured algorithm must be one the provider takes.
     nonisolated func newDPoPSigner(metadata: ProviderMetadata) throws(BrokerError) -> DPoPSigner? {
         guard let algorithm = config.dpop else { return nil }
+        try checkOffersDPoP(metadata)
         if let accepted = metadata.dpopSigningAlgValuesSupported, !accepted.contains(algorithm.rawValue) {
             let usable = SigningKey.algorithms.map(\.rawValue).filter(accepted.contains)
             let hint = usable.isEmpty ? "turn dpop off for it" : "set dpop = \"\(usable[0])\""
@@ -26,6 +27,15 @@ extension Provider {
             return try DPoPSigner(key: SigningKey.generate(algorithm))
         } catch {
             throw BrokerError.internalError("no DPoP key could be made for \(name): \(error.message)")
+        }
+    }
+
+    /// Refuses `dpop` at a provider whose discovery document does not say it takes DPoP
+    /// proofs: such a provider ignores the proof and issues Bearer tokens, which would be
+    /// served as if bound to the daemon's key.
+    nonisolated func checkOffersDPoP(_ metadata: ProviderMetadata) throws(BrokerError) {
+        guard let accepted = metadata.dpopSigningAlgValuesSupported, !accepted.isEmpty else {
+            throw BrokerError.configuration(provider: name, message: "dpop is set for \(name) in config.toml, but its discovery document lists no dpop_signing_alg_values_supported: it does not say it takes DPoP proofs, and would issue Bearer tokens instead of bound ones; enable DPoP for client \(config.clientID) at the provider, or set dpop = false for \(name)")
         }
     }
 

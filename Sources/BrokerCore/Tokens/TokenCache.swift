@@ -48,12 +48,21 @@ struct ExchangeTarget: Hashable, Sendable {
 struct CachedToken: Sendable {
     var accessToken: String
     var tokenType: String
-    /// Unix seconds, counted from when the request that minted it was sent.
+    /// Unix seconds: `expiry(sentAt:expiresIn:)`, a whole second.
     var expiresAt: Double
     var scope: String?
     /// The refresh-token chain that minted it: nil for the account's shared refresh token,
     /// else the resource whose own refresh token it was (`refresh_tokens = "one-per-resource"`).
     var chain: String? = nil
+
+    /// When a token the provider said lives `expiresIn` seconds expires: counted from the
+    /// whole second before its request was sent. Providers compute `exp` in whole seconds
+    /// from when they took the request, which is never before that second, so this is
+    /// never later than the token's own `exp` (counting from the fractional send time
+    /// was up to a second late).
+    static func expiry(sentAt: Double, expiresIn: Int?) -> Double {
+        sentAt.rounded(.down) + Double(expiresIn ?? 300)
+    }
 }
 
 /// Access tokens by key, in memory only.
@@ -67,12 +76,17 @@ final class TokenCache: Sendable {
     }
 
     static let firstSweep = 1024
+    /// The life a token always has left when it is served, whatever the caller's `min_ttl`
+    /// and `refresh_margin` (0 allowed): a token served in its last second may reach the API
+    /// after its `exp`, and the answer's `expires_at` (whole seconds) would already be past.
+    static let reserve: Double = 1
     private let entries = Mutex(Entries())
 
-    /// The token if it still has more than `minimumLife` seconds to live.
+    /// The token if it still has more than `minimumLife` seconds (and more than `reserve`)
+    /// to live.
     func lookup(_ key: CacheKey, now: Double, minimumLife: Double) -> CachedToken? {
         entries.withLock { all in
-            guard let t = all.byKey[key], t.expiresAt - now > minimumLife else { return nil }
+            guard let t = all.byKey[key], t.expiresAt - now > max(minimumLife, Self.reserve) else { return nil }
             return t
         }
     }

@@ -1,0 +1,74 @@
+@testable import BrokerCore
+import BrokerProtocol
+import XCTest
+
+/// The expiry second (issue 24, item 4): providers compute `exp` in whole seconds from when
+/// they took the request, so a token is counted from the whole second before the request
+/// was sent, and never served with less than a second left, not even from the cache while
+/// the provider is down.
+final class ExpirySecondTests: XCTestCase {
+    /// The harness's clock starts on a whole second; these tests send the request 0.7 s
+    /// into one, where a provider's `exp` is that whole second + expires_in.
+    private static let intoTheSecond = 0.7
+
+    func testExpiresAtCountsFromTheWholeSecondBeforeTheRequestWasSent() async throws {
+        let h = try await BrokerHarness(refreshMargin: 60)
+        let sentInSecond = Int64(h.clock.now)
+        h.clock.advance(Self.intoTheSecond)
+        let first = try await h.token()
+        XCTAssertEqual(first.expiresAt, sentInSecond + 3600, "the provider's exp: the second it took the request + expires_in")
+        // The token's life is what the provider says, not 0.7 s more: with 59.5 s left by the
+        // provider's count (60.2 s by the send time) it is inside the 60 s margin.
+        h.clock.advance(3600 - 59.5 - Self.intoTheSecond)
+        XCTAssertNil(h.broker.cachedToken(TokenGetParams()), "59.5 s to the provider's exp is inside a 60 s margin")
+    }
+
+    func testWhileTheProviderIsDownNoTokenIsServedInItsLastSecondOrAfterItsExp() async throws {
+        let h = try await BrokerHarness(refreshMargin: 60)
+        let exp = Double(Int64(h.clock.now)) + 3600
+        h.clock.advance(Self.intoTheSecond)
+        let first = try await h.token()
+        XCTAssertEqual(Double(first.expiresAt), exp)
+        h.transport.down = true
+
+        // 1.5 s before exp: still served, and its expires_at is still ahead.
+        h.clock.advance(exp - 1.5 - h.clock.now)
+        let stale = try await h.token()
+        XCTAssertEqual(fingerprint(stale.accessToken), fingerprint(first.accessToken))
+        XCTAssertGreaterThan(Double(stale.expiresAt), h.clock.now + 1)
+
+        // 0.5 s before exp: less than the reserve second left, never served.
+        h.clock.advance(1)  // past the 1 s back-off of the first failure as well
+        let late = await h.tokenError()
+        guard case .providerUnreachable = late else { return XCTFail("expected provider unreachable, got \(String(describing: late))") }
+
+        // 0.3 s after exp (by the provider's count; still 0.4 s before by the send time's).
+        h.clock.advance(0.8)
+        XCTAssertNil(h.broker.cachedToken(TokenGetParams()))
+        for _ in 0..<3 {
+            h.clock.advance(2.5)
+            if let served = try? await h.token() {
+                XCTFail("a token was served \(h.clock.now - exp) s after its exp (expires_at \(served.expiresAt))")
+            }
+        }
+    }
+
+    func testATokenThatLivesNoMoreThanTheReserveSecondIsNeverServed() async throws {
+        let h = try await BrokerHarness(refreshMargin: 0)
+        h.clock.advance(Self.intoTheSecond)
+        h.transport.answerAlways(.token(expiresIn: 1, rotate: false))
+        let error = await h.tokenError()
+        guard case .invalidRequest(let message) = error else { return XCTFail("expected a clear refusal, got \(String(describing: error))") }
+        XCTAssertTrue(message.contains("live"), message)
+    }
+
+    func testTheCacheKeepsOneSecondInReserveWhateverTheMinimumAskedFor() {
+        let cache = TokenCache()
+        let now = 1_800_000_000.0
+        let key = CacheKey(account: AccountKey(provider: "corp", subject: "sub-alice"), resource: nil, scopes: [])
+        cache.store(CachedToken(accessToken: "a", tokenType: "Bearer", expiresAt: now + 10), for: key, now: now)
+        XCTAssertNotNil(cache.lookup(key, now: now + 8.9, minimumLife: 0))
+        XCTAssertNil(cache.lookup(key, now: now + 9.0, minimumLife: 0))
+        XCTAssertNil(cache.lookup(key, now: now + 9.5, minimumLife: 0))
+    }
+}
