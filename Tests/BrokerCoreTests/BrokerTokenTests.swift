@@ -8,11 +8,12 @@ final class BrokerTokenTests: XCTestCase {
     func testATokenIsServedUntilItsExpiryLessTheMarginThenRefreshed() async throws {
         let h = try await BrokerHarness(refreshMargin: 60)
         let first = try await h.token()
-        XCTAssertEqual(first.expiresAt, Int64(h.clock.now) + 3600)
+        // Counted from the second before the one it was asked in (ExpirySecondTests).
+        XCTAssertEqual(first.expiresAt, Int64(h.clock.now) - 1 + 3600)
         XCTAssertEqual(h.transport.tokenRequests.count, 1)
         XCTAssertEqual(h.transport.tokenRequests.first?["grant_type"], "refresh_token")
 
-        h.clock.advance(3600 - 61)
+        h.clock.advance(3600 - 1 - 61)
         let cached = try XCTUnwrap(h.broker.cachedToken(TokenGetParams()), "61 s left, margin 60: still a cache hit")
         XCTAssertEqual(fingerprint(cached.accessToken), fingerprint(first.accessToken))
         XCTAssertEqual(h.transport.tokenRequests.count, 1)
@@ -21,7 +22,7 @@ final class BrokerTokenTests: XCTestCase {
         XCTAssertNil(h.broker.cachedToken(TokenGetParams()), "59 s left is inside the margin: the cache steps aside")
         let second = try await h.token()
         XCTAssertNotEqual(fingerprint(second.accessToken), fingerprint(first.accessToken))
-        XCTAssertEqual(second.expiresAt, Int64(h.clock.now) + 3600)
+        XCTAssertEqual(second.expiresAt, Int64(h.clock.now) - 1 + 3600)
         XCTAssertEqual(h.transport.tokenRequests.count, 2)
         XCTAssertEqual(h.transport.discoveries, 1, "discovery is fetched once")
     }

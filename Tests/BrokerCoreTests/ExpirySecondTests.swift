@@ -3,9 +3,9 @@ import BrokerProtocol
 import XCTest
 
 /// The expiry second (issue 24, item 4): providers compute `exp` in whole seconds from when
-/// they took the request, so a token is counted from the whole second before the request
-/// was sent, and never served with less than a second left, not even from the cache while
-/// the provider is down.
+/// they took the request, by a clock that may be a little behind ours, so a token is
+/// counted from the whole second before the one its request was sent in, and never served
+/// with less than a second left, not even from the cache while the provider is down.
 final class ExpirySecondTests: XCTestCase {
     /// The harness's clock starts on a whole second; these tests send the request 0.7 s
     /// into one, where a provider's `exp` is that whole second + expires_in.
@@ -16,16 +16,18 @@ final class ExpirySecondTests: XCTestCase {
         let sentInSecond = Int64(h.clock.now)
         h.clock.advance(Self.intoTheSecond)
         let first = try await h.token()
-        XCTAssertEqual(first.expiresAt, sentInSecond + 3600, "the provider's exp: the second it took the request + expires_in")
-        // The token's life is what the provider says, not 0.7 s more: with 59.5 s left by the
-        // provider's count (60.2 s by the send time) it is inside the 60 s margin.
-        h.clock.advance(3600 - 59.5 - Self.intoTheSecond)
-        XCTAssertNil(h.broker.cachedToken(TokenGetParams()), "59.5 s to the provider's exp is inside a 60 s margin")
+        XCTAssertEqual(first.expiresAt, sentInSecond - 1 + 3600,
+                       "the provider's exp if its clock is up to a second behind: the second before + expires_in")
+        // The token's life is what the provider says, not 1.7 s more: with 59.5 s left by the
+        // count of a provider a second behind (61.2 s by the send time) it is inside the 60 s
+        // margin.
+        h.clock.advance(3600 - 60.5 - Self.intoTheSecond)
+        XCTAssertNil(h.broker.cachedToken(TokenGetParams()), "59.5 s to the earliest exp is inside a 60 s margin")
     }
 
     func testWhileTheProviderIsDownNoTokenIsServedInItsLastSecondOrAfterItsExp() async throws {
         let h = try await BrokerHarness(refreshMargin: 60)
-        let exp = Double(Int64(h.clock.now)) + 3600
+        let exp = Double(Int64(h.clock.now)) + 3600 - 1  // the earliest the provider's exp can be
         h.clock.advance(Self.intoTheSecond)
         let first = try await h.token()
         XCTAssertEqual(Double(first.expiresAt), exp)
@@ -42,7 +44,7 @@ final class ExpirySecondTests: XCTestCase {
         let late = await h.tokenError()
         guard case .providerUnreachable = late else { return XCTFail("expected provider unreachable, got \(String(describing: late))") }
 
-        // 0.3 s after exp (by the provider's count; still 0.4 s before by the send time's).
+        // 0.3 s after exp (by the provider's count; still 1.4 s before by the send time's).
         h.clock.advance(0.8)
         XCTAssertNil(h.broker.cachedToken(TokenGetParams()))
         for _ in 0..<3 {

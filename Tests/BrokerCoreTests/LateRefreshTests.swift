@@ -18,6 +18,9 @@ final class LateRotatingProvider: HTTPTransport {
         var issued = 0
         /// How many of the next refreshes are taken but answered too late.
         var late = 0
+        /// How many of the next refreshes are answered, but only after `waited` seconds.
+        var slow = 0
+        var expiresIn = 3600
         var refreshes: [String] = []
         /// The deadline each request carried, by URL path ("-" for the transport's own).
         var deadlines: [String] = []
@@ -41,6 +44,10 @@ final class LateRotatingProvider: HTTPTransport {
 
     func answerLate(_ count: Int) { state.withLock { $0.late = count } }
 
+    /// The next `count` refreshes are answered after `waited` seconds, with tokens that
+    /// live `expiresIn` seconds.
+    func answerSlowly(_ count: Int, expiresIn: Int) { state.withLock { $0.slow = count; $0.expiresIn = expiresIn } }
+
     var deadlines: [String] { state.withLock { $0.deadlines } }
 
     func send(_ request: HTTPRequest) async throws(OAuthError) -> HTTPResponse {
@@ -53,25 +60,30 @@ final class LateRotatingProvider: HTTPTransport {
             let body = String(decoding: request.body ?? [], as: UTF8.self)
             let presented = body.split(separator: "&").first { $0.hasPrefix("refresh_token=") }.map { String($0.dropFirst(14)) } ?? ""
             let now = clock.now
-            let outcome = state.withLock { s -> (issued: String?, late: Bool) in
+            let outcome = state.withLock { s -> (issued: String?, late: Bool, slow: Bool, expiresIn: Int) in
                 s.refreshes.append(presented)
                 let usable = presented == s.current || s.spentAt[presented].map { now - $0 <= grace } == true
-                guard usable else { return (nil, false) }
+                guard usable else { return (nil, false, false, s.expiresIn) }
                 s.issued += 1
                 let next = "refresh-\(s.issued)"
                 s.spentAt[s.current] = s.spentAt[s.current] ?? now
                 if presented != s.current { s.spentAt[presented] = s.spentAt[presented] ?? now }
                 s.current = next
-                guard s.late > 0 else { return (next, false) }
+                if s.slow > 0 {
+                    s.slow -= 1
+                    return (next, false, true, s.expiresIn)
+                }
+                guard s.late > 0 else { return (next, false, false, s.expiresIn) }
                 s.late -= 1
-                return (next, true)
+                return (next, true, false, s.expiresIn)
             }
             guard let issued = outcome.issued else { return Self.json(400, #"{"error":"invalid_grant"}"#) }
             if outcome.late {
                 clock.advance(waited)
                 throw .unreachable("cannot reach idp.example: no answer within \(Int(waited)) s")
             }
-            return Self.json(200, #"{"access_token":"access-\#(issued)","token_type":"Bearer","expires_in":3600,"refresh_token":"\#(issued)"}"#)
+            if outcome.slow { clock.advance(waited) }
+            return Self.json(200, #"{"access_token":"access-\#(issued)","token_type":"Bearer","expires_in":\#(outcome.expiresIn),"refresh_token":"\#(issued)"}"#)
         default:
             return HTTPResponse(status: 404)
         }
@@ -84,6 +96,24 @@ final class LateRotatingProvider: HTTPTransport {
 
 /// Issue 24, item 6: a refresh that times out while the provider completes it.
 final class LateRefreshTests: XCTestCase {
+    func testAnAnswerSoLateItsTokenIsSpentIsFollowedByOneMoreRefresh() async throws {
+        var stub: LateRotatingProvider?
+        let h = try await BrokerHarness(refreshMargin: 0) { clock in
+            let made = LateRotatingProvider(clock: clock, grace: 0, waited: 12)
+            stub = made
+            return made
+        }
+        let provider = try XCTUnwrap(stub)
+        // A stalled provider answers 12 s after the request with a token for 10 s: counted
+        // from the send, it is spent. The caller gets a token from one more refresh instead
+        // of an error.
+        provider.answerSlowly(1, expiresIn: 10)
+        let served = try await h.token()
+        XCTAssertEqual(provider.refreshes, ["refresh-0", "refresh-1"])
+        XCTAssertEqual(fingerprint(served.accessToken), fingerprint("access-refresh-2"))
+        XCTAssertGreaterThan(Double(served.expiresAt) - h.clock.now, 8)
+    }
+
     func testARefreshWaitsRefreshTimeoutOtherCallsTheHTTPTimeout() async throws {
         var stub: LateRotatingProvider?
         let h = try await BrokerHarness(daemonKeys: "http_timeout = 5\nrefresh_timeout = 40") { clock in

@@ -72,7 +72,7 @@ extension Broker {
                 // Another request may have filled the cache while this one waited its turn.
                 if let token = self.cache.lookup(key, now: self.clock.now(), minimumLife: minimumLife) { return token }
                 try self.checkRoom(for: key, provider: provider, account: account)
-                return try await self.refresh(key, provider: provider)
+                return try await self.servableRefresh(key, provider: provider)
             }
         } catch {
             // refresh_margin is the broker's own preference: while the provider cannot be
@@ -120,6 +120,16 @@ extension Broker {
             accessToken: token.accessToken, tokenType: token.tokenType, expiresAt: Int64(token.expiresAt),
             scope: token.scope, resource: key.resource, provider: key.account.provider,
             account: account.displayName)
+    }
+
+    /// A refresh whose token has life left to serve: a provider that answered so late (it
+    /// stalled, or was overloaded) that the token, counted from when the request was sent,
+    /// is already spent is asked once more. Its tokens normally live longer than it took.
+    func servableRefresh(_ key: CacheKey, provider: Provider) async throws(BrokerError) -> CachedToken {
+        let token = try await refresh(key, provider: provider)
+        guard token.expiresAt - clock.now() <= TokenCache.reserve else { return token }
+        logger.notice("\(provider.name) answered a refresh too late for its token to be served; refreshing once more")
+        return try await refresh(key, provider: provider)
     }
 
     /// One refresh at the provider. Runs inside the account's RefreshQueue, so it always
@@ -217,7 +227,7 @@ extension Broker {
         events.emit(BrokerEvent(kind: .tokenRefreshed, provider: key.account.provider, account: account.displayName,
                                 subject: key.account.subject, resource: key.resource, scopes: key.scopes,
                                 expiresAt: Int64(token.expiresAt)))
-        logger.debug("refreshed", metadata: ["account": "\(account.key)", "resource": "\(key.resource ?? "-")", "expires_in": "\(response.expiresIn ?? 300)"])
+        logger.debug("refreshed", metadata: ["account": "\(account.key)", "resource": "\(key.resource ?? "-")", "expires_in": "\(response.expiresIn ?? 300)", "expires_at": "\(Int64(token.expiresAt))"])
         return token
     }
 

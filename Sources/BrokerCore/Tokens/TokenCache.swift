@@ -56,13 +56,20 @@ struct CachedToken: Sendable {
     var chain: String? = nil
 
     /// When a token the provider said lives `expiresIn` seconds expires: counted from the
-    /// whole second before its request was sent. Providers compute `exp` in whole seconds
-    /// from when they took the request, which is never before that second, so this is
-    /// never later than the token's own `exp` (counting from the fractional send time
-    /// was up to a second late).
+    /// whole second before the one its request was sent in. Providers compute `exp` in
+    /// whole seconds from their own clock when they take the request, and that clock may
+    /// be a little behind ours: Glewlwyd's `time()` is the kernel's coarse clock, a few
+    /// milliseconds late, so a request sent just after a second began gets the previous
+    /// second's `exp`; another host's clock may differ by NTP's error. Counting from the
+    /// fractional send time was up to a second late; from its floor, still late in those
+    /// cases. One second less of life is not noticed.
     static func expiry(sentAt: Double, expiresIn: Int?) -> Double {
-        sentAt.rounded(.down) + Double(expiresIn ?? 300)
+        sentAt.rounded(.down) - providerClockLag + Double(expiresIn ?? 300)
     }
+
+    /// How far behind ours a provider's clock may be (whole seconds) without a token being
+    /// counted past its `exp`.
+    static let providerClockLag: Double = 1
 }
 
 /// Access tokens by key, in memory only.

@@ -1,0 +1,448 @@
+"""The fault test (issue 24, "In the suite"): the real daemon, the real gnome-keyring and a
+real Glewlwyd whose access tokens live a few seconds with refresh-token rotation on, under
+several clients that check every token they get, while faults are injected on the real
+parts. After each fault:
+
+- no token was served at or after its `exp` (and no answer's `expires_at` is later than
+  the token's own `exp`), every token is for the resource asked for and the signed-in `sub`;
+- no sign-in was lost: the account is `ready`, also after a daemon restart;
+- no caller heard -32001 ("not signed in"): the provider never refuses anything here;
+- tokens are served again within BACK_WITHIN seconds of the fault's end.
+
+The short run (the suite, CI) injects each fault once: about a minute and a half. The long
+run (`scripts/soak --minutes 15`) sets AUTHBROKER_SOAK_MINUTES and injects faults at random
+until the time is up (`test_soak`, skipped otherwise).
+
+The clients: a persistent connection, a connection per request, a pipelined connection
+(several requests written at once), `authctl token --json`, and one that hangs up in the
+middle of its requests. No test prints a token: only counts and fingerprints.
+"""
+import collections
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import API, AUTHCTL, RPC, Daemon, _provider, _stop_provider, fingerprint
+from glewlwyd_api import Glewlwyd, decode_jwt
+
+TOKEN_LIFE = 4  # seconds: Glewlwyd's access tokens
+BACK_WITHIN = 12  # seconds after a fault ends: http_timeout (2) + the longest back-off reached (8) + slack
+GLEWLWYD_BIN = os.environ.get("GLEWLWYD_BIN", "/usr/bin/glewlwyd")
+SOAK_MINUTES = float(os.environ.get("AUTHBROKER_SOAK_MINUTES", "0") or 0)
+
+# Faults whose expectations hold only with the keyring branch (issue 24 items 1-3: the
+# keyring restart, reload as a transaction, no -32001 during a reload). Until it is on main
+# they are expected to fail; run with AUTHBROKER_FAULTS_STRICT=1 to see them fail.
+KEYRING_BRANCH = pytest.mark.xfail(
+    os.environ.get("AUTHBROKER_FAULTS_STRICT") != "1",
+    reason="needs issue 24 items 1-3 (branch keyring): keyring restart and reload without -32001",
+    strict=False)
+
+
+# --- the real parts -------------------------------------------------------------------
+
+class Provider:
+    """The module's own Glewlwyd (short tokens, rotation), stopped, started and stalled as
+    one process: its sqlite database keeps every grant across a restart."""
+
+    def __init__(self, directory):
+        self.dir = directory
+        self.gl = Glewlwyd(directory)
+        self.config = self.gl.env["config"]
+
+    @property
+    def pid(self):
+        with open(os.path.join(self.dir, "glewlwyd.pid")) as f:
+            return int(f.read().strip())
+
+    def stop(self):
+        pid = self.pid
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.time() + 10
+        while os.path.exists(f"/proc/{pid}") and time.time() < deadline:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+            time.sleep(0.05)
+
+    def start(self):
+        out = open(os.path.join(self.dir, "glewlwyd.stdout"), "ab")
+        proc = subprocess.Popen([GLEWLWYD_BIN, f"--config-file={self.config}"], stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT, cwd=self.dir, start_new_session=True)
+        out.close()
+        with open(os.path.join(self.dir, "glewlwyd.pid"), "w") as f:
+            f.write(str(proc.pid))
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            try:
+                self.gl.discovery()
+                return
+            except Exception:  # not listening yet
+                time.sleep(0.1)
+        raise AssertionError("Glewlwyd did not come back")
+
+    def stall(self):
+        os.kill(self.pid, signal.SIGSTOP)
+
+    def resume(self):
+        os.kill(self.pid, signal.SIGCONT)
+
+
+def dbus_send(*args):
+    return subprocess.run(["timeout", "10", "dbus-send", "--session", "--print-reply", *args],
+                          capture_output=True, text=True)
+
+
+def keyring_pid():
+    r = dbus_send("--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
+                  "org.freedesktop.DBus.GetConnectionUnixProcessID", "string:org.freedesktop.secrets")
+    assert r.returncode == 0, r.stderr
+    return int(r.stdout.split()[-1])
+
+
+def restart_keyring():
+    """SIGKILLs gnome-keyring and starts it again on the same session bus and keyring file,
+    unlocked, as a desktop session would after a crash: it gets a new unique bus name."""
+    pid = keyring_pid()
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.time() + 10
+    while os.path.exists(f"/proc/{pid}") and time.time() < deadline:
+        time.sleep(0.05)
+    password = os.environ.get("AUTHBROKER_TEST_KEYRING_PASSWORD", "authbroker-test")
+    r = subprocess.run(["timeout", "10", "gnome-keyring-daemon", "--unlock", "--components=secrets"],
+                       input=password, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    while time.time() < deadline:
+        if dbus_send("--dest=org.freedesktop.secrets", "/org/freedesktop/secrets",
+                     "org.freedesktop.DBus.Peer.Ping").returncode == 0:
+            return
+        time.sleep(0.1)
+    raise AssertionError("gnome-keyring did not come back on the bus")
+
+
+# --- what the clients see ---------------------------------------------------------------
+
+class Record:
+    """Every answer the clients got, checked as it arrives; violations by fault."""
+
+    def __init__(self, subject):
+        self.subject = subject
+        self.lock = threading.Lock()
+        self.phase = "start"
+        self.tokens = collections.Counter()
+        self.errors = collections.Counter()
+        self.violations = collections.defaultdict(list)
+        self.closed = collections.Counter()
+
+    def violation(self, text):
+        with self.lock:
+            if len(self.violations[self.phase]) < 20:
+                self.violations[self.phase].append(text)
+
+    def answer(self, answer, sent_at, client):
+        if "result" in answer:
+            self.token(answer["result"], sent_at, client)
+            return
+        code = answer.get("error", {}).get("code")
+        with self.lock:
+            self.errors[(self.phase, code)] += 1
+        if code == -32001:
+            self.violation(f"{client}: -32001 without a refusal by the provider: {answer['error'].get('message')}")
+        elif code not in (-32004, -32005, -32009):  # unreachable, store unavailable, overloaded
+            self.violation(f"{client}: unexpected error {code}: {answer['error'].get('message')}")
+
+    def token(self, result, sent_at, client):
+        access = result["access_token"]
+        try:
+            _, claims = decode_jwt(access)
+        except ValueError:
+            return self.violation(f"{client}: not a JWT ({fingerprint(access)})")
+        with self.lock:
+            self.tokens[self.phase] += 1
+        if claims["exp"] <= sent_at:
+            self.violation(f"{client}: token {fingerprint(access)} served {sent_at - claims['exp']:.2f} s at or after its exp")
+        if result["expires_at"] > claims["exp"]:
+            self.violation(f"{client}: expires_at {result['expires_at']} is after the token's exp {claims['exp']} "
+                           f"(iat {claims.get('iat')}, asked at {sent_at:.2f}, token {fingerprint(access)})")
+        if claims.get("aud") not in (API, [API]):
+            self.violation(f"{client}: token for aud {claims.get('aud')!r}, not {API}")
+        if claims.get("sub") != self.subject:
+            self.violation(f"{client}: token for another sub")
+
+    def connection_lost(self, client):
+        with self.lock:
+            self.closed[(self.phase, client)] += 1
+
+
+class Clients:
+    """The client threads, run until `stop()`."""
+
+    def __init__(self, daemon, record):
+        self.d = daemon
+        self.record = record
+        self.stopping = threading.Event()
+        self.threads = [threading.Thread(target=self.loop, args=(f,), daemon=True)
+                        for f in (self.persistent, self.per_request, self.pipelined, self.authctl, self.hang_up)]
+
+    def start(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def stop(self):
+        self.stopping.set()
+        for t in self.threads:
+            t.join(timeout=30)
+
+    def params(self):
+        return {"provider": self.d.name, "resource": API}
+
+    def loop(self, client):
+        while not self.stopping.is_set():
+            try:
+                client()
+            except (OSError, ValueError, KeyError):
+                self.record.connection_lost(client.__name__)
+                time.sleep(0.1)  # the daemon is down or restarting
+
+    def persistent(self):
+        c = RPC(self.d.socket, timeout=20)
+        try:
+            while not self.stopping.is_set():
+                sent = time.time()
+                self.record.answer(c.call("token.get", self.params()), sent, "persistent")
+                time.sleep(0.02)
+        finally:
+            c.close()
+
+    def per_request(self):
+        sent = time.time()
+        c = RPC(self.d.socket, timeout=20)
+        try:
+            self.record.answer(c.call("token.get", self.params()), sent, "per-request")
+        finally:
+            c.close()
+        time.sleep(0.02)
+
+    def pipelined(self):
+        c = RPC(self.d.socket, timeout=20)
+        try:
+            lines = "".join(json.dumps({"jsonrpc": "2.0", "id": i, "method": "token.get", "params": self.params()}) + "\n"
+                            for i in range(4))
+            sent = time.time()
+            c.send_line(lines)
+            ids = set()
+            for _ in range(4):
+                answer = c.read()
+                ids.add(answer.get("id"))
+                self.record.answer(answer, sent, "pipelined")
+            if ids != set(range(4)):
+                self.record.violation(f"pipelined: answers for ids {sorted(ids)}")
+        finally:
+            c.close()
+        time.sleep(0.05)
+
+    def authctl(self):
+        sent = time.time()
+        r = subprocess.run([AUTHCTL, "token", "--provider", self.d.name, "--resource", API, "--json"],
+                           env=self.d.env, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+        if r.returncode == 0:
+            self.record.token(json.loads(r.stdout), sent, "authctl")
+        elif r.returncode == 4:
+            self.record.answer({"error": {"code": -32001, "message": r.stderr.strip()}}, sent, "authctl")
+        elif r.returncode == 3:
+            raise OSError("daemon unavailable")
+        elif r.returncode not in (7, 8, 11):  # unreachable, store unavailable, overloaded
+            self.record.violation(f"authctl: exit status {r.returncode}: {r.stderr.strip()}")
+        time.sleep(0.1)
+
+    def hang_up(self):
+        """Hangs up with a request in flight, or half a request written."""
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(5)
+        s.connect(self.d.socket)
+        request = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "token.get", "params": self.params()}) + "\n"
+        s.sendall(request.encode() if random.random() < 0.5 else request[: len(request) // 2].encode())
+        s.close()
+        time.sleep(0.05)
+
+
+# --- the world: provider, daemon, signed-in account, clients --------------------------
+
+class World:
+    def __init__(self, provider):
+        self.provider = provider
+        self.d = Daemon(provider.gl)
+        self.write_config()
+        self.d.start()
+        self.d.login_device("alice")
+        first = self.d.rpc("token.get", {"provider": self.d.name, "resource": API})
+        assert "result" in first, first
+        self.record = Record(decode_jwt(first["result"]["access_token"])[1]["sub"])
+        self.clients = Clients(self.d, self.record).start()
+
+    def write_config(self, extra_resource=False):
+        resources = [API, "https://git.example.test"] if extra_resource else [API]
+        self.d.write_config(text=(
+            '[daemon]\nstore = "secret-service"\nrefresh_margin = 1\nhttp_timeout = 2\nstore_timeout = 2\n\n'
+            f"[providers.{self.d.name}]\n"
+            f'issuer = "{self.provider.gl.issuer}"\n'
+            f'client_id = "{self.provider.gl.client_id("authbroker")}"\n'
+            'scopes = ["openid", "profile", "email", "offline_access"]\n'
+            f"resources = {json.dumps(resources)}\n"
+            'access_tokens = "independent"\n'))
+
+    def token(self):
+        try:
+            return self.d.rpc("token.get", {"provider": self.d.name, "resource": API})
+        except (OSError, ValueError):
+            return None
+
+    def back(self, fault):
+        """Seconds until a request sent after the fault's end gets a token."""
+        ended = time.time()
+        while time.time() - ended < BACK_WITHIN:
+            answer = self.token()
+            if answer and "result" in answer:
+                return time.time() - ended
+            time.sleep(0.2)
+        self.record.violation(f"no token within {BACK_WITHIN} s after {fault} ended")
+        return None
+
+    def signed_in(self, fault):
+        """The account is ready; if not, the sign-in was lost: noted, and signed in again so
+        the next fault starts from a signed-in account."""
+        accounts = self.d.rpc("account.list")["result"]["accounts"]
+        states = [a["state"] for a in accounts]
+        if states != ["ready"]:
+            self.record.violation(f"sign-in lost after {fault}: accounts {states}")
+            self.d.login_device("alice")
+
+    def restart_daemon(self, sig):
+        self.d.proc.send_signal(sig)
+        self.d.proc.wait(timeout=15)
+        self.d.start()
+
+    def inject(self, fault):
+        p = self.provider
+        if fault == "provider stopped":
+            p.stop()
+            time.sleep(TOKEN_LIFE + 1)  # every cached token runs out while it is down
+            p.start()
+        elif fault == "provider stalled":
+            p.stall()
+            try:
+                time.sleep(TOKEN_LIFE + 1)
+            finally:
+                p.resume()
+        elif fault == "keyring restarted":
+            restart_keyring()
+            # At least one rotation must be written to the new keyring, then a restart of the
+            # daemon (an update, idle_exit) reads the account back.
+            time.sleep(TOKEN_LIFE + 1)
+            self.restart_daemon(signal.SIGTERM)
+        elif fault == "reload":
+            for i in range(3):
+                self.write_config(extra_resource=(i % 2 == 0))
+                self.d.proc.send_signal(signal.SIGHUP)
+                time.sleep(1.5)
+        elif fault == "daemon SIGKILL":
+            time.sleep(random.uniform(0, 2))
+            self.restart_daemon(signal.SIGKILL)
+        elif fault == "daemon SIGTERM":
+            time.sleep(random.uniform(0, 2))
+            self.restart_daemon(signal.SIGTERM)
+        elif fault == "hang-ups":
+            for _ in range(50):
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect(self.d.socket)
+                s.sendall((json.dumps({"jsonrpc": "2.0", "id": 1, "method": "token.get",
+                                       "params": {"provider": self.d.name, "resource": API}}) + "\n").encode())
+                s.close()
+        else:
+            raise ValueError(fault)
+
+    def run(self, fault):
+        """Injects one fault and checks what the clients saw; the violations it caused."""
+        with self.record.lock:
+            self.record.phase = fault
+        self.inject(fault)
+        took = self.back(fault)
+        self.signed_in(fault)
+        assert self.d.proc.poll() is None, "the daemon died:\n" + self.d.log_text()[-3000:]
+        if os.environ.get("AUTHBROKER_FAULTS_LOG"):
+            with open(os.environ["AUTHBROKER_FAULTS_LOG"], "a") as f:
+                f.write(f"===== {fault}\n" + self.d.log_text())
+        time.sleep(1)  # clients meet the recovered daemon; what they see until the next fault counts here too
+        return took, list(self.record.violations.get(fault, []))
+
+    def close(self):
+        self.clients.stop()
+        self.d.cleanup()
+
+
+@pytest.fixture(scope="module")
+def provider():
+    d = _provider("--access-token-duration", str(TOKEN_LIFE), "--refresh-token-one-use", "always")
+    try:
+        yield Provider(d)
+    finally:
+        _stop_provider(d)
+
+
+@pytest.fixture(scope="module")
+def world(provider, request):
+    w = World(provider)
+    yield w
+    w.close()
+    served = sum(w.record.tokens.values())
+    errors = dict(w.record.errors)
+    with request.config.pluginmanager.get_plugin("capturemanager").global_and_fixture_disabled():
+        print(f"\nfault test: {served} tokens checked; errors by fault and code: {errors}")
+
+
+def check(world, fault):
+    took, violations = world.run(fault)
+    assert not violations, f"{fault}: " + "; ".join(violations)
+    assert took is not None and took <= BACK_WITHIN
+
+
+@pytest.mark.skipif(SOAK_MINUTES > 0, reason="the long run (scripts/soak) runs test_soak only")
+@pytest.mark.parametrize("fault", ["provider stopped", "provider stalled", "hang-ups", "daemon SIGKILL",
+                                   "daemon SIGTERM"])
+def test_fault(world, fault):
+    check(world, fault)
+
+
+@pytest.mark.skipif(SOAK_MINUTES > 0, reason="the long run (scripts/soak) runs test_soak only")
+@KEYRING_BRANCH
+@pytest.mark.parametrize("fault", ["reload", "keyring restarted"])
+def test_fault_needing_the_keyring_branch(world, fault):
+    check(world, fault)
+
+
+@pytest.mark.skipif(SOAK_MINUTES <= 0, reason="the long run: scripts/soak --minutes N")
+def test_soak(world):
+    faults = ["provider stopped", "provider stalled", "hang-ups", "daemon SIGKILL", "daemon SIGTERM",
+              "reload", "keyring restarted"]
+    rng = random.Random(os.environ.get("AUTHBROKER_SOAK_SEED", time.time()))
+    end = time.time() + SOAK_MINUTES * 60
+    summary = collections.Counter()
+    failed = []
+    while time.time() < end:
+        fault = rng.choice(faults)
+        took, violations = world.run(fault)
+        summary[fault] += 1
+        failed += [f"{fault}: {v}" for v in violations]
+        world.record.violations.pop(fault, None)
+        time.sleep(rng.uniform(0, 3))
+    print(f"\nsoak: {sum(summary.values())} faults {dict(summary)}; {sum(world.record.tokens.values())} tokens checked")
+    assert not failed, "\n".join(failed[:50])
