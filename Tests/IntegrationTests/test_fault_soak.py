@@ -6,7 +6,12 @@ parts. After each fault:
 - no token was served at or after its `exp` (and no answer's `expires_at` is later than
   the token's own `exp`), every token is for the resource asked for and the signed-in `sub`;
 - no sign-in was lost: the account is `ready`, also after a daemon restart;
-- no caller heard -32001 ("not signed in"): the provider never refuses anything here;
+- no caller heard -32001 ("not signed in") unless the provider refused the refresh token:
+  the only refusals that can happen here are the windows of docs/security.md, Glewlwyd
+  stopped after it rotated a refresh token and before its answer left ("A refresh that
+  times out") and the daemon SIGKILLed between the provider's rotation and the write
+  ("Crash safety and rotation"); after those two faults a lost sign-in whose stored
+  refresh token Glewlwyd's database shows disabled is counted and printed, not failed;
 - tokens are served again within BACK_WITHIN seconds of the fault's end.
 
 The short run (the suite, CI) injects each fault once: about a minute and a half. The long
@@ -29,7 +34,7 @@ import time
 
 import pytest
 
-from conftest import API, AUTHCTL, RPC, Daemon, _provider, _stop_provider, fingerprint
+from conftest import API, AUTHCTL, RPC, Daemon, _provider, _stop_provider, fingerprint, stored_item
 from glewlwyd_api import Glewlwyd, decode_jwt
 
 TOKEN_LIFE = 4  # seconds: Glewlwyd's access tokens
@@ -40,8 +45,12 @@ SOAK_MINUTES = float(os.environ.get("AUTHBROKER_SOAK_MINUTES", "0") or 0)
 # Faults whose expectations hold only with the keyring branch (issue 24 items 1-3: the
 # keyring restart, reload as a transaction, no -32001 during a reload). Until it is on main
 # they are expected to fail; run with AUTHBROKER_FAULTS_STRICT=1 to see them fail.
+STRICT = os.environ.get("AUTHBROKER_FAULTS_STRICT") == "1"
+# The faults that can cost a sign-in through no fault of the daemon (docs/security.md).
+WINDOW_FAULTS = ("provider stopped", "daemon SIGKILL")
+NEEDS_KEYRING_BRANCH = ("reload", "keyring restarted")
 KEYRING_BRANCH = pytest.mark.xfail(
-    os.environ.get("AUTHBROKER_FAULTS_STRICT") != "1",
+    not STRICT,
     reason="needs issue 24 items 1-3 (branch keyring): keyring restart and reload without -32001",
     strict=False)
 
@@ -117,15 +126,18 @@ def restart_keyring():
     while os.path.exists(f"/proc/{pid}") and time.time() < deadline:
         time.sleep(0.05)
     password = os.environ.get("AUTHBROKER_TEST_KEYRING_PASSWORD", "authbroker-test")
-    r = subprocess.run(["timeout", "10", "gnome-keyring-daemon", "--unlock", "--components=secrets"],
+    # As scripts/with-keyring starts it: the password on stdin unlocks the login keyring.
+    r = subprocess.run(["timeout", "10", "gnome-keyring-daemon", "--unlock", "--daemonize", "--components=secrets"],
                        input=password, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     while time.time() < deadline:
-        if dbus_send("--dest=org.freedesktop.secrets", "/org/freedesktop/secrets",
-                     "org.freedesktop.DBus.Peer.Ping").returncode == 0:
+        locked = dbus_send("--dest=org.freedesktop.secrets", "/org/freedesktop/secrets/collection/login",
+                           "org.freedesktop.DBus.Properties.Get", "string:org.freedesktop.Secret.Collection",
+                           "string:Locked")
+        if locked.returncode == 0 and "boolean false" in locked.stdout:
             return
         time.sleep(0.1)
-    raise AssertionError("gnome-keyring did not come back on the bus")
+    raise AssertionError("gnome-keyring did not come back on the bus, unlocked")
 
 
 # --- what the clients see ---------------------------------------------------------------
@@ -141,6 +153,9 @@ class Record:
         self.errors = collections.Counter()
         self.violations = collections.defaultdict(list)
         self.closed = collections.Counter()
+        # -32001 answers by phase: violations unless the provider refused the refresh token.
+        self.login_required = collections.defaultdict(list)
+        self.lost_to_the_provider = collections.Counter()
 
     def violation(self, text):
         with self.lock:
@@ -155,7 +170,9 @@ class Record:
         with self.lock:
             self.errors[(self.phase, code)] += 1
         if code == -32001:
-            self.violation(f"{client}: -32001 without a refusal by the provider: {answer['error'].get('message')}")
+            with self.lock:
+                self.login_required[self.phase].append(f"{client}: -32001 without a refusal by the provider: "
+                                                       f"{answer['error'].get('message')}")
         elif code not in (-32004, -32005, -32009):  # unreachable, store unavailable, overloaded
             self.violation(f"{client}: unexpected error {code}: {answer['error'].get('message')}")
 
@@ -307,24 +324,39 @@ class World:
             return None
 
     def back(self, fault):
-        """Seconds until a request sent after the fault's end gets a token."""
+        """Seconds until a request sent after the fault's end gets a token; None if the
+        account needs a sign-in (see `signed_in`) or nothing came within BACK_WITHIN."""
         ended = time.time()
         while time.time() - ended < BACK_WITHIN:
             answer = self.token()
             if answer and "result" in answer:
                 return time.time() - ended
+            if answer and answer.get("error", {}).get("code") == -32001:
+                return None
             time.sleep(0.2)
         self.record.violation(f"no token within {BACK_WITHIN} s after {fault} ended")
         return None
 
     def signed_in(self, fault):
-        """The account is ready; if not, the sign-in was lost: noted, and signed in again so
-        the next fault starts from a signed-in account."""
-        accounts = self.d.rpc("account.list")["result"]["accounts"]
-        states = [a["state"] for a in accounts]
-        if states != ["ready"]:
-            self.record.violation(f"sign-in lost after {fault}: accounts {states}")
-            self.d.login_device("alice")
+        """True if the account is ready. If not, the sign-in was lost: a violation unless
+        the provider disabled the stored refresh token (it rotated, and the answer never
+        reached the daemon); either way signed in again, so the next fault starts clean."""
+        states = [a["state"] for a in self.d.rpc("account.list")["result"]["accounts"]]
+        refused = self.record.login_required.pop(fault, [])
+        if states == ["ready"]:
+            for text in refused:
+                self.record.violation(text)
+            return True
+        item = stored_item(self.d.name)
+        stored = item[1].get("refresh_token") if item and isinstance(item[1], dict) else None
+        if fault in WINDOW_FAULTS and stored and self.provider.gl.refresh_token_enabled(stored) is False:
+            with self.record.lock:
+                self.record.lost_to_the_provider[fault] += 1
+        else:
+            self.record.violation(f"sign-in lost after {fault} although the provider still honours the stored "
+                                  f"refresh token (or none is stored): accounts {states}")
+        self.d.login_device("alice")
+        return False
 
     def restart_daemon(self, sig):
         self.d.proc.send_signal(sig)
@@ -376,7 +408,8 @@ class World:
             self.record.phase = fault
         self.inject(fault)
         took = self.back(fault)
-        self.signed_in(fault)
+        if not self.signed_in(fault):
+            took = self.back(fault)
         assert self.d.proc.poll() is None, "the daemon died:\n" + self.d.log_text()[-3000:]
         if os.environ.get("AUTHBROKER_FAULTS_LOG"):
             with open(os.environ["AUTHBROKER_FAULTS_LOG"], "a") as f:
@@ -405,8 +438,10 @@ def world(provider, request):
     w.close()
     served = sum(w.record.tokens.values())
     errors = dict(w.record.errors)
+    lost = dict(w.record.lost_to_the_provider)
     with request.config.pluginmanager.get_plugin("capturemanager").global_and_fixture_disabled():
-        print(f"\nfault test: {served} tokens checked; errors by fault and code: {errors}")
+        print(f"\nfault test: {served} tokens checked; errors by fault and code: {errors}; "
+              f"sign-ins lost to a rotation whose answer never left the provider: {lost or 'none'}")
 
 
 def check(world, fault):
@@ -436,13 +471,24 @@ def test_soak(world):
     rng = random.Random(os.environ.get("AUTHBROKER_SOAK_SEED", time.time()))
     end = time.time() + SOAK_MINUTES * 60
     summary = collections.Counter()
-    failed = []
+    failed, expected = [], []
+    slowest = collections.defaultdict(float)
     while time.time() < end:
         fault = rng.choice(faults)
         took, violations = world.run(fault)
         summary[fault] += 1
-        failed += [f"{fault}: {v}" for v in violations]
+        slowest[fault] = max(slowest[fault], took or BACK_WITHIN)
+        noted = [f"{fault}: {v}" for v in violations]
+        if fault in NEEDS_KEYRING_BRANCH and not STRICT:
+            expected += noted
+        else:
+            failed += noted
         world.record.violations.pop(fault, None)
         time.sleep(rng.uniform(0, 3))
-    print(f"\nsoak: {sum(summary.values())} faults {dict(summary)}; {sum(world.record.tokens.values())} tokens checked")
+    print(f"\nsoak: {sum(summary.values())} faults {dict(summary)}; {sum(world.record.tokens.values())} tokens checked; "
+          f"slowest recovery by fault (s): { {k: round(v, 1) for k, v in slowest.items()} }; "
+          f"sign-ins lost in the windows of docs/security.md: {dict(world.record.lost_to_the_provider) or 'none'}")
+    if expected:
+        print(f"soak: {len(expected)} violations expected until the keyring branch lands (--strict fails on them):\n  "
+              + "\n  ".join(expected[:20]))
     assert not failed, "\n".join(failed[:50])

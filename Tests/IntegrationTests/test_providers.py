@@ -280,3 +280,16 @@ def test_stub_endpoint_answering_404_makes_the_daemon_read_discovery_again(stub,
     assert "result" in second, second
     assert stub.discovery_requests == 2
     assert fingerprint(second["result"]["access_token"]) != fingerprint(stub.last_issued_refresh)
+
+
+def test_stub_sign_in_without_a_refresh_token_names_prompt_consent(stub, make_daemon):
+    """A provider that grants offline_access only with prompt=consent (OIDC Core §11)
+    answers the sign-in without a refresh token: the sentence names both remedies."""
+    stub.device_refresh_token = False
+    d = make_daemon(stub)
+    r = login(d)
+    assert r.returncode == 10, r.stdout + r.stderr
+    assert "issued no refresh token" in r.stderr
+    assert 'authorization_params = { prompt = "consent" }' in r.stderr, r.stderr
+    assert "offline_access" in r.stderr
+    assert accounts(d) == []

@@ -175,7 +175,7 @@ extension Broker {
         }
         guard let refreshToken = identity.refreshToken ?? tokens.refreshToken else {
             let revocation = await revokeRefused(issued, provider: provider, metadata: metadata)
-            throw BrokerError.loginFailed(provider: name, message: "\(name) issued no refresh token: add \"offline_access\" to its scopes in config.toml, or allow refresh tokens for client \(provider.config.clientID); \(revocation)")
+            throw BrokerError.loginFailed(provider: name, message: "\(name) issued no refresh token: add \"offline_access\" to its scopes in config.toml, or allow refresh tokens for client \(provider.config.clientID); a provider that grants offline access only after consent (OpenID Connect Core §11) needs authorization_params = { prompt = \"consent\" } for [providers.\(name)] and the browser sign-in (docs/providers.md); \(revocation)")
         }
         var account = Account(
             key: AccountKey(provider: name, subject: identity.subject),

@@ -17,6 +17,8 @@ Modes of the token endpoint (discovery, JWKS and device authorization always ans
 
 Switches for the provider behaviours of docs/providers.md (tests/test_providers.py):
   device_id_token            False: device grant answers carry no ID token (RFC 8628 needs none)
+  device_refresh_token       False: device grant answers carry no refresh token, as a provider
+                             that grants offline_access only with prompt=consent answers
   id_token_names             False: ID tokens carry no preferred_username, email or name
   userinfo_claims            extra claims of the userinfo answer (besides sub)
   userinfo_checks_audience   True: userinfo refuses (401) a token restricted to resources
@@ -84,6 +86,7 @@ class StubProvider:
         self.last_issued_refresh = None  # the newest refresh token delivered in an ok answer
         self.issued = []  # every token and device code this stub handed out (for secret scans)
         self.device_id_token = True
+        self.device_refresh_token = True
         self.id_token_names = True
         self.userinfo_claims = {}
         self.userinfo_checks_audience = False
@@ -362,6 +365,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 resources = p.grants.get(form.get("device_code", [""])[0], [])
             answer = p._tokens(with_id_token=p.device_id_token, resources=resources, grant=resources)
             p._keep(answer)
+            if not p.device_refresh_token:
+                answer.pop("refresh_token")
             self._json(200, answer)
         elif grant == "authorization_code":
             code = form.get("code", [""])[0]
