@@ -36,6 +36,7 @@ import pytest
 
 from conftest import API, AUTHCTL, RPC, Daemon, _provider, _stop_provider, fingerprint, stored_item
 from glewlwyd_api import Glewlwyd, decode_jwt
+from test_faults import LOGIN_COLLECTION, dbus, keyring_locked, keyring_pid, unlock_login_keyring
 
 TOKEN_LIFE = 4  # seconds: Glewlwyd's access tokens
 BACK_WITHIN = 12  # seconds after a fault ends: http_timeout (2) + the longest back-off reached (8) + slack
@@ -105,39 +106,30 @@ class Provider:
         os.kill(self.pid, signal.SIGCONT)
 
 
-def dbus_send(*args):
-    return subprocess.run(["timeout", "10", "dbus-send", "--session", "--print-reply", *args],
-                          capture_output=True, text=True)
-
-
-def keyring_pid():
-    r = dbus_send("--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
-                  "org.freedesktop.DBus.GetConnectionUnixProcessID", "string:org.freedesktop.secrets")
-    assert r.returncode == 0, r.stderr
-    return int(r.stdout.split()[-1])
-
-
 def restart_keyring():
     """SIGKILLs gnome-keyring and starts it again on the same session bus and keyring file,
-    unlocked, as a desktop session would after a crash: it gets a new unique bus name."""
+    unlocked, as a desktop session would after a crash: it gets a new unique bus name.
+    A caller may get there first: D-Bus then starts it, locked, for the caller's request, and
+    it is unlocked the way Seahorse does (test_faults.unlock_login_keyring)."""
     pid = keyring_pid()
     os.kill(pid, signal.SIGKILL)
     deadline = time.time() + 10
     while os.path.exists(f"/proc/{pid}") and time.time() < deadline:
         time.sleep(0.05)
     password = os.environ.get("AUTHBROKER_TEST_KEYRING_PASSWORD", "authbroker-test")
-    # As scripts/with-keyring starts it: the password on stdin unlocks the login keyring.
+    # As scripts/with-keyring starts it: the password on stdin unlocks the login keyring
+    # (only if this starts it).
     r = subprocess.run(["timeout", "10", "gnome-keyring-daemon", "--unlock", "--daemonize", "--components=secrets"],
                        input=password, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    while time.time() < deadline:
-        locked = dbus_send("--dest=org.freedesktop.secrets", "/org/freedesktop/secrets/collection/login",
-                           "org.freedesktop.DBus.Properties.Get", "string:org.freedesktop.Secret.Collection",
-                           "string:Locked")
-        if locked.returncode == 0 and "boolean false" in locked.stdout:
-            return
+    while time.time() < deadline + 10:
+        answer = dbus("--dest=org.freedesktop.secrets", LOGIN_COLLECTION, "org.freedesktop.DBus.Properties.Get",
+                      "string:org.freedesktop.Secret.Collection", "string:Locked")
+        if answer.returncode == 0:
+            break
         time.sleep(0.1)
-    raise AssertionError("gnome-keyring did not come back on the bus, unlocked")
+    if keyring_locked():
+        unlock_login_keyring()
 
 
 # --- what the clients see ---------------------------------------------------------------
@@ -349,9 +341,13 @@ class World:
             return True
         item = stored_item(self.d.name)
         stored = item[1].get("refresh_token") if item and isinstance(item[1], dict) else None
-        if fault in WINDOW_FAULTS and stored and self.provider.gl.refresh_token_enabled(stored) is False:
+        honoured = self.provider.gl.refresh_token_enabled(stored) if stored else None
+        if fault in WINDOW_FAULTS and honoured is False:
             with self.record.lock:
                 self.record.lost_to_the_provider[fault] += 1
+        elif honoured is False:
+            self.record.violation(f"sign-in lost after {fault}: the stored refresh token was rotated at the provider, "
+                                  f"and its successor never reached the store: accounts {states}")
         else:
             self.record.violation(f"sign-in lost after {fault} although the provider still honours the stored "
                                   f"refresh token (or none is stored): accounts {states}")
