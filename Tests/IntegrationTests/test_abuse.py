@@ -117,7 +117,8 @@ def stub_daemon(stub):
 
     def make(any_resource=False, daemon_settings="", http_timeout=5, provider_settings=""):
         d = signed_in_at_stub(lambda name: (
-            '[daemon]\nstore = "memory"\nrefresh_margin = 60\n' + f"http_timeout = {http_timeout}\n" + daemon_settings + '\n'
+            '[daemon]\nstore = "memory"\nrefresh_margin = 60\n'
+            + f"http_timeout = {http_timeout}\nrefresh_timeout = {http_timeout}\n" + daemon_settings + '\n'
             f"[providers.{name}]\nissuer = \"{stub.issuer}\"\nclient_id = \"{stub.client_id}\"\n"
             f'scopes = ["openid", "offline_access"]\nresources = ["{API}"]\n'
             + ("any_resource = true\n" if any_resource else "") + provider_settings))

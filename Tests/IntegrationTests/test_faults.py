@@ -24,9 +24,10 @@ LOGIN_COLLECTION = "/org/freedesktop/secrets/collection/login"
 
 def stub_config(name, stub, store="secret-service", refresh_margin=120, http_timeout=2, store_timeout=10):
     # Tokens from the stub live 60 s; a refresh_margin of 120 s makes every request try a
-    # refresh first, so every request meets the fault.
+    # refresh first, so every request meets the fault. Refreshes get the same deadline as
+    # the other calls (refresh_timeout), so "slow" and "hang" are late for both.
     return (f'[daemon]\nstore = "{store}"\nrefresh_margin = {refresh_margin}\n'
-            f"http_timeout = {http_timeout}\nstore_timeout = {store_timeout}\n\n"
+            f"http_timeout = {http_timeout}\nrefresh_timeout = {http_timeout}\nstore_timeout = {store_timeout}\n\n"
             f"[providers.{name}]\nissuer = \"{stub.issuer}\"\nclient_id = \"{stub.client_id}\"\n"
             f'scopes = ["openid", "offline_access"]\nresources = ["{API}"]\n')
 
