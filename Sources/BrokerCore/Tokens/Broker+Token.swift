@@ -164,7 +164,7 @@ extension Broker {
                 response = try await client.clientCredentials(
                     metadata, resource: key.resource, scopes: scopes ?? provider.config.scopes, extra: extra)
             } else {
-                response = try await refreshOnce(
+                response = try await refreshRequest(
                     client, metadata: metadata, refreshToken: refreshToken, resource: key.resource, scopes: scopes,
                     extra: extra, sentAt: sentAt, provider: provider, account: account)
             }
@@ -235,7 +235,7 @@ extension Broker {
     /// provider has a reuse grace period that is not over yet, it is sent once more with the
     /// same refresh token: the provider may have taken the first one and rotated the
     /// refresh token, and the answer to the retry carries the newest one.
-    private func refreshOnce(_ client: OAuthClient, metadata: ProviderMetadata, refreshToken: String, resource: String?,
+    private func refreshRequest(_ client: OAuthClient, metadata: ProviderMetadata, refreshToken: String, resource: String?,
                              scopes: [String]?, extra: [(String, String)], sentAt: Double, provider: Provider,
                              account: Account) async throws(OAuthError) -> TokenResponse {
         let timeout = Double(config.daemon.refreshTimeout)
