@@ -397,6 +397,8 @@ class World:
         took = self.back(fault)
         if not self.signed_in(fault):
             took = self.back(fault)
+            # Answers to requests sent before the new sign-in: the same loss, already counted.
+            self.record.login_required.pop(fault, None)
         assert self.d.proc.poll() is None, "the daemon died:\n" + self.d.log_text()[-3000:]
         if os.environ.get("AUTHBROKER_FAULTS_LOG"):
             with open(os.environ["AUTHBROKER_FAULTS_LOG"], "a") as f:
