@@ -141,7 +141,25 @@ class ResourceServer:
             return 401, "invalid_token", "Bearer"
         return 200, claims.get("sub"), scheme
 
+    def control(self, h):
+        """For tests in other languages (clients/go): `POST /_control/refuse` with a token's
+        SHA-256 in hex refuses it; `GET /_control/log` is the log; `POST /_control/clear` empties it."""
+        if h.path == "/_control/refuse":
+            self.refused.add(h.body.decode().strip())
+            body = b"{}"
+        elif h.path == "/_control/clear":
+            del self.log[:]
+            body = b"{}"
+        else:
+            body = json.dumps(self.log).encode()
+        h.send_response(200)
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+
     def handle(self, h):
+        if h.path.startswith("/_control/"):
+            return self.control(h)
         url = self.url + h.path
         status, what, scheme = self.check(h.command, url, h.headers.get("Authorization"), h.headers.get("DPoP"))
         self.log.append((h.command, h.path, status, scheme, None if status == 200 else what))

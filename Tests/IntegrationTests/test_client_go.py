@@ -1,0 +1,81 @@
+"""clients/go, with Debian's Go (golang-go): `go test` plays the shared protocol cases
+(clients/protocol-cases.json) and, given the real parts this test starts, gets tokens from
+the real daemon (signed in at the real Glewlwyd) for a real API on loopback that checks
+each token and DPoP proof (support/resource_server.py). Offline: the module has no
+dependencies (GOFLAGS=-mod=mod, GOPROXY=off)."""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from conftest import API, GIT, ROOT
+from resource_server import ResourceServer
+from test_client_python import LISTENER
+
+MODULE = os.path.join(ROOT, "clients", "go")
+
+
+@pytest.fixture(scope="module")
+def go():
+    go = shutil.which("go") or "/usr/lib/go/bin/go"
+    if not os.path.exists(go):
+        pytest.fail("Debian's golang-go is not installed: run scripts/setup")
+    return go
+
+
+def foreign_socket():
+    """A socket served by the user nobody (root only), or (None, None)."""
+    if os.geteuid() != 0:
+        return None, None
+    import pwd
+    uid = pwd.getpwnam("nobody").pw_uid
+    base = tempfile.mkdtemp(prefix="ab-", dir="/tmp")
+    os.chmod(base, 0o755)
+    theirs = os.path.join(base, "theirs")
+    os.mkdir(theirs, 0o755)
+    os.chown(theirs, uid, -1)
+    path = os.path.join(theirs, "sock")
+    listener = subprocess.Popen(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                                 os.path.realpath(sys.executable), "-c", LISTENER, path], stdout=subprocess.PIPE, text=True)
+    assert listener.stdout.readline().strip() == "ready"
+    return path, (listener, base)
+
+
+def test_go_client_plays_the_protocol_cases_and_reaches_the_api(go, broker, daemon_factory, glewlwyd_static, tmp_path):
+    api = ResourceServer(glewlwyd_static.discovery()["jwks_uri"], audience=API)
+    dpop = daemon_factory(provider="static")
+    with open(dpop.config, "a") as f:
+        f.write("dpop = true\n")
+    dpop.start()
+    dpop.login_device("alice")
+    unsigned = daemon_factory(provider="static", store="memory").start()
+    foreign, held = foreign_socket()
+    try:
+        env = dict(os.environ, GOFLAGS="-mod=mod", GOPROXY="off", GO111MODULE="on",
+                   GOCACHE=os.environ.get("GOCACHE", os.path.join(tempfile.gettempdir(), "authbroker-go-cache")),
+                   AUTHBROKER_TEST_SOCKET=broker.socket, AUTHBROKER_TEST_PROVIDER=broker.name,
+                   AUTHBROKER_TEST_RESOURCE=API, AUTHBROKER_TEST_OTHER_RESOURCE=GIT, AUTHBROKER_TEST_API=api.url,
+                   AUTHBROKER_TEST_SUBJECT=broker.rpc("account.list")["result"]["accounts"][0]["subject"],
+                   AUTHBROKER_TEST_DPOP_SOCKET=dpop.socket, AUTHBROKER_TEST_DPOP_PROVIDER=dpop.name,
+                   AUTHBROKER_TEST_UNSIGNED_SOCKET=unsigned.socket, AUTHBROKER_TEST_UNSIGNED_PROVIDER=unsigned.name,
+                   AUTHBROKER_TEST_FOREIGN_SOCKET=foreign or "")
+        env.pop("GOPATH", None)
+        r = subprocess.run([go, "test", "-count=1", "-v", "./..."], cwd=MODULE, env=env, capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
+        for name in ("TestProtocolCasesWithTheGenericCall", "TestProtocolCasesWithTheTypedTokenCall",
+                     "TestIntegrationTokenAndTransport", "TestIntegrationDPoP", "TestIntegrationTypedErrors",
+                     "TestATimeoutLeavesTheConnectionUsable"):
+            assert f"--- PASS: {name} " in r.stdout, f"{name} did not run:\n{r.stdout[-3000:]}"
+        assert "SKIP" not in r.stdout, r.stdout[-3000:]
+        if held:
+            out, _ = held[0].communicate(timeout=20)
+            assert out.strip() == "0", "the other user's listener received bytes from the Go client"
+    finally:
+        api.stop()
+        if held:
+            held[0].kill()
+            shutil.rmtree(held[1], ignore_errors=True)

@@ -1,0 +1,3 @@
+module authbroker
+
+go 1.19
