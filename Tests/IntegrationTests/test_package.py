@@ -1,0 +1,240 @@
+"""The Debian package (scripts/package) as a user gets it: built once from one release
+build, lintian clean, installed with `apt-get install ./authbroker_*.deb`, used under a
+live systemd user manager (scripts/user-systemd, user abpkg) straight from the installed
+files — the socket enabled for every user, socket activation of /usr/bin/authbrokerd by
+the first authctl, a device sign-in at the real Glewlwyd, a token, status — and purged
+with nothing left behind.
+
+Root only (it installs a package and starts `systemd --user` for abpkg); skipped
+otherwise. The release build takes minutes: AUTHBROKER_INSTALL_BIN (prebuilt release
+binaries, as test_install.py takes them) or AUTHBROKER_DEB (a built package) skip it;
+otherwise this test makes the one release build (incremental after the first).
+"""
+import fcntl
+import glob
+import os
+import pwd
+import re
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from conftest import API, BIN, ROOT, decode_jwt
+from device_login import approve_device_login
+
+USER = "abpkg"
+TOOL = os.path.join(ROOT, "scripts", "user-systemd")
+PACKAGE = os.path.join(ROOT, "scripts", "package")
+# What deb-systemd-helper makes to enable the socket for every user, and remembers.
+ENABLED_LINK = "/etc/systemd/user/sockets.target.wants/authbroker.socket"
+HELPER_STATE = "/var/lib/systemd/deb-systemd-user-helper-enabled"
+
+
+def scratch_of(bin_dir):
+    d = os.path.realpath(bin_dir)
+    while d != "/":
+        if os.path.exists(os.path.join(d, "workspace-state.json")):
+            return d
+        d = os.path.dirname(d)
+    return os.path.join(ROOT, ".build")
+
+
+def run(*cmd, timeout=600, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, **kw)
+
+
+def leftovers():
+    """Every trace of the package on the machine: its files, the enabling link, dpkg's and
+    deb-systemd-helper's records."""
+    found = [p for p in (ENABLED_LINK, "/usr/bin/authctl", "/usr/bin/authbrokerd",
+                         "/usr/lib/systemd/user/authbroker.service", "/usr/lib/systemd/user/authbroker.socket",
+                         "/usr/share/doc/authbroker") if os.path.lexists(p)]
+    found += glob.glob("/var/lib/dpkg/info/authbroker.*")
+    found += [os.path.join(d, f) for d, _, files in os.walk(HELPER_STATE) for f in files if "authbroker" in f]
+    return found
+
+
+@pytest.fixture(scope="module")
+def deb(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("installing a Debian package needs root (CI runs the suite as root)")
+    given = os.environ.get("AUTHBROKER_DEB")
+    if given:
+        return given
+    out = tmp_path_factory.mktemp("deb")
+    bin_dir = os.environ.get("AUTHBROKER_INSTALL_BIN")
+    if not bin_dir:
+        # The one release build, in the suite's own scratch folder: incremental after the first.
+        scratch = scratch_of(BIN)
+        for product in ("authbrokerd", "authctl"):
+            r = run("swift", "build", "--package-path", ROOT, "--scratch-path", scratch, "-c", "release",
+                    "--static-swift-stdlib", "--product", product, timeout=3600)
+            assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        bin_dir = run("swift", "build", "--package-path", ROOT, "--scratch-path", scratch, "-c", "release",
+                      "--show-bin-path").stdout.strip()
+    r = run(PACKAGE, "--bin-dir", bin_dir, "--output", str(out), "--scratch-path", scratch_of(BIN), timeout=1200)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+    path = r.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r"authbroker_\d+\.\d+\.\d+_[a-z0-9]+\.deb", os.path.basename(path)), path
+    return path
+
+
+class User:
+    """USER's session under its own systemd --user: commands run as that user."""
+
+    def __init__(self):
+        out = run(TOOL, "env", USER, timeout=30).stdout
+        self.env = dict(kv.split("=", 1) for kv in out.split())
+        self.home = self.env["HOME"]
+        pw = pwd.getpwnam(USER)
+        self.uid, self.gid = pw.pw_uid, pw.pw_gid
+        self.log = os.path.join(self.home, "authbrokerd.log")
+
+    def run(self, *cmd, timeout=60, check=False):
+        r = run("runuser", "-u", USER, "--", "env", "-i", *[f"{k}={v}" for k, v in self.env.items()], *cmd,
+                timeout=timeout)
+        assert not check or r.returncode == 0, f"{cmd}: {r.stdout}{r.stderr}"
+        return r
+
+    def popen(self, *cmd):
+        return subprocess.Popen(["runuser", "-u", USER, "--", "env", "-i", *[f"{k}={v}" for k, v in self.env.items()], *cmd],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+
+    def show(self, unit, *props):
+        out = self.run("systemctl", "--user", "show", "-p", ",".join(props), unit, check=True).stdout
+        return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+    def write(self, rel, text, mode=0o600):
+        path = os.path.join(self.home, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, mode)
+        d = path
+        while d != self.home:
+            os.chown(d, self.uid, self.gid)
+            d = os.path.dirname(d)
+
+    def log_text(self):
+        try:
+            with open(self.log, errors="replace") as f:
+                return f.read()[-4000:]
+        except FileNotFoundError:
+            return ""
+
+
+@pytest.fixture(scope="module")
+def installed(deb, glewlwyd_static):
+    lock = open("/run/lock/authbroker-package-test.lock", "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)  # one package test per machine at a time
+    try:
+        assert run("dpkg-query", "-W", "authbroker").returncode != 0, \
+            "authbroker is installed on this machine already: this test installs and purges it"
+        assert leftovers() == [], leftovers()
+        r = run("apt-get", "install", "-y", "-q", "--no-install-recommends", "./" + os.path.basename(deb),
+                cwd=os.path.dirname(os.path.abspath(deb)), env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        files = [f for f in run("dpkg-query", "-L", "authbroker").stdout.splitlines() if os.path.isfile(f)]
+        try:
+            yield {"files": files, "gl": glewlwyd_static}
+        finally:
+            run(TOOL, "stop", USER, timeout=60)
+            r = run("apt-get", "purge", "-y", "-q", "authbroker", env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+            assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    finally:
+        lock.close()
+    # After the purge: not one of its files, links or records.
+    assert [f for f in files if os.path.lexists(f)] == []
+    assert leftovers() == []
+
+
+def test_the_package_installs_everything_where_debian_keeps_it(installed):
+    files = set(installed["files"])
+    for f in ("/usr/bin/authbrokerd", "/usr/bin/authctl", "/usr/lib/systemd/user/authbroker.service",
+              "/usr/lib/systemd/user/authbroker.socket", "/usr/share/bash-completion/completions/authctl",
+              "/usr/share/zsh/vendor-completions/_authctl", "/usr/share/fish/vendor_completions.d/authctl.fish",
+              "/usr/share/doc/authbroker/examples/config.toml", "/usr/share/doc/authbroker/protocol.md.gz",
+              "/usr/share/man/man1/authctl.1.gz", "/usr/share/man/man1/authctl.token.1.gz",
+              "/usr/share/man/man5/authbroker.toml.5.gz", "/usr/share/man/man8/authbrokerd.8.gz"):
+        assert f in files, f
+    with open("/usr/lib/systemd/user/authbroker.service") as f:
+        assert re.search(r"^ExecStart=/usr/bin/authbrokerd$", f.read(), re.M)
+    # Every command of authctl has its page, found by man.
+    listed = run("/usr/bin/authctl", "--help").stdout.split("SUBCOMMANDS:")[1]
+    commands = re.findall(r"^  ([a-z-]+)\s", listed, re.M)
+    assert "token" in commands and "login" in commands
+    for c in commands:
+        r = run("man", "-w", f"authctl.{c}")
+        assert r.stdout.strip() == f"/usr/share/man/man1/authctl.{c}.1.gz", (c, r.stdout, r.stderr)
+    r = run("man", "-P", "cat", "authctl")
+    assert "EXIT STATUS" in r.stdout
+    # Enabled for every user, the way Debian enables user units.
+    assert os.readlink(ENABLED_LINK) == "/usr/lib/systemd/user/authbroker.socket"
+    r = run("systemctl", "--global", "is-enabled", "authbroker.socket")
+    assert r.stdout.strip() == "enabled", r.stdout + r.stderr
+
+
+@pytest.fixture(scope="module")
+def session(installed):
+    if not shutil.which("systemctl") or not os.path.exists("/lib/systemd/systemd"):
+        pytest.skip("systemd is not installed here")
+    start = run(TOOL, "start", USER, timeout=60)
+    assert start.returncode == 0, start.stdout + start.stderr
+    s = User()
+    for d in (".config/authbroker", ".config/systemd", ".local/share/keyrings", "authbrokerd.log"):
+        path = os.path.join(s.home, d)
+        shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else (os.path.exists(path) and os.remove(path))
+    # The real Secret Service for the user: gnome-keyring on its manager's session bus.
+    s.run("mkdir", "-p", os.path.join(s.home, ".local", "share", "keyrings"), check=True)
+    s.run("systemd-run", "--user", "--unit=ab-pkg-keyring", "--collect", "sh", "-c",
+          "printf %s authbroker-test | exec gnome-keyring-daemon --foreground --unlock --components=secrets", check=True)
+    deadline = time.time() + 20
+    while s.run("timeout", "2", "dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.secrets",
+                "/org/freedesktop/secrets", "org.freedesktop.DBus.Peer.Ping").returncode != 0:
+        assert time.time() < deadline, "gnome-keyring did not come up on the user's bus"
+        time.sleep(0.2)
+    gl = installed["gl"]
+    # The packaged example, with the provider filled in as its comments say.
+    with open("/usr/share/doc/authbroker/examples/config.toml") as f:
+        assert "[providers." in f.read()
+    s.write(".config/authbroker/config.toml", f"""[daemon]
+store = "secret-service"
+
+[providers.corp]
+issuer = "{gl.issuer}"
+client_id = "{gl.client_id('authbroker')}"
+scopes = ["openid", "profile", "email", "offline_access"]
+resources = ["{API}"]
+""")
+    # The one test drop-in: the daemon's stderr to a file, since a container has no journald.
+    s.write(".config/systemd/user/authbroker.service.d/test-log.conf", f"[Service]\nStandardError=append:{s.log}\n", 0o644)
+    s.run("systemctl", "--user", "daemon-reload", check=True)
+    s.gl = gl
+    return s
+
+
+def test_the_installed_socket_starts_the_installed_daemon_which_signs_in_and_serves_tokens(session):
+    s = session
+    # Enabled globally: listening from the user manager's start, nothing done per user.
+    assert s.show("authbroker.socket", "ActiveState", "FragmentPath") == {
+        "ActiveState": "active", "FragmentPath": "/usr/lib/systemd/user/authbroker.socket"}
+    assert s.show("authbroker.service", "ActiveState")["ActiveState"] == "inactive"
+
+    r = s.run("authctl", "status")
+    assert r.returncode == 0, r.stdout + r.stderr + s.log_text()
+    assert "secret-service" in r.stdout and "provider corp" in r.stdout
+    shown = s.show("authbroker.service", "ActiveState", "FragmentPath", "MainPID")
+    assert shown["ActiveState"] == "active" and shown["FragmentPath"] == "/usr/lib/systemd/user/authbroker.service"
+    assert os.readlink(f"/proc/{shown['MainPID']}/exe") == "/usr/bin/authbrokerd"
+
+    p = s.popen("authctl", "login", "--device", "--provider", "corp")
+    approve_device_login(p, s.gl, "authbroker", "alice", s.log_text)
+    r = s.run("authctl", "token", "--resource", API)
+    assert r.returncode == 0, r.stderr + s.log_text()
+    token = r.stdout.strip()
+    assert decode_jwt(token)[1]["aud"] in (API, [API])
+    status = s.run("authctl", "status")
+    assert status.returncode == 0 and "alice" in status.stdout and API in status.stdout, status.stdout
+    assert token not in status.stdout + status.stderr + s.log_text()
