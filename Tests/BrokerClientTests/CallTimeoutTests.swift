@@ -23,16 +23,7 @@ final class CallTimeoutTests: XCTestCase {
     /// would start hangs or keeps failing.
     private func listeningSocket() throws -> (fd: Int32, path: String) {
         let path = directory + "/sock"
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        XCTAssertGreaterThanOrEqual(fd, 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        XCTAssertEqual(bound, 0)
-        XCTAssertEqual(listen(fd, 8), 0)
+        let fd = BrokerClientTests.listeningSocket(at: path)
         return (fd, path)
     }
 

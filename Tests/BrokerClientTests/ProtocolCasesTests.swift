@@ -44,15 +44,7 @@ final class ProtocolCasesTests: XCTestCase {
 
         init(_ c: Case) throws {
             path = "/tmp/ab-swift-case-\(UUID().uuidString.prefix(8))"
-            fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_un()
-            address.sun_family = sa_family_t(AF_UNIX)
-            withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
-            let bound = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-            }
-            XCTAssertEqual(bound, 0)
-            XCTAssertEqual(listen(fd, 1), 0)
+            fd = listeningSocket(at: path, backlog: 1)
             let replies = c.replies
             let closeAfter = c.close ?? false
             Thread { [self] in serve(replies, closeAfter) }.start()

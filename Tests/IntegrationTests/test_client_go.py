@@ -13,7 +13,7 @@ import pytest
 
 from conftest import API, GIT, ROOT
 from resource_server import ResourceServer
-from test_client_python import LISTENER
+from test_client_python import served_by_nobody
 
 MODULE = os.path.join(ROOT, "clients", "go")
 
@@ -30,17 +30,7 @@ def foreign_socket():
     """A socket served by the user nobody (root only), or (None, None)."""
     if os.geteuid() != 0:
         return None, None
-    import pwd
-    uid = pwd.getpwnam("nobody").pw_uid
-    base = tempfile.mkdtemp(prefix="ab-", dir="/tmp")
-    os.chmod(base, 0o755)
-    theirs = os.path.join(base, "theirs")
-    os.mkdir(theirs, 0o755)
-    os.chown(theirs, uid, -1)
-    path = os.path.join(theirs, "sock")
-    listener = subprocess.Popen(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
-                                 os.path.realpath(sys.executable), "-c", LISTENER, path], stdout=subprocess.PIPE, text=True)
-    assert listener.stdout.readline().strip() == "ready"
+    path, listener, base = served_by_nobody()
     return path, (listener, base)
 
 

@@ -22,6 +22,7 @@ import requests
 from conftest import API, GIT, ROOT, fingerprint
 from resource_server import ResourceServer
 from test_sign_in_on_demand import finish_in_browser, on_demand_daemon, wait_until
+from test_socket_owner import LISTENER
 
 CLIENT = os.path.join(ROOT, "clients", "python")
 sys.path.insert(0, os.path.join(CLIENT, "src"))
@@ -181,41 +182,30 @@ def test_a_daemon_that_never_answers_is_a_timeout_and_the_connection_stays_usabl
         server.close()
 
 
-LISTENER = r"""
-import os, socket, sys
-s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); os.chmod(sys.argv[1], 0o666); s.listen(1)
-print("ready", flush=True)
-c, _ = s.accept(); c.settimeout(5)
-got = b""
-try:
-    while True:
-        chunk = c.recv(65536)
-        if not chunk: break
-        got += chunk
-except OSError:
-    pass
-print(len(got), flush=True)
-"""
-
-
-def test_nothing_is_sent_to_a_socket_another_user_serves():
+def served_by_nobody():
+    """A socket served by the user nobody, in a folder nobody owns: (path, listener process,
+    folder to remove). The listener prints how many bytes it received once the peer closes."""
     if os.geteuid() != 0:
         pytest.skip("needs root to serve a socket as another user (setpriv --reuid=nobody)")
-    uid = pwd.getpwnam("nobody").pw_uid
     base = tempfile.mkdtemp(prefix="ab-", dir="/tmp")
     os.chmod(base, 0o755)
     theirs = os.path.join(base, "theirs")
     os.mkdir(theirs, 0o755)
-    os.chown(theirs, uid, -1)
+    os.chown(theirs, pwd.getpwnam("nobody").pw_uid, -1)
     path = os.path.join(theirs, "sock")
     listener = subprocess.Popen(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
                                  os.path.realpath(sys.executable), "-c", LISTENER, path], stdout=subprocess.PIPE, text=True)
+    assert listener.stdout.readline().strip() == "ready"
+    return path, listener, base
+
+
+def test_nothing_is_sent_to_a_socket_another_user_serves():
+    path, listener, base = served_by_nobody()
     try:
-        assert listener.stdout.readline().strip() == "ready"
         with pytest.raises(authbroker.WrongServer) as e:
             with authbroker.Broker(path) as b:
                 b.reject_token("a-token-that-must-not-leave")
-        assert f"served by uid {uid}" in str(e.value) and "nothing was sent" in str(e.value)
+        assert f"served by uid {pwd.getpwnam('nobody').pw_uid}" in str(e.value) and "nothing was sent" in str(e.value)
         out, _ = listener.communicate(timeout=20)
         assert out.strip() == "0", "the other user's listener received bytes"
     finally:
@@ -242,13 +232,15 @@ def test_get_token_waits_for_a_sign_in_on_demand(daemon_factory, glewlwyd):
 
 def test_pip_installs_it_and_five_lines_of_requests_get_an_api_answer(broker, api, tmp_path):
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    # Without its own pip (ensurepip takes seconds): this interpreter's pip installs into it.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
     py = str(venv / "bin" / "python")
     # From a copy: setuptools writes build/ and *.egg-info beside the sources it builds.
     source = tmp_path / "python"
     shutil.copytree(CLIENT, source)
     # No index: the core needs nothing, and requests comes from the system's site-packages.
-    r = subprocess.run([py, "-m", "pip", "install", "-q", "--no-index", "--no-build-isolation", "--no-deps", str(source)],
+    r = subprocess.run([sys.executable, "-m", "pip", "--python", py, "install", "-q", "--no-index", "--no-build-isolation",
+                        "--no-deps", str(source)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     script = tmp_path / "five.py"

@@ -23,6 +23,8 @@ import pytest
 
 from conftest import API, BIN, ROOT, decode_jwt
 from device_login import approve_device_login
+from test_install import scratch_of
+from test_systemd_live import Live
 
 USER = "abpkg"
 TOOL = os.path.join(ROOT, "scripts", "user-systemd")
@@ -30,15 +32,6 @@ PACKAGE = os.path.join(ROOT, "scripts", "package")
 # What deb-systemd-helper makes to enable the socket for every user, and remembers.
 ENABLED_LINK = "/etc/systemd/user/sockets.target.wants/authbroker.socket"
 HELPER_STATE = "/var/lib/systemd/deb-systemd-user-helper-enabled"
-
-
-def scratch_of(bin_dir):
-    d = os.path.realpath(bin_dir)
-    while d != "/":
-        if os.path.exists(os.path.join(d, "workspace-state.json")):
-            return d
-        d = os.path.dirname(d)
-    return os.path.join(ROOT, ".build")
 
 
 def run(*cmd, timeout=600, **kw):
@@ -81,10 +74,10 @@ def deb(tmp_path_factory):
     return path
 
 
-class User:
-    """USER's session under its own systemd --user: commands run as that user."""
+class User(Live):
+    """test_systemd_live's session helpers (show, write, log_text), for USER."""
 
-    def __init__(self):
+    def __init__(self):  # noqa: super().__init__ is for test_systemd_live's own user
         out = run(TOOL, "env", USER, timeout=30).stdout
         self.env = dict(kv.split("=", 1) for kv in out.split())
         self.home = self.env["HOME"]
@@ -92,37 +85,17 @@ class User:
         self.uid, self.gid = pw.pw_uid, pw.pw_gid
         self.log = os.path.join(self.home, "authbrokerd.log")
 
+    def _as_user(self, cmd):
+        return ["runuser", "-u", USER, "--", "env", "-i", *[f"{k}={v}" for k, v in self.env.items()], *cmd]
+
     def run(self, *cmd, timeout=60, check=False):
-        r = run("runuser", "-u", USER, "--", "env", "-i", *[f"{k}={v}" for k, v in self.env.items()], *cmd,
-                timeout=timeout)
+        r = run(*self._as_user(cmd), timeout=timeout)
         assert not check or r.returncode == 0, f"{cmd}: {r.stdout}{r.stderr}"
         return r
 
     def popen(self, *cmd):
-        return subprocess.Popen(["runuser", "-u", USER, "--", "env", "-i", *[f"{k}={v}" for k, v in self.env.items()], *cmd],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
-
-    def show(self, unit, *props):
-        out = self.run("systemctl", "--user", "show", "-p", ",".join(props), unit, check=True).stdout
-        return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-
-    def write(self, rel, text, mode=0o600):
-        path = os.path.join(self.home, rel)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as f:
-            f.write(text)
-        os.chmod(path, mode)
-        d = path
-        while d != self.home:
-            os.chown(d, self.uid, self.gid)
-            d = os.path.dirname(d)
-
-    def log_text(self):
-        try:
-            with open(self.log, errors="replace") as f:
-                return f.read()[-4000:]
-        except FileNotFoundError:
-            return ""
+        return subprocess.Popen(self._as_user(cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                stdin=subprocess.DEVNULL)
 
 
 @pytest.fixture(scope="module")
@@ -199,7 +172,7 @@ def session(installed):
     # The packaged example, with the provider filled in as its comments say.
     with open("/usr/share/doc/authbroker/examples/config.toml") as f:
         assert "[providers." in f.read()
-    s.write(".config/authbroker/config.toml", f"""[daemon]
+    s.write(os.path.join(s.home, ".config/authbroker/config.toml"), f"""[daemon]
 store = "secret-service"
 
 [providers.corp]
@@ -209,7 +182,7 @@ scopes = ["openid", "profile", "email", "offline_access"]
 resources = ["{API}"]
 """)
     # The one test drop-in: the daemon's stderr to a file, since a container has no journald.
-    s.write(".config/systemd/user/authbroker.service.d/test-log.conf", f"[Service]\nStandardError=append:{s.log}\n", 0o644)
+    s.write(os.path.join(s.home, ".config/systemd/user/authbroker.service.d/test-log.conf"), f"[Service]\nStandardError=append:{s.log}\n", 0o644)
     s.run("systemctl", "--user", "daemon-reload", check=True)
     s.gl = gl
     return s
