@@ -55,7 +55,8 @@ def test_go_client_plays_the_protocol_cases_and_reaches_the_api(go, broker, daem
         env.pop("GOPATH", None)
         r = subprocess.run([go, "test", "-count=1", "-v", "./..."], cwd=MODULE, env=env, capture_output=True,
                            text=True, timeout=600)
-        assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
+        failures = [line for line in r.stdout.splitlines() if "--- FAIL" in line or "_test.go:" in line]
+        assert r.returncode == 0, "\n".join(failures) + "\n" + r.stdout[-2000:] + r.stderr[-3000:]
         for name in ("TestProtocolCasesWithTheGenericCall", "TestProtocolCasesWithTheTypedTokenCall",
                      "TestIntegrationTokenAndTransport", "TestIntegrationDPoP", "TestIntegrationTypedErrors",
                      "TestATimeoutLeavesTheConnectionUsable"):

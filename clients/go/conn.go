@@ -184,12 +184,12 @@ func (c *Conn) Call(ctx context.Context, method string, params, result interface
 	}(c.conn)
 
 	if _, err := c.conn.Write(line); err != nil {
-		return c.failure(method, timeout, err)
+		return c.failure(ctx, method, timeout, err)
 	}
 	for {
 		raw, err := c.readLine()
 		if err != nil {
-			return c.failure(method, timeout, err)
+			return c.failure(ctx, method, timeout, err)
 		}
 		done, err := c.decode(raw, id, method, result)
 		if done || err != nil {
@@ -220,7 +220,11 @@ func (c *Conn) readLine() ([]byte, error) {
 
 var errTooLong = errors.New("too long")
 
-func (c *Conn) failure(method string, timeout time.Duration, err error) error {
+func (c *Conn) failure(ctx context.Context, method string, timeout time.Duration, err error) error {
+	if ctx.Err() == context.Canceled {
+		// The caller gave up: the connection stays usable, as after a timeout.
+		return ctx.Err()
+	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
 		// The connection stays usable: a late answer is skipped by its id.
