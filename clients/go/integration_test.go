@@ -168,3 +168,25 @@ func TestIntegrationTypedErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestIntegrationWaitForSignIn(t *testing.T) {
+	sock, provider := env(t, "AUTHBROKER_TEST_SIGNIN_SOCKET"), env(t, "AUTHBROKER_TEST_SIGNIN_PROVIDER")
+	resource, pages := env(t, "AUTHBROKER_TEST_RESOURCE"), env(t, "AUTHBROKER_TEST_SIGNIN_PAGE_FILE")
+	ctx := context.Background()
+	p := TokenParams{Resource: resource, Provider: provider}
+	if _, err := GetToken(ctx, p, Options{Path: sock}); !IsCode(err, CodeLoginRequired) {
+		t.Fatalf("without a wait: %v", err)
+	}
+	p.WaitForSignIn = 120
+	shown := false
+	tok, err := GetToken(ctx, p, Options{Path: sock, OnSignIn: func(s *SignIn) {
+		shown = true
+		// The test's "user" opens the page (test_client_go.py finishes the sign-in there).
+		if err := os.WriteFile(pages, []byte(s.AuthorizationURL), 0o600); err != nil {
+			t.Error(err)
+		}
+	}})
+	if err != nil || !shown || tok.Provider != provider {
+		t.Fatalf("got %v %v (page shown: %v)", tok, err, shown)
+	}
+}
