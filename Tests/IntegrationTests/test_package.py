@@ -143,6 +143,11 @@ def test_the_package_installs_everything_where_debian_keeps_it(installed):
         assert r.stdout.strip() == f"/usr/share/man/man1/authctl.{c}.1.gz", (c, r.stdout, r.stderr)
     r = run("man", "-P", "cat", "authctl")
     assert "EXIT STATUS" in r.stdout
+    # The completions load in their shells, as bash-completion and fish find them.
+    r = run("bash", "-c", "source /usr/share/bash-completion/completions/authctl && complete -p authctl")
+    assert r.returncode == 0 and "authctl" in r.stdout, r.stdout + r.stderr
+    with open("/usr/share/zsh/vendor-completions/_authctl") as f:
+        assert f.readline().startswith("#compdef authctl")
     # Enabled for every user, the way Debian enables user units.
     assert os.readlink(ENABLED_LINK) == "/usr/lib/systemd/user/authbroker.socket"
     r = run("systemctl", "--global", "is-enabled", "authbroker.socket")
