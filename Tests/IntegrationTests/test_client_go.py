@@ -7,7 +7,6 @@ dependencies (GOFLAGS=-mod=mod, GOPROXY=off)."""
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time

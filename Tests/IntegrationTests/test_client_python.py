@@ -4,7 +4,6 @@ Glewlwyd's JWKS, its audience, and the DPoP proof of a bound token.
 
 No test prints a token: tokens are compared through `fingerprint()`."""
 import asyncio
-import json
 import os
 import pwd
 import shutil

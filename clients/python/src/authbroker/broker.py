@@ -1,6 +1,5 @@
 """One connection to authbrokerd: JSON-RPC 2.0, one JSON text per line, on a Unix socket
 (docs/protocol.md). Standard library only."""
-import errno
 import json
 import os
 import socket
