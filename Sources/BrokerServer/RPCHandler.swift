@@ -319,7 +319,7 @@ final class RPCHandler: ChannelDuplexHandler {
                 { inspector.program(of: cred.pid) }
             }
             let task = Task {
-                let data = await Requester.$lookup.withValue(program) {
+                let data = await Requester.$lookup.withValue(program.map(Requester.Lookup.init)) {
                     await RequestOrigin.$current.withValue(origin) { await work() }
                 }
                 activity.finished()

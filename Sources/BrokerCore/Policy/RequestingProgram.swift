@@ -24,9 +24,22 @@ public struct RequestingProgram: Sendable, Equatable, CustomStringConvertible {
 /// on demand's and `confirm`'s notifications). Set by the server around each request's
 /// work; read only when something is shown, since looking costs a read of /proc.
 public enum Requester {
+    /// How to look up the requesting program.
+    public struct Lookup: Sendable {
+        /// Reads the requesting program (from /proc); nil when it cannot be known.
+        public let find: @Sendable () -> RequestingProgram?
+
+        public init(_ find: @escaping @Sendable () -> RequestingProgram?) {
+            self.find = find
+        }
+    }
+
     /// Looks up the requesting program; nil outside a request.
-    @TaskLocal public static var lookup: (@Sendable () -> RequestingProgram?)?
+    // A struct, not the optional closure itself: binding a @TaskLocal of optional function
+    // type crashes in swift_task_localValuePush in optimised builds (Swift 6.3; debug
+    // builds are fine), which took down the release daemon at its first sign-in.
+    @TaskLocal public static var lookup: Lookup?
 
     /// The program that made the current request, when known.
-    public static var program: RequestingProgram? { lookup?() }
+    public static var program: RequestingProgram? { lookup?.find() }
 }
