@@ -30,7 +30,6 @@ extension FrontDoor {
             hangUp(connection)
             return false
         }
-        connection.lastActive = ServerActivity.monotonicNanoseconds()
         let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
         // One whole line and nothing after it, the way callers ask: handled here. Anything
         // else is NIO's to frame (a line in pieces, several lines, one longer than a read).
@@ -41,6 +40,8 @@ extension FrontDoor {
             give(connection, Handover(unread: ByteBuffer(bytes: chunk)))
             return false
         }
+        // A whole line: none is left started.
+        connection.life.chunkRead(endsLine: true, hasNewline: true, now: ServerActivity.monotonicNanoseconds())
         return serve(connection, line: UnsafeRawBufferPointer(rebasing: chunk[0..<length]), chunk: chunk)
     }
 
@@ -71,7 +72,7 @@ extension FrontDoor {
         switch reply {
         case .now(let data):
             if identified {
-                connection.closeWhenSent = true
+                connection.life.closeAfterAnswer()
                 return answer(connection, data)
             }
             // A notification (no id) is carried out but never answered (JSON-RPC 2.0 §4.1).
@@ -82,8 +83,8 @@ extension FrontDoor {
         }
     }
 
-    /// Writes one answer line. What the socket does not take waits in `unsent`, and
-    /// nothing more is read until it is out. Returns false when the connection was closed.
+    /// Writes one answer line. What the socket does not take waits in `unsent`, and the
+    /// lifecycle waits to write: nothing more is read until it is out. Returns false when the connection was closed.
     private func answer(_ connection: Connection, _ data: Data) -> Bool {
         var newline = UInt8(ascii: "\n")
         let total = data.count + 1
@@ -106,9 +107,7 @@ extension FrontDoor {
             }
         }
         if sent == total {
-            connection.lastActive = ServerActivity.monotonicNanoseconds()
-            if connection.closeWhenSent { hangUp(connection); return false }
-            return true
+            return perform(connection, connection.life.writeDrained(now: ServerActivity.monotonicNanoseconds()))
         }
         if sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK {
             hangUp(connection)  // the peer is gone
@@ -120,13 +119,14 @@ extension FrontDoor {
         if done < data.count { rest.append(contentsOf: data[data.startIndex + done ..< data.endIndex]) }
         rest.append(newline)
         connection.unsent = rest
-        connection.unsentSince = ServerActivity.monotonicNanoseconds()
+        connection.life.writeBlocked(progress: false, now: ServerActivity.monotonicNanoseconds())
         register(connection, events: Self.watched | EPOLLOUT.rawValue)
-        return connections[connection.fd] != nil
+        return held[connection.fd] != nil
     }
 
-    /// Writes what waits in `unsent`; once all is out, reads what came meanwhile. Returns
-    /// false when the connection is no longer the front door's.
+    /// Writes what waits in `unsent`; once all is out, does what the lifecycle says next
+    /// (reads what came meanwhile, closes after a last answer). Returns false when the
+    /// connection is no longer the front door's.
     func flush(_ connection: Connection) -> Bool {
         let sent: Int = connection.unsent.withUnsafeBytes { bytes in
             var n: Int
@@ -141,22 +141,17 @@ extension FrontDoor {
             return false
         }
         connection.unsent.removeFirst(sent)
-        connection.lastActive = ServerActivity.monotonicNanoseconds()
+        let now = ServerActivity.monotonicNanoseconds()
         // The stall is counted from the last progress, as NIO's is: a slow reader that keeps
         // taking bytes gets a long answer whole.
-        if sent > 0 { connection.unsentSince = connection.lastActive }
-        guard connection.unsent.isEmpty else { return true }
-        if connection.closeWhenSent {
-            hangUp(connection)
-            return false
+        guard connection.unsent.isEmpty else {
+            connection.life.writeBlocked(progress: sent > 0, now: now)
+            return true
         }
+        let next = connection.life.writeDrained(now: now)
+        if case .close = next { return perform(connection, next) }
         register(connection, events: Self.watched)
-        guard connections[connection.fd] != nil else { return false }
-        if connection.inputWaiting {
-            connection.inputWaiting = false
-            guard readRequest(connection) else { return false }
-        }
-        finishIfDone(connection)
-        return connections[connection.fd] != nil
+        guard held[connection.fd] != nil else { return false }
+        return perform(connection, next)
     }
 }

@@ -24,6 +24,11 @@ import NIOCore
 /// connection while `[[allow]]` rules are in force, one over `max_connections`) goes to NIO
 /// with what was read of it, and NIO answers it exactly as before.
 ///
+/// It is the fast path of the one connection lifecycle (`ConnectionLifecycle`), not a
+/// second server: each connection it holds carries that lifecycle's value, and the idle,
+/// stall, back-pressure and half-close rules are the lifecycle's; the front door reports
+/// the socket's events to it and carries out the actions it returns.
+///
 /// All mutable state belongs to the front door's thread; `stop()` only signals it (an
 /// eventfd) and waits for it to end.
 final class FrontDoor: @unchecked Sendable {
@@ -33,57 +38,42 @@ final class FrontDoor: @unchecked Sendable {
         var maxConnections: Int
         var idleTimeout: UInt64
         var stallTimeout: UInt64
+
+        var lifecycle: ConnectionLifecycle.Limits { .init(idleTimeout: idleTimeout, stallTimeout: stallTimeout) }
     }
 
     /// One connection the front door holds: between requests, or with an answer the socket
     /// did not take yet.
     final class Connection {
         let fd: CInt
-        /// When the connection last read or wrote (CLOCK_MONOTONIC ns).
-        var lastActive: UInt64
+        /// Where the connection is in its lifecycle; the front door acts on what it says.
+        var life: ConnectionLifecycle
         /// Answer bytes the socket did not take yet; reading waits until they are out.
         var unsent: [UInt8] = []
-        var unsentSince: UInt64 = 0
-        /// Input was signalled while answers waited: read it once they are out.
-        var inputWaiting = false
-        /// Close once the unsent bytes are out.
-        var closeWhenSent = false
-        /// The peer closed its writing side: once what it sent is answered, the connection
-        /// closes (edge-triggered, the hang-up is not reported again after the read that
-        /// took the last request).
-        var peerDone = false
         /// In the front door's epoll set.
         var registered = false
 
-        init(fd: CInt, now: UInt64) {
+        init(fd: CInt, limits: ConnectionLifecycle.Limits, now: UInt64) {
             self.fd = fd
-            self.lastActive = now
+            self.life = ConnectionLifecycle(limits: limits, now: now)
         }
     }
 
     let listening: CInt
-    private let epoll: CInt
-    private let wake: CInt
+    private let poller: Poller
     let table: MethodTable
     let counters: BrokerCounters
     let activity: ServerActivity
     let logger: Logger
-    let limits: Limits
     /// Gives a connection to NIO (`BrokerServer.handOver`).
     let handOver: @Sendable (CInt, Handover) -> Void
-    var connections: [CInt: Connection] = [:]
+    let held: HeldConnections
     /// One read's worth: a request line longer than this goes to NIO, which frames it.
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 16)
     let codec = RPCCodec()
     private var thread: pthread_t?
-    private var lastSweep: UInt64 = 0
-    private var lastAcceptError: UInt64 = 0
-    /// A descriptor held in reserve: when the process runs out, it is given up for the one
-    /// `accept` that takes a queued caller, who hears why it is refused (`refuseQueued`).
-    private var spare: CInt
-    /// Connections refused over `max_connections` or for want of descriptors: one log
-    /// line per interval with a count, however many there are.
-    let overLimit = RefusalLog()
+    /// Refusals past the limits, and the descriptor held for them.
+    private let refusals: AcceptRefusals
 
     /// - Parameter listening: a listening, non-blocking Unix stream socket.
     init(listening: CInt, table: MethodTable, counters: BrokerCounters, activity: ServerActivity, logger: Logger,
@@ -93,28 +83,14 @@ final class FrontDoor: @unchecked Sendable {
         self.counters = counters
         self.activity = activity
         self.logger = logger
-        self.limits = limits
         self.handOver = handOver
-        epoll = epoll_create1(CInt(EPOLL_CLOEXEC))
-        wake = eventfd(0, CInt(EFD_CLOEXEC | EFD_NONBLOCK))
-        spare = eventfd(0, CInt(EFD_CLOEXEC))
-        guard epoll >= 0, wake >= 0,
-              clinux_epoll_ctl(epoll, EPOLL_CTL_ADD, listening, EPOLLIN.rawValue) == 0,
-              clinux_epoll_ctl(epoll, EPOLL_CTL_ADD, wake, EPOLLIN.rawValue) == 0
-        else {
-            let reason = String(cString: strerror(errno))
-            if epoll >= 0 { Glibc.close(epoll) }
-            if wake >= 0 { Glibc.close(wake) }
-            if spare >= 0 { Glibc.close(spare) }
-            buffer.deallocate()
-            throw ServerError(description: "cannot watch the socket for connections: \(reason)")
-        }
+        held = HeldConnections(limits: limits)
+        refusals = AcceptRefusals()
+        poller = try Poller(listening: listening)
     }
 
     deinit {
-        Glibc.close(epoll)
-        Glibc.close(wake)
-        if spare >= 0 { Glibc.close(spare) }
+        poller.close()
         buffer.deallocate()
     }
 
@@ -142,8 +118,7 @@ final class FrontDoor: @unchecked Sendable {
     func stop() {
         guard let t = thread else { return }
         thread = nil
-        var one: UInt64 = 1
-        _ = write(wake, &one, 8)
+        poller.signal()
         pthread_join(t, nil)
     }
 
@@ -153,7 +128,7 @@ final class FrontDoor: @unchecked Sendable {
         while true {
             // Nothing to time out: sleep until something happens. Otherwise wake at least
             // once a second to close idle connections.
-            let n = clinux_epoll_wait(epoll, &fds, &events, 64, connections.isEmpty ? -1 : 1000)
+            let n = clinux_epoll_wait(poller.epoll, &fds, &events, 64, held.isEmpty ? -1 : 1000)
             if n < 0 {
                 if errno == EINTR { continue }
                 logger.critical("cannot wait for connections; no more are accepted", metadata: ["error": "\(String(cString: strerror(errno)))"])
@@ -163,14 +138,16 @@ final class FrontDoor: @unchecked Sendable {
                 let fd = fds[i]
                 if fd == listening {
                     accept()
-                } else if fd == wake {
-                    for connection in connections.values { hangUp(connection) }
+                } else if fd == poller.wake {
+                    for connection in held.all { hangUp(connection) }
                     return
-                } else if let connection = connections[fd] {
+                } else if let connection = held[fd] {
                     service(connection, events: events[i])
                 }
             }
-            if !connections.isEmpty { sweep() }
+            if !held.isEmpty, let due = held.sweep(now: ServerActivity.monotonicNanoseconds()) {
+                for (connection, action) in due { perform(connection, action) }
+            }
         }
     }
 
@@ -183,17 +160,13 @@ final class FrontDoor: @unchecked Sendable {
                 switch errno {
                 case EAGAIN, EWOULDBLOCK: return
                 case EINTR, ECONNABORTED: continue
-                case EMFILE where spare >= 0, ENFILE where spare >= 0:
+                case EMFILE where refusals.hasSpare, ENFILE where refusals.hasSpare:
                     refuseQueued()
                     continue
                 default:
                     // Out of descriptors (EMFILE, ENFILE) or memory: the queue stays full and
                     // the socket readable; pause briefly instead of spinning, say so rarely.
-                    let now = ServerActivity.monotonicNanoseconds()
-                    if now &- lastAcceptError > 10_000_000_000 {
-                        lastAcceptError = now
-                        logger.error("cannot accept connections", metadata: ["error": "\(String(cString: strerror(errno)))"])
-                    }
+                    refusals.acceptFailed(errno, logger: logger)
                     usleep(10_000)
                     return
                 }
@@ -211,17 +184,16 @@ final class FrontDoor: @unchecked Sendable {
         else { return handOver(fd, Handover(descriptor: fd)) }
         // Over the limit, refused here and at once, rules or not: a flood of connections
         // costs a write and a close each, and holds no descriptor.
-        guard activity.openConnections < limits.maxConnections else {
-            let max = limits.maxConnections
+        guard activity.openConnections < held.limits.maxConnections else {
+            let max = held.limits.maxConnections
             return refuse(fd, RPCError(.overloaded, "authbrokerd has \(max) connections open already; close some and try again", data: ErrorData(limit: max)),
                           log: "connection limit reached; refusing connections", ["limit": "\(max)"])
         }
         guard table.callerPolicy().isOpen else { return handOver(fd, Handover(descriptor: fd)) }
         activity.opened()
-        let connection = Connection(fd: fd, now: ServerActivity.monotonicNanoseconds())
-        connections[fd] = connection
+        let connection = held.add(fd, now: ServerActivity.monotonicNanoseconds())
         // The client has usually written its request by the time the daemon woke up.
-        guard readRequest(connection) else { return }
+        guard perform(connection, connection.life.inputArrived()) else { return }
         // An answer the socket did not take whole waits for the socket to drain: keep
         // watching for that too, or it would wait until the stall timeout cut it off.
         register(connection, events: connection.unsent.isEmpty ? Self.watched : Self.watched | EPOLLOUT.rawValue)
@@ -231,15 +203,15 @@ final class FrontDoor: @unchecked Sendable {
     /// `accept`, tells that caller why it is refused, and takes the spare back. Without it
     /// the queue would stay full and every caller in it would wait for nothing.
     private func refuseQueued() {
-        Glibc.close(spare)
-        let fd = clinux_accept(listening)
-        if fd >= 0 {
-            refuse(fd, RPCError(.overloaded, "authbrokerd is out of file descriptors; close some connections and try again, or raise its LimitNOFILE"),
-                   log: "out of file descriptors; refusing connections", [:])
-        } else {
-            usleep(10_000)  // nothing to take after all: do not spin
+        refusals.withSpareGivenUp {
+            let fd = clinux_accept(listening)
+            if fd >= 0 {
+                refuse(fd, RPCError(.overloaded, "authbrokerd is out of file descriptors; close some connections and try again, or raise its LimitNOFILE"),
+                       log: "out of file descriptors; refusing connections", [:])
+            } else {
+                usleep(10_000)  // nothing to take after all: do not spin
+            }
         }
-        spare = eventfd(0, CInt(EFD_CLOEXEC))
     }
 
     /// Answers a connection it will not serve with one error line and closes it at once.
@@ -247,7 +219,7 @@ final class FrontDoor: @unchecked Sendable {
     /// connection before the caller has read the answer.
     private func refuse(_ fd: CInt, _ error: RPCError, log message: Logger.Message, _ metadata: Logger.Metadata) {
         counters.errors.increment()
-        overLimit.refused(message, metadata, logger: logger)
+        refusals.log.refused(message, metadata, logger: logger)
         var line = codec.failure(.null, error)
         line.append(UInt8(ascii: "\n"))
         _ = line.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, CInt(MSG_NOSIGNAL | MSG_DONTWAIT)) }
@@ -265,69 +237,58 @@ final class FrontDoor: @unchecked Sendable {
     /// Adds the connection to the epoll set, or changes what it watches.
     func register(_ connection: Connection, events: UInt32) {
         let op = connection.registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD
-        guard clinux_epoll_ctl(epoll, op, connection.fd, events) == 0 else {
+        guard clinux_epoll_ctl(poller.epoll, op, connection.fd, events) == 0 else {
             logger.error("cannot watch a connection; closing it", metadata: ["error": "\(String(cString: strerror(errno)))"])
             return hangUp(connection)
         }
         connection.registered = true
     }
 
+    /// Reports one wake-up's events to the connection's lifecycle and does what it says.
     private func service(_ connection: Connection, events: UInt32) {
-        if events & (EPOLLRDHUP.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 { connection.peerDone = true }
+        if events & (EPOLLRDHUP.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 { connection.life.peerClosedWriting() }
         if events & EPOLLOUT.rawValue != 0, !connection.unsent.isEmpty {
             guard flush(connection) else { return }
         }
         if events & (EPOLLIN.rawValue | EPOLLRDHUP.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 {
-            guard connection.unsent.isEmpty else {
-                connection.inputWaiting = true
-                return
-            }
-            guard readRequest(connection) else { return }
+            guard perform(connection, connection.life.inputArrived()) else { return }
         }
-        finishIfDone(connection)
+        perform(connection, connection.life.settled())
     }
 
-    /// Closes a connection whose peer hung up once everything it sent is answered.
-    func finishIfDone(_ connection: Connection) {
-        guard connection.peerDone, connection.unsent.isEmpty, !connection.inputWaiting,
-              connections[connection.fd] != nil
-        else { return }
-        hangUp(connection)
-    }
-
-    /// Closes the connections idle for `idleTimeout`, and those that took none of their
-    /// answer's bytes for `stallTimeout` (the peer does not read: nothing more is read from it).
-    private func sweep() {
-        let now = ServerActivity.monotonicNanoseconds()
-        guard now &- lastSweep >= 1_000_000_000 else { return }
-        lastSweep = now
-        for connection in Array(connections.values) {
-            if !connection.unsent.isEmpty {
-                if now &- connection.unsentSince > limits.stallTimeout {
-                    logger.info("closing a connection that does not read its answers")
-                    hangUp(connection)
-                }
-            } else if now &- connection.lastActive > limits.idleTimeout {
-                hangUp(connection)
-            }
+    /// Carries out what the connection's lifecycle said. Returns false when the connection
+    /// is no longer the front door's (closed, handed over).
+    @discardableResult
+    func perform(_ connection: Connection, _ action: ConnectionLifecycle.Action) -> Bool {
+        switch action {
+        case .none:
+            return held[connection.fd] != nil
+        case .read:
+            return readRequest(connection)
+        case .close(let reason):
+            if reason == .notReading { logger.info("closing a connection that does not read its answers") }
+            hangUp(connection)
+            return false
         }
     }
 
     /// Closes a connection the front door holds.
     func hangUp(_ connection: Connection) {
-        guard connections.removeValue(forKey: connection.fd) != nil else { return }
+        guard held.remove(connection) else { return }
         _ = Glibc.close(connection.fd)
+        connection.life.closed()
         activity.closed()
     }
 
     /// Gives a connection the front door holds to NIO, with what it did on it. Every such
     /// connection was accepted without rules (under rules the front door keeps none).
     func give(_ connection: Connection, _ handover: Handover) {
-        guard connections.removeValue(forKey: connection.fd) != nil else { return }
+        guard held.remove(connection) else { return }
         var handover = handover
         handover.descriptor = connection.fd
         handover.acceptedWithoutRules = true
-        if connection.registered { _ = clinux_epoll_ctl(epoll, EPOLL_CTL_DEL, connection.fd, 0) }
+        if connection.registered { _ = clinux_epoll_ctl(poller.epoll, EPOLL_CTL_DEL, connection.fd, 0) }
+        connection.life.handedOver()
         // NIO counts it again when its pipeline becomes active.
         activity.closed()
         handOver(connection.fd, handover)
