@@ -1,0 +1,114 @@
+@testable import BrokerCore
+import BrokerProtocol
+@testable import BrokerServer
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import Logging
+import Synchronization
+import XCTest
+
+/// A front door on a real Unix socket in a private folder, on its own thread as in the
+/// daemon, with what it hands to NIO recorded instead (the handed-over socket is closed).
+final class FrontDoorRig {
+    let folder: String
+    let path: String
+    let door: FrontDoor
+    let activity = ServerActivity()
+    /// What the door handed over, in order.
+    let handovers = Handovers()
+
+    final class Handovers: Sendable {
+        private let list = Mutex<[Handover]>([])
+        func append(_ handover: Handover) { list.withLock { $0.append(handover) } }
+        func withLock<T>(_ body: ([Handover]) -> T) -> T { list.withLock { body($0) } }
+    }
+
+    /// - Parameters:
+    ///   - size: the length of the access token `token.get` answers with at once, for any
+    ///     resource but "later", which is answered later (so handed to NIO).
+    init(answering size: Int = 16, idle: Double = 60, stall: Double = 10) throws {
+        folder = NSTemporaryDirectory() + "frontdoor-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        XCTAssertEqual(mkdir(folder, 0o700), 0)
+        path = folder + "/socket"
+        try SocketListener.prepare(path: path)
+        let fd = try SocketListener.listen(path: path)
+        var table = MethodTable()
+        let big = String(repeating: "a", count: size)
+        table.register(.tokenGet, TokenGetParams.self, empty: TokenGetParams(),
+                       scanned: { TokenGetParams(scanned: $0) },
+                       fast: { p in
+                           p.resource == "later" ? nil
+                               : TokenGetResult(accessToken: big, tokenType: "Bearer", expiresAt: 0, scope: nil, resource: p.resource,
+                                                provider: "corp", account: "alice")
+                       },
+                       slow: { _ throws(BrokerError) in throw BrokerError.internalError("not here") })
+        let handovers = self.handovers
+        door = try FrontDoor(
+            listening: fd, table: table, counters: BrokerCounters(), activity: activity, logger: Logger(label: "test"),
+            limits: .init(maxConnections: 10, idleTimeout: UInt64(idle * 1e9), stallTimeout: UInt64(stall * 1e9)),
+            handOver: { fd, handover in
+                handovers.append(handover)
+                close(fd)
+            })
+        try door.start()
+    }
+
+    deinit {
+        door.stop()
+        _ = try? FileManager.default.removeItem(atPath: folder)
+    }
+
+    /// A client's connection to the door.
+    func connect() throws -> FileHandle {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            let bytes = Array(path.utf8)
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let r = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        XCTAssertEqual(r, 0)
+        return FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+    }
+
+    static func request(id: Int, resource: String = "now") -> Data {
+        Data(#"{"jsonrpc":"2.0","id":\#(id),"method":"token.get","params":{"resource":"\#(resource)"}}"#.utf8 + [0x0A])
+    }
+}
+
+extension FileHandle {
+    /// Reads until `lines` whole lines came or the peer closed (a 10 s receive timeout
+    /// guards against a hang: it is no measure of anything).
+    func readLines(_ lines: Int) -> [String] {
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fileDescriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var got = [UInt8]()
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        var ends = 0
+        while ends < lines {
+            let n = Glibc.read(fileDescriptor, &chunk, chunk.count)
+            if n <= 0 { break }
+            ends += chunk[0..<n].count(where: { $0 == 0x0A })
+            got.append(contentsOf: chunk[0..<n])
+        }
+        return String(decoding: got, as: UTF8.self).split(separator: "\n").map(String.init)
+    }
+
+    /// Whether the peer closed the connection (read returns 0 or an error) within 10 s.
+    func closedByPeer() -> Bool {
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fileDescriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let n = Glibc.read(fileDescriptor, &chunk, chunk.count)
+            if n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) { return true }
+            if n < 0 { return false }
+        }
+    }
+}
