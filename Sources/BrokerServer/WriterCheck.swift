@@ -30,6 +30,12 @@ import NIOCore
 ///   read, before the line framing sees a byte. A chunk without a verdict from its own peek
 ///   (an empty queue, no credentials, an NIO that no longer asks the allocator) is refused
 ///   like a stranger's: the check fails closed.
+/// That order (the allocator asked right before each read(2), not after the previous one)
+/// is NIO's, not a promise of its API: `WriterCheckOnNIOTests` run the check on NIO's real
+/// socket channel and fail when it changes (the connecting process's own requests would be
+/// refused, closed, never let through). The order was kept rather than replaced by reading
+/// the socket ourselves with recvmsg: that would take reads, and so back-pressure, out of
+/// NIO's hands.
 /// Reads stay in NIO's hands, so back-pressure (the RPC handler's held reads) and order are
 /// as without rules. Cost: one recvmsg per read, on connections under rules only.
 final class WriterCheck: ChannelInboundHandler {
