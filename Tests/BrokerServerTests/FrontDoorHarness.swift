@@ -112,3 +112,14 @@ extension FileHandle {
         }
     }
 }
+
+extension XCTestCase {
+    /// Polls `condition` for up to 10 s (a guard against a hang, not a measure).
+    func waitUntil(_ condition: () -> Bool) -> Bool {
+        for _ in 0..<200 {
+            if condition() { return true }
+            usleep(50_000)
+        }
+        return condition()
+    }
+}

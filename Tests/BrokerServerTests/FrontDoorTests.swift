@@ -87,13 +87,4 @@ final class FrontDoorTests: XCTestCase {
         let got = client.readLines(1)
         XCTAssertLessThan(got.first?.utf8.count ?? 0, size, "the answer was cut off")
     }
-
-    /// Polls `condition` for up to 10 s (a guard against a hang, not a measure).
-    private func waitUntil(_ condition: () -> Bool) -> Bool {
-        for _ in 0..<200 {
-            if condition() { return true }
-            usleep(50_000)
-        }
-        return condition()
-    }
 }

@@ -63,15 +63,6 @@ final class WriterCheckOnNIOTests: XCTestCase {
         XCTAssertEqual(text.utf8CString.withUnsafeBufferPointer { write(writer, $0.baseAddress, text.utf8.count) }, text.utf8.count)
     }
 
-    /// Polls for up to 10 s (a guard against a hang, not a measure).
-    private func waitUntil(_ condition: () -> Bool) -> Bool {
-        for _ in 0..<200 {
-            if condition() { return true }
-            usleep(50_000)
-        }
-        return condition()
-    }
-
     /// What the daemon wrote back, up to its close.
     private func answer() -> String {
         var timeout = timeval(tv_sec: 10, tv_usec: 0)
