@@ -346,9 +346,9 @@ final class RPCHandler: ChannelDuplexHandler {
             held.removeAll()
             context.close(promise: nil)
         } else if event is ConnectionIdle {
-            // Idle, unless an answer is still being worked on (a sign-in waits for the user).
-            // A subscriber waits for events, however long none comes.
-            if pending == 0 && subscription == nil { context.close(promise: nil) }
+            // The lifecycle never says idle while answers are owed (`AnswersOwed`); a
+            // subscriber waits for events, however long none comes.
+            if subscription == nil { context.close(promise: nil) }
         } else {
             context.fireUserInboundEventTriggered(event)
         }

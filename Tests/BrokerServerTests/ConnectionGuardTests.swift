@@ -1,0 +1,30 @@
+import BrokerCore
+@testable import BrokerServer
+import NIOCore
+import NIOEmbedded
+import XCTest
+
+/// The lifecycle as NIO's pipeline holds it (`ConnectionGuard`), on an embedded channel
+/// whose clock the test moves (idle 60 s, stall 5 s in the harness).
+final class ConnectionGuardTests: XCTestCase {
+    func testAnIdleConnectionIsClosedAfterItsLastRequest() throws {
+        let channel = try EmbeddedChannel.daemon()
+        channel.embeddedEventLoop.advanceTime(by: .seconds(50))
+        try channel.send(Handlers.request(id: 1, resource: "now") + "\n")
+        XCTAssertEqual(try channel.answers().map(\.id), [1])
+        channel.embeddedEventLoop.advanceTime(by: .seconds(50))
+        XCTAssertTrue(channel.isActive, "idle for 50 s since its request")
+        channel.embeddedEventLoop.advanceTime(by: .seconds(11))
+        XCTAssertFalse(channel.isActive)
+    }
+
+    func testAConnectionWaitingForAnAnswerIsNeverIdle() throws {
+        // The (never opened) gate keeps the answer in the works; its task stays suspended
+        // and never touches the embedded loop.
+        let channel = try EmbeddedChannel.daemon()
+        try channel.send(Handlers.request(id: 1, resource: "slow") + "\n")
+        channel.embeddedEventLoop.advanceTime(by: .seconds(600))
+        XCTAssertTrue(channel.isActive, "a sign-in may wait for the user for minutes")
+        XCTAssertEqual(try channel.answers().count, 0)
+    }
+}
