@@ -106,6 +106,15 @@ let package = Package(
         .testTarget(name: "BrokerProtocolTests", dependencies: ["BrokerProtocol"]),
         .testTarget(name: "BrokerClientTests", dependencies: ["BrokerClient", "BrokerProtocol"]),
         .testTarget(name: "TOMLTests", dependencies: ["TOML"]),
+        // The fuzz targets' properties (Fuzz/Properties, which scripts/fuzz compiles into the
+        // libFuzzer targets by path) replayed over the kept corpora on every `swift test`.
+        .testTarget(
+            name: "FuzzCorpusTests",
+            dependencies: ["BrokerServer", "BrokerProtocol", "HTTPClient", "TOML"],
+            path: "Fuzz",
+            exclude: ["RPCFuzz", "HTTPFuzz", "TOMLFuzz", "corpus", "http-corpus", "toml-corpus"],
+            sources: ["Properties", "Replay"]
+        ),
         .testTarget(name: "QREncoderTests", dependencies: ["QREncoder", "CQREncode"]),
         .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient"], exclude: ["support"]),
         .testTarget(name: "SecretStoreTests", dependencies: ["SecretStore"]),

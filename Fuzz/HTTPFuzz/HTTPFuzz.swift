@@ -1,71 +1,13 @@
 // libFuzzer target for the HTTP client's response parser: what a provider (or anything on
-// the path to it) answers. Built by `scripts/fuzz http`, not by SwiftPM, together with the
-// HTTPClient module's own sources, by path, so it tests the code the daemon runs.
-//
-// The first input byte picks how many bytes each read returns (1…256) and whether the
-// request was a HEAD; the rest is the stream the server sent. Properties:
-// - the parser never crashes, and never returns a body over its limit;
-// - the outcome does not depend on how the bytes arrive: read a few bytes at a time and
-//   read 16 KiB at a time, the same bytes give the same response or the same error;
-// - a response is a final one (not 1xx, other than 101), with lowercased header names.
-// A failed property stops the run with `fatalError`, which libFuzzer records as a crash.
-
-/// The bytes of one input, handed out `step` bytes per read.
-final class ReplayStream: ByteStream {
-    private let bytes: [UInt8]
-    private let step: Int
-    private var offset = 0
-
-    init(_ bytes: [UInt8], step: Int) {
-        self.bytes = bytes
-        self.step = step
-    }
-
-    func write(_ bytes: [UInt8]) throws(HTTPClientError) {}
-
-    func read(into buffer: UnsafeMutableRawBufferPointer) throws(HTTPClientError) -> Int {
-        let count = min(step, bytes.count - offset, buffer.count)
-        guard count > 0 else { return 0 }
-        bytes.withUnsafeBytes { raw in
-            buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: raw[offset..<(offset + count)]))
-        }
-        offset += count
-        return count
-    }
-}
-
-/// A small limit, so inputs reach the over-the-limit paths too.
-let bodyLimit = 2048
-
-func parse(_ bytes: [UInt8], step: Int, method: String) -> Result<HTTPClient.Response, HTTPClientError> {
-    var parser = ResponseParser(stream: ReplayStream(bytes, step: step), host: "fuzz.example:443", limit: bodyLimit)
-    do throws(HTTPClientError) {
-        return .success(try parser.readResponse(method: method))
-    } catch {
-        return .failure(error)
-    }
-}
+// the path to it) answers. Built by `scripts/fuzz http`, not by SwiftPM, together with
+// Fuzz/Properties/HTTPProperties.swift (the properties, which `swift test` also replays over
+// Fuzz/http-corpus) and the HTTPClient module's own sources, by path, so it tests the code
+// the daemon runs. A failed property stops the run with `fatalError`, which libFuzzer
+// records as a crash.
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func httpFuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     guard let data, size > 0 else { return 0 }
-    let control = data[0]
-    let stream = Array(UnsafeBufferPointer(start: data + 1, count: size - 1))
-    let method = control & 0x80 != 0 ? "HEAD" : "GET"
-    let step = Int(control & 0x7F) * 2 + 1
-    let trickle = parse(stream, step: step, method: method)
-    let whole = parse(stream, step: 16 * 1024, method: method)
-    guard trickle == whole else {
-        fatalError("the same bytes parsed differently when read \(step) at a time: \(trickle) vs \(whole)")
-    }
-    if case .success(let response) = whole {
-        guard response.body.count <= bodyLimit else { fatalError("a body over the limit was returned") }
-        guard !(100...199).contains(response.status) || response.status == 101 else {
-            fatalError("an interim response was returned as the answer")
-        }
-        guard response.headers.keys.allSatisfy({ $0 == $0.lowercased() }) else {
-            fatalError("a header name was not lowercased")
-        }
-    }
+    if let problem = httpInputProblem(Array(UnsafeBufferPointer(start: data, count: size))) { fatalError(problem) }
     return 0
 }

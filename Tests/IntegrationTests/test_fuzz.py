@@ -6,8 +6,10 @@ scanner and JSONDecoder disagreeing, a response that does not round-trip, a resp
 differently when its bytes arrive differently, a TOML error naming no place) fails the test
 and leaves the input in .build-fuzz/crash-*: add it to the target's corpus and fix the cause.
 
-AUTHBROKER_FUZZ_SECONDS sets the time of the request-decoding target (default 20; 0 skips
-all three); the other two run 15 s each, or that value if it is lower."""
+On demand only, outside the suite and CI: `swift test` replays the three corpora through the
+same properties on every run (FuzzCorpusTests), and fuzzing for new inputs takes minutes.
+AUTHBROKER_FUZZ_SECONDS=N runs these tests: the request-decoding target for N seconds, the
+other two for 15 s each, or N if it is lower. Unset or 0 skips all three."""
 import os
 import shutil
 import subprocess
@@ -19,7 +21,7 @@ from conftest import ROOT
 
 def run_target(target, seconds):
     if seconds == 0:
-        pytest.skip("AUTHBROKER_FUZZ_SECONDS=0")
+        pytest.skip("fuzzing runs on demand: AUTHBROKER_FUZZ_SECONDS=N (swift test replays the corpora)")
     if shutil.which("swiftc") is None:
         pytest.skip("no swiftc")
     r = subprocess.run([os.path.join(ROOT, "scripts", "fuzz"), target, str(seconds)], cwd=ROOT,
@@ -30,7 +32,7 @@ def run_target(target, seconds):
 
 
 def seconds():
-    return int(os.environ.get("AUTHBROKER_FUZZ_SECONDS", "20"))
+    return int(os.environ.get("AUTHBROKER_FUZZ_SECONDS") or "0")
 
 
 def test_request_decoding_survives_fuzzing():
