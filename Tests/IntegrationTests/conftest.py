@@ -41,6 +41,31 @@ API = "https://api.example.test"
 GIT = "https://git.example.test"
 
 
+# scripts/test runs the tests on several pytest-xdist workers (--dist loadgroup), each in its
+# own scripts/with-keyring: its own session bus, gnome-keyring and HOME. Two kinds of test
+# file must not be spread over workers:
+# - SYSTEM_WIDE: they use what the whole machine shares (live `systemd --user` managers of
+#   fixed test users, /run/systemd/system, a package installed system-wide), so they run on
+#   one worker, one after another;
+# - ONE_WORKER: their tests share a module fixture that is slow to make (an install, a
+#   release build, a Go or Python client, an sshd) or that carries state from test to test
+#   (the fault test's world), so the fixture is made once, on one worker.
+# A new test file of either kind joins its list.
+SYSTEM_WIDE = {"test_systemd_live.py", "test_podman.py", "test_package.py"}
+ONE_WORKER = {"test_install.py", "test_release_build.py", "test_client_go.py", "test_client_python.py",
+              "test_ssh_forwarding.py", "test_fault_soak.py"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items):
+    for item in items:
+        name = item.path.name
+        if name in SYSTEM_WIDE:
+            item.add_marker(pytest.mark.xdist_group("system-wide"))
+        elif name in ONE_WORKER:
+            item.add_marker(pytest.mark.xdist_group(name.removesuffix(".py")))
+
+
 def fingerprint(token):
     """A short, non-reversible stand-in for a token in assertions and messages."""
     return hashlib.sha256(token.encode()).hexdigest()[:12]

@@ -17,10 +17,6 @@ import pytest
 
 from conftest import API, BIN
 
-# A live user manager and rootless podman for a fixed test user share the machine's systemd:
-# scripts/test runs every test of this group on one worker, one after another.
-pytestmark = pytest.mark.xdist_group("system-wide")
-
 USER = "abpodman"
 PODMAN = ["podman", "--runtime", "runc", "--cgroup-manager", "cgroupfs"]
 

@@ -25,10 +25,6 @@ import pytest
 from conftest import API, BIN, GIT, ROOT
 from device_login import approve_device_login
 
-# Live user managers share the machine's systemd (/run/systemd/system, logind, the test
-# users): scripts/test runs every test of this group on one worker, one after another.
-pytestmark = pytest.mark.xdist_group("system-wide")
-
 USER = "abtest"
 TOOL = os.path.join(ROOT, "scripts", "user-systemd")
 PYTHON = os.path.realpath("/usr/bin/python3")
