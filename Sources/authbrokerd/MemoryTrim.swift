@@ -2,7 +2,12 @@ import BrokerCore
 import BrokerServer
 import CLinux
 
-/// Hands memory the heap has freed back to the system when the daemon goes quiet.
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Hands memory the heap has freed back to the system when the daemon goes quiet, when
+/// there is enough of it to be worth the faults that bring it back.
 ///
 /// glibc keeps freed memory for reuse rather than returning it. A refresh allocates and
 /// frees tens of kilobytes (the answer, its JSON, the ID token's verification) around the
@@ -10,21 +15,20 @@ import CLinux
 /// but still resident: 1 000 refreshes left 9.5 MB of it in the benchmark
 /// (docs/performance.md). A burst of connections leaves the same behind (each one's buffers
 /// and channel), even when every answer came from the cache. The daemon trims once after
-/// start-up, then after any refresh or request once nothing has happened for a few
-/// seconds; never on the path of a request.
+/// start-up, then once nothing has happened for a few seconds; never on the path of a request.
 ///
-/// The first of those trims waits for a much shorter quiet (``firstQuiet``): start-up leaves
-/// the most behind (the keyring's session, the configuration, every library's
-/// initialisation), and a daemon just started, at login or by its first connection, is
-/// looked at right then (`ps`, `systemctl --user status`). A request that comes while it
-/// waits moves the trim on, as for any other; it only costs the next request the minor
-/// faults below, once.
+/// A trim costs the next request: every heap page it hands back that the request uses again
+/// comes back as a minor fault, ten microseconds or more each on a virtual machine. So after
+/// start-up's trim the daemon trims only when its private memory (resident anonymous pages)
+/// grew by ``growth`` since the last one: after a burst, not after the occasional request,
+/// whose few pages a trim would hand back only for the next request to fault them in again.
+/// (It once also unmapped its code pages when quiet: ~60 faults on the next request for
+/// clean file pages the kernel reclaims by itself under pressure; issue 25.)
 ///
-/// The quiet trim also hands back the pages of code and read-only data the daemon mapped
-/// (``releaseFilePages()``): most of an idle daemon's resident memory is its image and its
-/// libraries as far as start-up, sign-in and refreshes touched them, and the kernel maps
-/// 64 KB around every page that faults. The next request maps what it runs again, from the
-/// page cache: about 60 minor faults once (docs/performance.md).
+/// The first trim waits for a much shorter quiet (``firstQuiet``): start-up leaves the most
+/// behind (the keyring's session, the configuration, every library's initialisation), and a
+/// daemon just started, at login or by its first connection, is looked at right then (`ps`,
+/// `systemctl --user status`).
 struct MemoryTrim: Sendable {
     let broker: Broker
     let activity: ServerActivity
@@ -32,23 +36,36 @@ struct MemoryTrim: Sendable {
     var quiet: Double = 5
     /// Seconds without requests before the first trim after start-up.
     var firstQuiet: Double = 0.3
+    /// Bytes of private memory gained since the last trim that make the next one worth it.
+    var growth = 1 << 20
 
     /// Trims now: `malloc_trim(0)` releases the free pages of every arena.
     static func trim() {
         _ = clinux_malloc_trim()
     }
 
-    /// Unmaps the pages of the read-only segments of the daemon and its libraries (relocated
-    /// RELRO pages are left alone): they stay in the page cache, and come back as minor faults
-    /// when used.
-    static func releaseFilePages() {
-        _ = clinux_release_file_pages()
+    /// Resident anonymous memory in bytes (resident minus file-backed and shared pages, from
+    /// /proc/self/statm), or nil when it cannot be read.
+    static func privateBytes() -> Int? {
+        let fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: 128)
+        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard n > 0 else { return nil }
+        // "size resident shared text lib data dt", in pages.
+        let fields = buffer[..<n].split(separator: UInt8(ascii: " ")).prefix(3).map { Int(String(decoding: $0, as: UTF8.self)) }
+        guard fields.count == 3, let resident = fields[1], let shared = fields[2] else { return nil }
+        return (resident - shared) * Int(sysconf(Int32(_SC_PAGESIZE)))
     }
 
-    /// Trims after start-up, refreshes and requests, when quiet, until cancelled.
+    /// Trims after start-up, and after refreshes and requests that grew the heap, when quiet,
+    /// until cancelled.
     func run() async {
         // nil: start-up's pages are handed back once it has been quiet for the first time.
         var trimmedAt: (refreshes: Int, activity: UInt64)?
+        // Private memory right after the last trim.
+        var keptAfterTrim = 0
         var pause = firstQuiet
         while !Task.isCancelled {
             do {
@@ -68,9 +85,12 @@ struct MemoryTrim: Sendable {
                 pause = max(inFlight > 0 ? 0.5 : wanted / 10, wanted - idle)
                 continue
             }
-            Self.trim()
-            Self.releaseFilePages()
+            let first = trimmedAt == nil
             trimmedAt = now
+            let held = Self.privateBytes() ?? Int.max
+            guard first || held - keptAfterTrim >= growth else { continue }
+            Self.trim()
+            keptAfterTrim = Self.privateBytes() ?? 0
         }
     }
 }

@@ -11,11 +11,6 @@ int clinux_set_nondumpable(void);
 int clinux_is_dumpable(void);
 /// malloc_trim(0): returns the heap's free pages to the system (glibc).
 int clinux_malloc_trim(void);
-/// Unmaps the pages of the read-only segments (code, read-only data) of the executable and
-/// its loaded libraries, found through the loader (dl_iterate_phdr): they stay in the page
-/// cache and come back on the next access as minor faults. Relocated (RELRO) and writable
-/// segments are kept. Returns the bytes of address space advised.
-long clinux_release_file_pages(void);
 /// epoll_ctl with the descriptor itself as the event's data (`struct epoll_event` is packed
 /// on x86-64, which Swift does not import faithfully).
 int clinux_epoll_ctl(int epoll, int op, int fd, unsigned int events);
