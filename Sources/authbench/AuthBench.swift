@@ -12,6 +12,8 @@ import Glibc
 ///     authbench burst --socket PATH --count N --line JSON
 ///     authbench spawn --runs N -- COMMAND ARGS…
 ///     authbench ready --socket PATH --log FILE -- COMMAND ARGS…
+///     authbench quiet --quiet S --rounds N --socket0 PATH --line0 JSON [--framing0 close]
+///                     [--command1 "PROGRAM ARGS…"] …   (targets 0, 1, … in the same rounds)
 @main
 struct AuthBench {
     static func main() {
@@ -50,6 +52,19 @@ struct AuthBench {
             case "ready":
                 guard !command.isEmpty, let log = options["log"] else { usage() }
                 text = try Spawn.ready(command, socket: socket, log: log, timeout: number("timeout", 20))
+            case "quiet":
+                var targets: [Quiet.Target] = []
+                while options["socket\(targets.count)"] != nil || options["command\(targets.count)"] != nil {
+                    let i = targets.count
+                    guard let framing = Load.Framing(rawValue: options["framing\(i)"] ?? "line") else { usage() }
+                    let text = options["line\(i)"] ?? ""
+                    targets.append(Quiet.Target(
+                        socket: options["socket\(i)"] ?? "", line: Array(text.utf8) + (framing == .line ? [10] : []),
+                        framing: framing, command: (options["command\(i)"] ?? "").split(separator: " ").map(String.init)))
+                }
+                guard !targets.isEmpty else { usage() }
+                text = try Quiet(targets: targets, quiet: number("quiet", 7), rounds: Int(number("rounds", 5)),
+                                 gap: number("gap", 0.3)).run()
             default:
                 usage()
             }

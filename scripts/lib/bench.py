@@ -24,7 +24,8 @@ from glewlwyd_api import Glewlwyd  # noqa: E402
 import bench_peers  # noqa: E402
 from bench_table import table  # noqa: E402
 from bench_fill import fill, p50_in_turns  # noqa: E402
-from bench_proc import minor_faults, rss_kb  # noqa: E402
+from bench_proc import minor_faults, private_kb, rss_kb  # noqa: E402
+import bench_scale  # noqa: E402
 
 BIN = os.environ["AUTHBROKER_BIN"]
 AUTHBENCH = os.environ.get("AUTHBENCH") or os.path.join(BIN, "authbench")
@@ -209,6 +210,66 @@ def profile(daemon, out):
     daemon.stop()
 
 
+def quiet_requests(a, daemon, echo_sock, echo_line, agent, client_bin):
+    """The occasional request: one request on a new connection after 7 s (and 60 s) in which
+    nothing talked to the daemon, the echo floor or oidc-agent, all in the same rounds
+    (authbench quiet); then the whole processes (authctl token, the C client, oidc-token)
+    after the same quiet, in rounds of their own (each of them wakes its daemon)."""
+    sockets = [("broker", ["--socket{i}", daemon.socket, "--line{i}", rpc_line("token.get", {"provider": "rot", "resource": API})]),
+               ("echo", ["--socket{i}", echo_sock, "--line{i}", echo_line])]
+    processes = [("authctl", ["--command{i}", f"{AUTHCTL} token --resource {API} --provider rot"]),
+                 ("c_client", ["--command{i}", f"{client_bin} {API} rot"])]
+    if agent:
+        sockets.append(("oidc_agent", ["--socket{i}", agent.socket, "--line{i}", bench_peers.REQUEST, "--framing{i}", "close"]))
+        processes.append(("oidc_token", ["--command{i}", f"{shutil.which('oidc-token')} {bench_peers.ACCOUNT}"]))
+        os.environ["OIDC_SOCK"] = agent.socket
+
+    def rounds(targets, quiet, n):
+        args = ["quiet", "--quiet", quiet, "--rounds", n]
+        for i, (_, opts) in enumerate(targets):
+            args += [o.format(i=i) if o.startswith("--") else o for o in opts]
+        r = bench(*args)
+        return {name: t for (name, _), t in zip(targets, r["targets"])}
+
+    out = {}
+    log(f"first request after 7 s quiet: {a.quiet_rounds} rounds of {', '.join(n for n, _ in sockets)}")
+    out["7"] = rounds(sockets, 7, a.quiet_rounds)
+    log(f"whole process after 7 s quiet: {a.quiet_rounds} rounds of {', '.join(n for n, _ in processes)}")
+    out["7_process"] = rounds(processes, 7, a.quiet_rounds)
+    if a.long_quiet_rounds:
+        log(f"first request after 60 s quiet: {a.long_quiet_rounds} rounds")
+        out["60"] = rounds(sockets, 60, a.long_quiet_rounds)
+    return out
+
+
+def scale(a):
+    """`--scale`: bench_scale's sweeps on daemons of their own, then its table and plot."""
+    work = tempfile.mkdtemp(prefix="abs-", dir="/dev/shm" if os.access("/dev/shm", os.W_OK) else "/tmp")
+
+    def make_daemon(name):
+        folder = os.path.join(work, name)
+        os.mkdir(folder)
+        return Daemon(folder, {})
+
+    started = time.time()
+    load = os.getloadavg()[0]
+    try:
+        r = bench_scale.run(work, make_daemon, bench, AUTHCTL, max(0.25, a.seconds / 4), log)
+    finally:
+        if os.environ.get("AUTHBROKER_KEEP_HOME") != "1":
+            shutil.rmtree(work, ignore_errors=True)
+    r["machine"] = {"cores": os.cpu_count(), "load_before": load, "load_after": os.getloadavg()[0],
+                    "seconds": round(time.time() - started)}
+    note = bench_scale.plot(r, os.path.abspath(a.scale))
+    if a.json:
+        print(json.dumps(r, indent=2))
+    else:
+        print(f"authbroker scaling: {r['machine']['cores']} cores, load {load:.1f} → {r['machine']['load_after']:.1f}, "
+              f"{r['machine']['seconds']} s")
+        print(bench_scale.table(r))
+    log(note)
+
+
 def main():
     ap = argparse.ArgumentParser(prog="scripts/bench", description=__doc__)
     ap.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
@@ -216,13 +277,24 @@ def main():
     ap.add_argument("--runs", type=int, default=200, help="process starts timed for authctl and the C client")
     ap.add_argument("--cold", type=int, default=1000, help="concurrent requests in the cold-cache test")
     ap.add_argument("--entries", type=int, default=10000, help="cache entries for the memory test")
-    ap.add_argument("--quick", action="store_true", help="short runs (0.5 s, 50 starts, 1000 entries): a smoke test")
+    ap.add_argument("--quiet-rounds", type=int, default=5,
+                    help="requests after 7 s of quiet, per target (default 5)")
+    ap.add_argument("--long-quiet-rounds", type=int, default=3,
+                    help="requests after 60 s of quiet, per target (default 3; 0 leaves them out)")
+    ap.add_argument("--quick", action="store_true",
+                    help="short runs (0.5 s, 50 starts, 1000 entries, 2 quiet rounds, no 60 s quiet): a smoke test")
+    ap.add_argument("--scale", metavar="PNG", nargs="?", const="bench-scale.png",
+                    help="instead of the figures: how p50 and private memory grow with cached tokens and idle "
+                         "connections, as a table and a plot written to PNG (default bench-scale.png); ~5 min")
     ap.add_argument("--profile", metavar="FILE",
                     help="instead of the figures: run the warm token.get path under callgrind and write its profile "
                          "to FILE (read it with callgrind_annotate)")
     a = ap.parse_args()
     if a.quick:
         a.seconds, a.runs, a.entries = 0.5, 50, min(a.entries, 1000)
+        a.quiet_rounds, a.long_quiet_rounds = 2, 0
+    if a.scale:
+        return scale(a)
 
     started = time.time()
     # tmpfs when there is one: Glewlwyd's sqlite fsyncs every refresh, and the provider's
@@ -275,8 +347,7 @@ def main():
         results["ready_ms"] = daemon.start()
         time.sleep(0.5)
         results["rss_idle_kb"] = rss_kb(daemon.pid)
-        time.sleep(0.5)
-        results["rss_idle_1s_kb"] = rss_kb(daemon.pid)
+        results["private_idle_kb"] = private_kb(daemon.pid)
         if os.environ.get("AUTHBENCH_SMAPS"):  # where the idle memory is, for docs/performance.md
             shutil.copy(f"/proc/{daemon.pid}/smaps", os.environ["AUTHBENCH_SMAPS"])
 
@@ -341,18 +412,22 @@ def main():
         if agent:
             results["peer"]["oidc_token"] = bench_peers.token_process(agent, bench, a.runs)
 
-        log("8 s quiet, then resident memory")
+        log("8 s quiet, then private and resident memory")
         time.sleep(8)
+        results["private_quiet_kb"] = private_kb(daemon.pid)
         results["rss_quiet_kb"] = rss_kb(daemon.pid)
         if agent:
+            results["peer"]["private_quiet_kb"] = agent.private_kb()
             results["peer"]["rss_quiet_kb"] = agent.rss_kb()
             results["peer"]["processes"] = len(agent.pids())
-        # The quiet trim hands back code pages too: one request maps what serving needs again.
+        # What the first request after that quiet maps or allocates again.
         faults = minor_faults(daemon.pid)
         call(daemon.socket, "token.get", {"provider": "rot", "resource": API})
         time.sleep(0.2)
         results["rss_quiet_one_kb"] = rss_kb(daemon.pid)
         results["quiet_one_faults"] = minor_faults(daemon.pid) - faults
+
+        results["quiet"] = quiet_requests(a, daemon, echo_sock, echo_line, agent, client_bin)
 
         log(f"filling the cache with {a.entries} entries (real refreshes at the static provider)")
         t0 = time.time()

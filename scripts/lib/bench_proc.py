@@ -13,8 +13,22 @@ def rss_kb(pid):
     return 0
 
 
+def private_kb(pid):
+    """Private memory in kB: RssAnon + VmSwap, what the process alone holds (its heap,
+    stacks, copied-on-write data), as against file pages the kernel can drop and read again
+    by itself. 0 once the process is gone."""
+    total = 0
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(("RssAnon:", "VmSwap:")):
+                    total += int(line.split()[1])
+    except FileNotFoundError:
+        pass
+    return total
+
+
 def minor_faults(pid):
-    """Page faults served from memory (the page cache, zeroed pages) so far: what a request
-    pays to map again the code and data a quiet trim handed back."""
+    """Page faults served from memory (the page cache, zeroed pages) so far."""
     with open(f"/proc/{pid}/stat") as f:
         return int(f.read().rsplit(")", 1)[1].split()[7])

@@ -22,11 +22,11 @@ def table(r):
 
     b, e = L["broker.persistent.1"], L["echo.persistent.1"]
     row("warm token.get p50, 1 connection", us(b["p50_us"]), us(e["p50_us"]), f"{b['p50_us'] / e['p50_us']:.2f}×",
-        "≤ 2× floor", b["p50_us"] <= 2 * e["p50_us"])
+        "≤ 1.2× floor", b["p50_us"] <= 1.2 * e["p50_us"])
     row("warm token.get p99, 1 connection", us(b["p99_us"]), us(e["p99_us"]), f"{b['p99_us'] / e['p99_us']:.2f}×")
     for n in (1, 16, 64):
         b, e = L[f"broker.persistent.{n}"], L[f"echo.persistent.{n}"]
-        target, ok = ("≥ ½ floor", b["rps"] >= e["rps"] / 2) if n == 16 else ("", None)
+        target, ok = ("≥ 0.6 floor", b["rps"] >= 0.6 * e["rps"]) if n == 16 else ("", None)
         row(f"warm token.get, {n} connection{'s' if n > 1 else ''}", rate(b["rps"]), rate(e["rps"]),
             f"{b['rps'] / e['rps']:.2f}", target, ok)
     t, p = r["dpop"]["token"], r["dpop"]["proof"]
@@ -51,11 +51,21 @@ def table(r):
         f"daemon {c['daemon_refreshes']}", "", "1", c["provider_refreshes"] == 1 and c["errors"] == 0)
     row(f"cold: {c['count']} concurrent, all answered", ms(c["all_ms"]), f"first {ms(c['first_ms'])}",
         f"{c['errors']} errors" + (f" (first {c['first_error_code']})" if c["errors"] else ""))
-    row("RSS idle 0.5 s after start (accounts loaded)", f"{r['rss_idle_kb'] / 1024:.1f} MB",
-        f"1 s: {r['rss_idle_1s_kb'] / 1024:.1f} MB", "", "< 20 MB", r["rss_idle_kb"] < 20 * 1024)
-    row("RSS after load, quiet 8 s", f"{r['rss_quiet_kb'] / 1024:.1f} MB", "", "", "≤ 16 MB", r["rss_quiet_kb"] <= 16 * 1024)
-    row("… then one token.get", f"{r['rss_quiet_one_kb'] / 1024:.1f} MB", f"{r['quiet_one_faults']} minor faults", "",
-        "≤ 16 MB", r["rss_quiet_one_kb"] <= 16 * 1024)
+    row("private memory idle 0.5 s after start (accounts loaded)", f"{r['private_idle_kb'] / 1024:.1f} MB",
+        f"RSS {r['rss_idle_kb'] / 1024:.1f} MB")
+    for quiet in ("7", "60"):
+        q = r["quiet"].get(quiet)
+        if not q:
+            continue
+        b, e = q["broker"], q["echo"]
+        row(f"first request after {quiet} s quiet, new connection, median", us(b["p50_us"]), us(e["p50_us"]),
+            f"{b['p50_us'] / e['p50_us']:.2f}×", "≤ 2× floor", b["p50_us"] <= 2 * e["p50_us"])
+    q = r["quiet"]["7_process"]
+    row("authctl token after 7 s quiet, whole process, median", ms(q["authctl"]["p50_us"] / 1000),
+        f"C {ms(q['c_client']['p50_us'] / 1000)}", f"{q['authctl']['p50_us'] / q['c_client']['p50_us']:.2f}×")
+    row("private memory (RssAnon + swap) after load, quiet 8 s", f"{r['private_quiet_kb'] / 1024:.1f} MB")
+    row("RSS after load, quiet 8 s (reported, not a target)", f"{r['rss_quiet_kb'] / 1024:.1f} MB")
+    row("… then one token.get", f"{r['rss_quiet_one_kb'] / 1024:.1f} MB", f"{r['quiet_one_faults']} minor faults")
     f = r["fill"]
     row(f"RSS with {f['entries']:,} cache entries", f"{r['rss_full_kb'] / 1024:.1f} MB", f"filled in {f['seconds']} s",
         f"{f['errors']} errors")
