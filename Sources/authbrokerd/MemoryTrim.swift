@@ -37,7 +37,7 @@ struct MemoryTrim: Sendable {
     /// Seconds without requests before the first trim after start-up.
     var firstQuiet: Double = 0.3
     /// Bytes of private memory gained since the last trim that make the next one worth it.
-    var growth = 1 << 20
+    var growth = 256 << 10
 
     /// Trims now: `malloc_trim(0)` releases the free pages of every arena.
     static func trim() {
