@@ -20,8 +20,10 @@ import Glibc
 /// A trim costs the next request: every heap page it hands back that the request uses again
 /// comes back as a minor fault, ten microseconds or more each on a virtual machine. So after
 /// start-up's trim the daemon trims only when its private memory (resident anonymous pages)
-/// grew by ``growth`` since the last one: after a burst, not after the occasional request,
-/// whose few pages a trim would hand back only for the next request to fault them in again.
+/// grew by ``growth`` since the last one, or the last one handed back at least that much (a
+/// burst's memory is freed over a while, as its connections close and time out, and the
+/// next trims find more of it): after a burst, not after the occasional request, whose few
+/// pages a trim would hand back only for the next request to fault them in again.
 /// (It once also unmapped its code pages when quiet: ~60 faults on the next request for
 /// clean file pages the kernel reclaims by itself under pressure; issue 25.)
 ///
@@ -64,8 +66,9 @@ struct MemoryTrim: Sendable {
     func run() async {
         // nil: start-up's pages are handed back once it has been quiet for the first time.
         var trimmedAt: (refreshes: Int, activity: UInt64)?
-        // Private memory right after the last trim.
+        // Private memory right after the last trim, and what that trim handed back.
         var keptAfterTrim = 0
+        var handedBack = 0
         var pause = firstQuiet
         while !Task.isCancelled {
             do {
@@ -87,10 +90,12 @@ struct MemoryTrim: Sendable {
             }
             let first = trimmedAt == nil
             trimmedAt = now
-            let held = Self.privateBytes() ?? Int.max
-            guard first || held - keptAfterTrim >= growth else { continue }
+            let held = Self.privateBytes()
+            if !first, let held, held - keptAfterTrim < growth, handedBack < growth { continue }
             Self.trim()
-            keptAfterTrim = Self.privateBytes() ?? 0
+            let kept = Self.privateBytes() ?? 0
+            handedBack = held.map { $0 - kept } ?? 0
+            keptAfterTrim = kept
         }
     }
 }
