@@ -39,7 +39,7 @@ struct ConnectionNotReading: Sendable {}
 /// the peer is still owed something: a started line, a held line, an answer being worked
 /// on, answers queued past the high-water mark. Otherwise the peer's end of stream closes
 /// the connection at once in NIO, without the half-close events and the extra close
-/// through the pipeline (docs/performance.md, "The request path").
+/// through the pipeline (docs/performance.md, "What the hot path does").
 final class ConnectionGuard: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
