@@ -92,6 +92,25 @@ static inline AuthbrokerNotifier *authbroker_notifier_new(authbroker_action_fn o
     return notifier;
 }
 
+/* Sends one Notify call with the given icon, actions and hints. Blocks for at most
+ * call_timeout_ms. Returns the notification's id, 0 with *error set when no server answered. */
+static inline guint32 authbroker_notifier_send(AuthbrokerNotifier *notifier, const gchar *app_name, const gchar *icon,
+                                               const gchar *summary, const gchar *body, GVariantBuilder *actions,
+                                               GVariantBuilder *hints, gint expire_ms, gint call_timeout_ms,
+                                               GError **error)
+{
+    GVariant *reply = g_dbus_connection_call_sync(
+        notifier->connection, AUTHBROKER_NOTIFICATIONS, AUTHBROKER_NOTIFICATIONS_PATH, AUTHBROKER_NOTIFICATIONS, "Notify",
+        g_variant_new("(susssasa{sv}i)", app_name, 0, icon, summary, body, actions, hints, expire_ms),
+        G_VARIANT_TYPE("(u)"), G_DBUS_CALL_FLAGS_NONE, call_timeout_ms, NULL, error);
+    if (reply == NULL)
+        return 0;
+    guint32 id = 0;
+    g_variant_get(reply, "(u)", &id);
+    g_variant_unref(reply);
+    return id;
+}
+
 /* Shows a notification with one action ("default" and `action` both labelled
  * `action_label`: servers show the one or the other). Blocks for at most call_timeout_ms.
  * Returns the notification's id, 0 with *error set when no server answered. */
@@ -111,16 +130,8 @@ static inline guint32 authbroker_notifier_notify(AuthbrokerNotifier *notifier, c
     g_variant_builder_add(&hints, "{sv}", "urgency", g_variant_new_byte(1));
     /* Kept after a click on servers that would drop it: the sign-in may still be going on. */
     g_variant_builder_add(&hints, "{sv}", "resident", g_variant_new_boolean(TRUE));
-    GVariant *reply = g_dbus_connection_call_sync(
-        notifier->connection, AUTHBROKER_NOTIFICATIONS, AUTHBROKER_NOTIFICATIONS_PATH, AUTHBROKER_NOTIFICATIONS, "Notify",
-        g_variant_new("(susssasa{sv}i)", app_name, 0, "dialog-password", summary, body, &actions, &hints, expire_ms),
-        G_VARIANT_TYPE("(u)"), G_DBUS_CALL_FLAGS_NONE, call_timeout_ms, NULL, error);
-    if (reply == NULL)
-        return 0;
-    guint32 id = 0;
-    g_variant_get(reply, "(u)", &id);
-    g_variant_unref(reply);
-    return id;
+    return authbroker_notifier_send(notifier, app_name, "dialog-password", summary, body, &actions, &hints,
+                                      expire_ms, call_timeout_ms, error);
 }
 
 /* Shows a question with two actions, "allow" and "deny" (labelled `allow_label` and
@@ -142,16 +153,8 @@ static inline guint32 authbroker_notifier_ask(AuthbrokerNotifier *notifier, cons
     g_variant_builder_init(&hints, G_VARIANT_TYPE("a{sv}"));
     /* Critical: servers keep it on screen until it is answered or taken back. */
     g_variant_builder_add(&hints, "{sv}", "urgency", g_variant_new_byte(2));
-    GVariant *reply = g_dbus_connection_call_sync(
-        notifier->connection, AUTHBROKER_NOTIFICATIONS, AUTHBROKER_NOTIFICATIONS_PATH, AUTHBROKER_NOTIFICATIONS, "Notify",
-        g_variant_new("(susssasa{sv}i)", app_name, 0, "dialog-question", summary, body, &actions, &hints, expire_ms),
-        G_VARIANT_TYPE("(u)"), G_DBUS_CALL_FLAGS_NONE, call_timeout_ms, NULL, error);
-    if (reply == NULL)
-        return 0;
-    guint32 id = 0;
-    g_variant_get(reply, "(u)", &id);
-    g_variant_unref(reply);
-    return id;
+    return authbroker_notifier_send(notifier, app_name, "dialog-question", summary, body, &actions, &hints,
+                                      expire_ms, call_timeout_ms, error);
 }
 
 /* Takes a notification back; no answer is waited for. */
