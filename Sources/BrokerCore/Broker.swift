@@ -225,7 +225,7 @@ public final class Broker: Sendable {
 
 extension Account {
     var info: AccountInfo {
-        AccountInfo(provider: key.provider, subject: key.subject, username: username, state: state.rawValue,
+        AccountInfo(provider: key.provider, subject: key.subject, username: username, state: state,
                     displayName: displayName)
     }
 }

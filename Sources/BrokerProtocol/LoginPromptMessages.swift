@@ -1,15 +1,15 @@
 /// A question a `terminal` sign-in asks the user, from `login.wait`.
 public struct LoginPrompt: Codable, Sendable, Equatable {
     /// `text` (shown as typed), `secret` (never echoed: a password) or `otp` (a one-time
-    /// code, not echoed either).
-    public var kind: String
+    /// code, not echoed either). A client treats a kind it does not know as `secret`.
+    public var kind: Kind
     /// What to ask, e.g. "Password for alice".
     public var label: String
     /// What the answer is, for programs that answer without a person: `username`,
     /// `password`, `email_code`, `otp`.
     public var name: String
 
-    public init(kind: String, label: String, name: String) {
+    public init(kind: Kind, label: String, name: String) {
         self.kind = kind
         self.label = label
         self.name = name

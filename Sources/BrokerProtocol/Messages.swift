@@ -9,8 +9,8 @@ public struct AccountInfo: Codable, Sendable, Equatable {
     /// A human name for the account when the provider gave one: `preferred_username`, else
     /// `email`, else `name`, from the ID token, else from the userinfo endpoint.
     public var username: String?
-    /// `ready` or `login_required`.
-    public var state: String
+    /// `ready` or `login_required`; a newer daemon's other states are kept as `unknown`.
+    public var state: AccountState
     /// What people are shown: `username`, else `subject@issuer-host` (docs/providers.md).
     /// Accepted wherever an account is named. Absent from daemons before this member.
     public var displayName: String?
@@ -20,7 +20,7 @@ public struct AccountInfo: Codable, Sendable, Equatable {
         case displayName = "display_name"
     }
 
-    public init(provider: String, subject: String, username: String?, state: String, displayName: String? = nil) {
+    public init(provider: String, subject: String, username: String?, state: AccountState, displayName: String? = nil) {
         self.provider = provider
         self.subject = subject
         self.username = username
@@ -41,8 +41,9 @@ public struct AccountListResult: Codable, Sendable, Equatable {
 public struct LoginStartParams: Codable, Sendable, Equatable {
     public var provider: String?
     /// `browser` (authorization code + PKCE, the default), `device` (RFC 8628) or `terminal`
-    /// (questions asked through `login.wait` / `login.answer`, docs/sign-in.md).
-    public var flow: String?
+    /// (questions asked through `login.wait` / `login.answer`, docs/sign-in.md). Another
+    /// value is refused when the daemon reads the request.
+    public var flow: LoginFlow?
     /// Extra authorization parameters for this sign-in (`login_hint`, `prompt`, …), on top of
     /// the provider's configured ones. Parameters the protocol owns are refused.
     public var params: [String: String]?
@@ -55,7 +56,7 @@ public struct LoginStartParams: Codable, Sendable, Equatable {
     /// when there is none: a sign-in started so is announced by a desktop notification.
     public var join: Bool?
 
-    public init(provider: String? = nil, flow: String? = nil, params: [String: String]? = nil, timeout: Int? = nil,
+    public init(provider: String? = nil, flow: LoginFlow? = nil, params: [String: String]? = nil, timeout: Int? = nil,
                 resource: String? = nil, join: Bool? = nil) {
         self.provider = provider
         self.flow = flow
@@ -64,6 +65,22 @@ public struct LoginStartParams: Codable, Sendable, Equatable {
         self.resource = resource
         self.join = join
     }
+
+    enum CodingKeys: String, CodingKey {
+        case provider, flow, params, timeout, resource, join
+    }
+
+    /// Reads `flow` strictly: a flow this daemon does not know is a bad request, not a
+    /// sign-in of some other kind.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        provider = try c.decodeIfPresent(String.self, forKey: .provider)
+        flow = try c.decodeKnownIfPresent(LoginFlow.self, forKey: .flow)
+        params = try c.decodeIfPresent([String: String].self, forKey: .params)
+        timeout = try c.decodeIfPresent(Int.self, forKey: .timeout)
+        resource = try c.decodeIfPresent(String.self, forKey: .resource)
+        join = try c.decodeIfPresent(Bool.self, forKey: .join)
+    }
 }
 
 /// `login.start` result: what the user must open or type.
@@ -71,7 +88,7 @@ public struct LoginStartResult: Codable, Sendable, Equatable {
     /// Pass to `login.wait`.
     public var loginID: String
     public var provider: String
-    public var flow: String
+    public var flow: LoginFlow
     public var verificationURI: String?
     public var verificationURIComplete: String?
     public var userCode: String?
@@ -85,7 +102,7 @@ public struct LoginStartResult: Codable, Sendable, Equatable {
     /// button opens the URL), so the caller need not open a browser itself.
     public var notified: Bool?
 
-    public init(loginID: String, provider: String, flow: String, verificationURI: String? = nil, verificationURIComplete: String? = nil,
+    public init(loginID: String, provider: String, flow: LoginFlow, verificationURI: String? = nil, verificationURIComplete: String? = nil,
                 userCode: String? = nil, authorizationURL: String? = nil, expiresAt: Int64, joined: Bool? = nil, notified: Bool? = nil) {
         self.loginID = loginID
         self.provider = provider

@@ -139,7 +139,10 @@ struct MethodTable: Sendable {
         case .typeMismatch(let type, let ctx): return "\(path(ctx.codingPath)) must be \(typeName(type))"
         case .valueNotFound(let type, let ctx): return "\(path(ctx.codingPath)) must be \(typeName(type)), not null"
         case .keyNotFound(let key, _): return "\(key.stringValue) is missing"
-        case .dataCorrupted(let ctx): return "\(path(ctx.codingPath)) is malformed"
+        case .dataCorrupted(let ctx):
+            // A closed set's refusal (`WireEnum`) names the choices, never the value sent.
+            if let unknown = ctx.underlyingError as? UnknownWireValue { return "\(path(ctx.codingPath)) \(unknown.requirement)" }
+            return "\(path(ctx.codingPath)) is malformed"
         @unknown default: return "not the expected shape"
         }
     }

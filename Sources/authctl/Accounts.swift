@@ -35,8 +35,8 @@ struct Accounts: ParsableCommand {
 enum State {
     /// `ready`, or `login_required (run `authctl login --provider P`)`.
     static func describe(_ account: AccountInfo) -> String {
-        account.state == "login_required"
+        account.state == .loginRequired
             ? "login_required (run `authctl login --provider \(account.provider)`)"
-            : account.state
+            : account.state.rawValue
     }
 }

@@ -93,10 +93,10 @@ struct Login: ParsableCommand {
         for resource in resources.isEmpty ? [nil] : resources.map(Optional.some) {
             if let resource { Output.note("Signing in for \(Output.safe(resource))…") }
             if terminal {
-                try signInHere(LoginStartParams(provider: provider, flow: "terminal", resource: resource))
+                try signInHere(LoginStartParams(provider: provider, flow: .terminal, resource: resource))
                 continue
             }
-            try signIn(LoginStartParams(provider: provider, flow: device ? "device" : "browser", params: extraParameters,
+            try signIn(LoginStartParams(provider: provider, flow: device ? .device : .browser, params: extraParameters,
                                         resource: resource))
         }
     }

@@ -16,7 +16,8 @@ enum TerminalPrompt {
     /// The answer to `prompt`, without its newline. Throws when input ends first.
     static func read(_ prompt: LoginPrompt) throws(ClientError) -> String {
         let terminal = isatty(STDIN_FILENO) == 1
-        let hidden = prompt.kind != "text" && terminal
+        // A kind this authctl does not know (a newer daemon's) is hidden too: safer for a secret.
+        let hidden = prompt.kind != .text && terminal
         // Echo goes off before the question shows: an answer typed at once is not echoed.
         if hidden { hideInput() }
         // Answers from a pipe put no newline on the screen: each question gets its own line.

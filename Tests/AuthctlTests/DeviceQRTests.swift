@@ -5,7 +5,7 @@ import XCTest
 /// Where the device sign-in's QR code goes among the instructions, and when there is none.
 /// (Drawing it on a real terminal is test_login_qr.py's part.)
 final class DeviceQRTests: XCTestCase {
-    let device = LoginStartResult(loginID: "l", provider: "corp", flow: "device",
+    let device = LoginStartResult(loginID: "l", provider: "corp", flow: .device,
                                   verificationURI: "https://login.example.com/device",
                                   verificationURIComplete: "https://login.example.com/device?user_code=WDJB-MJHT",
                                   userCode: "WDJB-MJHT", expiresAt: 900)
@@ -24,7 +24,7 @@ final class DeviceQRTests: XCTestCase {
         var plain = device
         plain.verificationURIComplete = nil
         XCTAssertEqual(DeviceQR.url(for: plain), "https://login.example.com/device")
-        let browser = LoginStartResult(loginID: "l", provider: "corp", flow: "browser",
+        let browser = LoginStartResult(loginID: "l", provider: "corp", flow: .browser,
                                        authorizationURL: "https://login.example.com/authorize?x=1", expiresAt: 300)
         XCTAssertNil(DeviceQR.url(for: browser), "a browser sign-in's page redirects to this machine: no use on a phone")
         var withControl = device

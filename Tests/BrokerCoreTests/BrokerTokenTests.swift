@@ -111,7 +111,7 @@ final class BrokerTokenTests: XCTestCase {
         let expected = BrokerError.loginRequired(provider: "corp", message: "the sign-in of alice at corp is no longer valid: run `authctl login --provider corp`")
         let error = await h.tokenError()
         XCTAssertEqual(error, expected)
-        XCTAssertEqual(h.broker.accountList().accounts.map(\.state), ["login_required"])
+        XCTAssertEqual(h.broker.accountList().accounts.map(\.state), [.loginRequired])
         let marked = try await h.store.storedAccount(subject: "sub-alice")
         XCTAssertEqual(marked?.state, .loginRequired, "remembered in the store, so a restart says so too")
 

@@ -16,7 +16,7 @@ final class StoreUnavailableAtStartTests: XCTestCase {
         XCTAssertTrue(message.contains("the STUB store is locked"), message)
         XCTAssertEqual(h.broker.status().storeUnavailable, StoreUnavailableStatus(reason: "locked", message: "the STUB store is locked"))
         do throws(BrokerError) {
-            _ = try await h.broker.startLogin(LoginStartParams(provider: "corp", flow: "device"))
+            _ = try await h.broker.startLogin(LoginStartParams(provider: "corp", flow: .device))
             XCTFail("a sign-in started whose refresh token could not be kept")
         } catch {
             guard case .storeUnavailable(let message, _) = error else { return XCTFail("\(error)") }

@@ -20,7 +20,7 @@ final class WhatTheUserIsToldTests: XCTestCase {
         }
         XCTAssertTrue(message.contains("run `authctl login --provider corp`"), message)
         let accounts = h.broker.accountList().accounts
-        XCTAssertEqual(accounts.map(\.state), ["login_required"])
+        XCTAssertEqual(accounts.map(\.state), [.loginRequired])
         // Not asked again: the refusal stands until a new sign-in.
         let requests = h.transport.tokenRequests.count
         _ = await h.tokenError()
@@ -39,7 +39,7 @@ final class WhatTheUserIsToldTests: XCTestCase {
         XCTAssertTrue(message.contains("authctl login --provider corp"), message)
         // Not enough to give the sign-in up: the account stays ready.
         let accounts = h.broker.accountList().accounts
-        XCTAssertEqual(accounts.map(\.state), ["ready"])
+        XCTAssertEqual(accounts.map(\.state), [.ready])
     }
 
     // MARK: dpop = true at a provider that does not say it takes DPoP

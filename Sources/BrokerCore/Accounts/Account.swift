@@ -1,3 +1,4 @@
+import BrokerProtocol
 import OAuth
 
 /// Identifies an account: the provider's configured name and the `sub` claim.
@@ -11,13 +12,6 @@ public struct AccountKey: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String { "\(provider)/\(subject)" }
-}
-
-/// Whether an account can mint tokens without the user.
-public enum AccountState: String, Sendable {
-    case ready
-    /// The refresh token was refused (`invalid_grant`): only a new sign-in helps.
-    case loginRequired = "login_required"
 }
 
 /// A signed-in account. Holds the refresh token in memory; the Secret Service holds the

@@ -46,7 +46,7 @@ extension Broker {
         }
         let session = LoginSession(id: id, provider: provider.name, expiresAt: deadline, task: task)
         let shown = LoginStartResult(
-            loginID: id, provider: provider.name, flow: "browser",
+            loginID: id, provider: provider.name, flow: .browser,
             authorizationURL: request.url(endpoint: endpoint), expiresAt: Int64(deadline))
         session.shown = shown
         do {

@@ -60,9 +60,9 @@ extension Broker {
     private func challengePrompt(_ wanted: String, message: String?, provider name: String) throws(BrokerError) -> LoginPrompt {
         let label = message.flatMap { $0.isEmpty ? nil : $0 }
         switch wanted {
-        case "username": return LoginPrompt(kind: "text", label: label ?? "User name at \(name)", name: wanted)
-        case "password": return LoginPrompt(kind: "secret", label: label ?? "Password", name: wanted)
-        case "otp": return LoginPrompt(kind: "otp", label: label ?? "One-time code", name: wanted)
+        case "username": return LoginPrompt(kind: .text, label: label ?? "User name at \(name)", name: wanted)
+        case "password": return LoginPrompt(kind: .secret, label: label ?? "Password", name: wanted)
+        case "otp": return LoginPrompt(kind: .otp, label: label ?? "One-time code", name: wanted)
         default:
             throw BrokerError.loginFailed(provider: name, message: "\(name) asks for \(wanted), which `authctl login --terminal` cannot ask: sign in with the browser (`authctl login --provider \(name)`)")
         }

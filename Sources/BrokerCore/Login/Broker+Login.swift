@@ -26,12 +26,13 @@ extension Broker {
                 reason: failure.reason)
         }
         if params.join == true { return try await joinSignIn(provider, params) }
-        switch params.flow ?? "browser" {
-        case "device": return try await startDeviceLogin(provider, resource: params.resource)
-        case "browser": return try await startBrowserLogin(provider, params)
-        case "terminal": return try await startTerminalLogin(provider, params)
-        case let other:
-            throw BrokerError.invalidRequest(message: "flow must be \"browser\", \"device\" or \"terminal\", not \"\(other)\"")
+        switch params.flow ?? .browser {
+        case .device: return try await startDeviceLogin(provider, resource: params.resource)
+        case .browser: return try await startBrowserLogin(provider, params)
+        case .terminal: return try await startTerminalLogin(provider, params)
+        case .unknown:
+            // The wire's reading refuses these already; this is for callers in Swift.
+            throw BrokerError.invalidRequest(message: "flow must be \(LoginFlow.choices)")
         }
     }
 
@@ -61,7 +62,7 @@ extension Broker {
         }
         let session = LoginSession(id: id, provider: provider.name, expiresAt: expiresAt, task: task)
         let shown = LoginStartResult(
-            loginID: id, provider: provider.name, flow: "device",
+            loginID: id, provider: provider.name, flow: .device,
             verificationURI: authorization.verificationURI,
             verificationURIComplete: authorization.verificationURIComplete,
             userCode: authorization.userCode, expiresAt: Int64(expiresAt))

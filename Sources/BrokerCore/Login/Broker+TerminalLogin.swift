@@ -41,7 +41,7 @@ extension Broker {
             session.cancel(because: "the sign-in to \(provider.name) was not finished within \(timeout) s: run `authctl login --terminal --provider \(provider.name)` again")
         }
         logger.info("terminal sign-in started", metadata: ["provider": "\(provider.name)", "login_id": "\(id)"])
-        return LoginStartResult(loginID: id, provider: provider.name, flow: "terminal", expiresAt: Int64(deadline))
+        return LoginStartResult(loginID: id, provider: provider.name, flow: .terminal, expiresAt: Int64(deadline))
     }
 
     /// `login.answer`: the user's answer to the question the sign-in waits on. The answer
@@ -71,8 +71,8 @@ extension Broker {
     private func passwordSignIn(_ provider: Provider, metadata: ProviderMetadata, conversation: Conversation,
                                 resource: String?) async throws(BrokerError) -> AccountInfo {
         let name = provider.name
-        let username = try await ask(conversation, LoginPrompt(kind: "text", label: "User name at \(name)", name: "username"), provider: provider).text
-        let password = try await ask(conversation, LoginPrompt(kind: "secret", label: "Password", name: "password"), provider: provider)
+        let username = try await ask(conversation, LoginPrompt(kind: .text, label: "User name at \(name)", name: "username"), provider: provider).text
+        let password = try await ask(conversation, LoginPrompt(kind: .secret, label: "Password", name: "password"), provider: provider)
         let signer = try provider.newDPoPSigner(metadata: metadata)
         let client = provider.client(signer, metadata: metadata, clock: clock)
         let tokens: TokenResponse

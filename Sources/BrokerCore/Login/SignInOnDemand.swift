@@ -9,8 +9,8 @@ extension Broker {
     /// `login.start` with `join`: the provider's sign-in in progress, or a new browser
     /// sign-in, announced. Concurrent callers share one start.
     func joinSignIn(_ provider: Provider, _ params: LoginStartParams) async throws(BrokerError) -> LoginStartResult {
-        guard (params.flow ?? "browser") == "browser" else {
-            throw BrokerError.invalidRequest(message: "join works with the browser flow only: leave flow out, or start a \(params.flow ?? "") sign-in without join")
+        guard (params.flow ?? .browser) == .browser else {
+            throw BrokerError.invalidRequest(message: "join works with the browser flow only: leave flow out, or start a \(params.flow?.rawValue ?? "") sign-in without join")
         }
         let name = provider.name
         let (task, mine) = startingOnDemand.withLock { all -> (Task<LoginStartResult, any Error>, Bool) in
@@ -44,7 +44,7 @@ extension Broker {
             throw BrokerError.loginRequired(provider: name, message: "not signed in to \(name), and sign-ins on demand are paused for \(Int(pause.rounded(.up))) s because programs abandoned the last ones: run `authctl login --provider \(name)`")
         }
         var shown = try await startBrowserLogin(provider, LoginStartParams(
-            provider: provider.name, flow: "browser", params: params.params, timeout: params.timeout, resource: params.resource))
+            provider: provider.name, flow: .browser, params: params.params, timeout: params.timeout, resource: params.resource))
         shown.joined = false
         shown.notified = false
         guard let session = logins.find(id: shown.loginID, provider: nil) else { return shown }
