@@ -143,12 +143,15 @@ public final class BrokerServer: Sendable {
         refusals: RefusalLog = RefusalLog(), events: EventHub? = nil, handover: Handover = Handover(),
         identify: @escaping PeerIdentifier = PeerCredentials.credentials(of:), inspector: ProcessInspector = .direct
     ) throws {
-        try pipeline.addHandler(ConnectionGuard(stallTimeout: stall, idleTimeout: idle))
+        // One codec for the connection: the guard's answers and the handler's alike.
+        let codec = RPCCodec()
+        try pipeline.addHandler(ConnectionGuard(stallTimeout: stall, idleTimeout: idle, codec: codec))
         try pipeline.addHandler(ByteToMessageHandler(LineFrameDecoder(maxLength: maxLineLength)))
         try pipeline.addHandler(
             RPCHandler(table: table, counters: counters, logger: logger, activity: activity, maxConnections: maxConnections,
                        maxInFlight: DaemonSettings.maxRequestsInFlightPerConnection, maxInFlightTotal: maxInFlightTotal,
-                       refusals: refusals, events: events, handover: handover, identify: identify, inspector: inspector))
+                       refusals: refusals, events: events, handover: handover, identify: identify, inspector: inspector,
+                       codec: codec))
     }
 
     /// Switches the kernel's record of each message's writer (`SO_PASSCRED`) on or off for

@@ -1,9 +1,4 @@
 import BrokerProtocol
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
 import NIOCore
 
 /// Sent up the pipeline when a connection had no traffic for the idle timeout.
@@ -54,13 +49,18 @@ final class ConnectionGuard: ChannelDuplexHandler {
     private var armedAt = UInt64.max
     /// Whether the connection's half-closure is on now (NIO's default: off).
     private var halfClosure = false
+    /// The connection's codec, shared with its RPC handler: the guard's answers are encoded
+    /// as every other answer of the connection, with no encoder of its own.
+    private let codec: RPCCodec
 
     /// - Parameters:
     ///   - stallTimeout: how long a started request line may take to finish, and how long
     ///     answers may wait unread (`[daemon] request_line_timeout`).
     ///   - idleTimeout: how long a connection may stay open with nothing to do
     ///     (`[daemon] connection_idle_timeout`).
-    init(stallTimeout: TimeAmount, idleTimeout: TimeAmount) {
+    ///   - codec: the connection's codec (the RPC handler's).
+    init(stallTimeout: TimeAmount, idleTimeout: TimeAmount, codec: RPCCodec) {
+        self.codec = codec
         let limits = ConnectionLifecycle.Limits(idleTimeout: UInt64(max(idleTimeout.nanoseconds, 0)),
                                                 stallTimeout: UInt64(max(stallTimeout.nanoseconds, 0)))
         life = ConnectionLifecycle(limits: limits, now: 0)
@@ -154,7 +154,8 @@ final class ConnectionGuard: ChannelDuplexHandler {
         switch life.timeReached(now(context)) {
         case .close(.lineUnfinished):
             let seconds = life.limits.stallTimeout / 1_000_000_000
-            Self.closeWith(context, RPCError(.invalidRequest, "the request line was not finished within \(seconds) s; the connection is closed"))
+            context.writeAnswer(codec.failure(.null, RPCError(.invalidRequest, "the request line was not finished within \(seconds) s; the connection is closed")),
+                                then: .close)
         case .close(.notReading):
             context.fireUserInboundEventTriggered(ConnectionNotReading())
         case .close(.idle):
@@ -166,9 +167,4 @@ final class ConnectionGuard: ChannelDuplexHandler {
         }
     }
 
-    /// Writes one error answer (id null) and closes.
-    static func closeWith(_ context: ChannelHandlerContext, _ error: RPCError) {
-        let data = (try? JSONEncoder().encode(ErrorResponse(id: .null, error: error))) ?? Data()
-        context.writeAnswer(data, then: .close)
-    }
 }

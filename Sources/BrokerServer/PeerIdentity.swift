@@ -45,10 +45,11 @@ final class PeerIdentity {
     /// that process's bytes through from now on (`WriterCheck`). Call in `channelActive`.
     /// - Parameter descriptor: the connection's socket (`Handover.descriptor`), where the
     ///   writer check peeks; without it nothing the connection sends passes a policy.
-    func bind(descriptor: CInt?, needsCgroup: Bool, logger: Logger, counters: BrokerCounters) {
+    func bind(descriptor: CInt?, needsCgroup: Bool, logger: Logger, counters: BrokerCounters, codec: RPCCodec) {
         guard !read, let cred = credentials else { return }
         read = true
-        writersChecked = WriterCheck.install(on: channel, descriptor: descriptor, pid: cred.pid, uid: cred.uid, logger: logger, counters: counters)
+        writersChecked = WriterCheck.install(on: channel, descriptor: descriptor, pid: cred.pid, uid: cred.uid, logger: logger, counters: counters,
+                                                 codec: codec)
         switch PeerCredentials.pidfd(of: channel) {
         case .some(let fd): pidfd = fd
         case .gone: return  // exited already: whatever holds the socket now is no one we know

@@ -30,7 +30,8 @@ final class RPCHandler: ChannelDuplexHandler {
     let counters: BrokerCounters
     let logger: Logger
     private let activity: ServerActivity
-    let codec = RPCCodec()
+    /// The connection's codec, shared with its `ConnectionGuard`.
+    let codec: RPCCodec
     private let maxConnections: Int
     private let refusals: RefusalLog
     /// Reads the kernel's word on who opened a new connection.
@@ -82,7 +83,9 @@ final class RPCHandler: ChannelDuplexHandler {
     init(table: MethodTable, counters: BrokerCounters, logger: Logger, activity: ServerActivity, maxConnections: Int,
          maxInFlight: Int = 64, maxInFlightTotal: Int = 1024,
          refusals: RefusalLog, events: EventHub? = nil, handover: Handover = Handover(),
-         identify: @escaping PeerIdentifier = PeerCredentials.credentials(of:), inspector: ProcessInspector = .direct) {
+         identify: @escaping PeerIdentifier = PeerCredentials.credentials(of:), inspector: ProcessInspector = .direct,
+         codec: RPCCodec = RPCCodec()) {
+        self.codec = codec
         self.inspector = inspector
         self.events = events
         self.handover = handover
@@ -122,7 +125,7 @@ final class RPCHandler: ChannelDuplexHandler {
             // Read who connected before it can run another program (docs/security.md); not
             // on a connection the front door accepted without rules: it is too late for that.
             if !policy.isOpen && !handover.acceptedWithoutRules {
-                peer.bind(descriptor: handover.descriptor, needsCgroup: policy.needsCgroup, logger: logger, counters: counters)
+                peer.bind(descriptor: handover.descriptor, needsCgroup: policy.needsCgroup, logger: logger, counters: counters, codec: codec)
             }
         }
         context.fireChannelActive()

@@ -46,8 +46,11 @@ final class WriterCheck: ChannelInboundHandler {
     private let logger: Logger
     private let counters: BrokerCounters
     private var refused = false
+    /// The connection's codec, which writes the refusal.
+    private let codec: RPCCodec
 
-    private init(gate: WriterGate, logger: Logger, counters: BrokerCounters) {
+    private init(gate: WriterGate, logger: Logger, counters: BrokerCounters, codec: RPCCodec) {
+        self.codec = codec
         self.gate = gate
         self.logger = logger
         self.counters = counters
@@ -57,7 +60,8 @@ final class WriterCheck: ChannelInboundHandler {
     /// is not known (then nothing it sends may pass a policy). `descriptor` is the socket the
     /// front door accepted and handed to NIO (`Handover`). Call in `channelActive`, before
     /// the first read.
-    static func install(on channel: any Channel, descriptor: CInt?, pid: Int32, uid: UInt32, logger: Logger, counters: BrokerCounters) -> Bool {
+    static func install(on channel: any Channel, descriptor: CInt?, pid: Int32, uid: UInt32, logger: Logger, counters: BrokerCounters,
+                        codec: RPCCodec) -> Bool {
         guard let fd = descriptor else {
             logger.error("cannot find the socket of a connection to check who writes on it; its requests are refused under [[allow]] rules")
             return false
@@ -69,7 +73,7 @@ final class WriterCheck: ChannelInboundHandler {
             try options.setOption(.maxMessagesPerRead, value: 1)
             let inner = try options.getOption(.recvAllocator)
             try options.setOption(.recvAllocator, value: PeekingAllocator(inner: inner, gate: gate))
-            try channel.pipeline.syncOperations.addHandler(WriterCheck(gate: gate, logger: logger, counters: counters), position: .first)
+            try channel.pipeline.syncOperations.addHandler(WriterCheck(gate: gate, logger: logger, counters: counters, codec: codec), position: .first)
         } catch {
             logger.error("cannot check who writes on a connection; its requests are refused under [[allow]] rules", metadata: ["error": "\(error)"])
             return false
@@ -95,7 +99,7 @@ final class WriterCheck: ChannelInboundHandler {
         logger.notice("refused a request written by another process than the one that connected; closing the connection",
                       metadata: ["pid": "\(gate.pid)", "writer": "\(writer)"])
         let who = writer == "unknown" ? "a process the kernel did not name" : "process \(writer)"
-        ConnectionGuard.closeWith(context, RPCError(.forbidden, "forbidden by policy: this request was written by \(who), another process than the one that opened the connection (pid \(gate.pid)); the connection is closed: let the program that asks open its own connection"))
+        context.writeAnswer(codec.failure(.null, RPCError(.forbidden, "forbidden by policy: this request was written by \(who), another process than the one that opened the connection (pid \(gate.pid)); the connection is closed: let the program that asks open its own connection")), then: .close)
     }
 }
 

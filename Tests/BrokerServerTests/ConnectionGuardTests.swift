@@ -1,4 +1,5 @@
 import BrokerCore
+import Foundation
 @testable import BrokerServer
 import NIOCore
 import NIOEmbedded
@@ -15,6 +16,20 @@ final class ConnectionGuardTests: XCTestCase {
         channel.embeddedEventLoop.advanceTime(by: .seconds(50))
         XCTAssertTrue(channel.isActive, "idle for 50 s since its request")
         channel.embeddedEventLoop.advanceTime(by: .seconds(11))
+        XCTAssertFalse(channel.isActive)
+    }
+
+    /// The guard writes its answer with the connection's codec: the same answer, one line,
+    /// as it wrote with an encoder of its own before. (JSONEncoder's order of members
+    /// changes from one process to the next, so the JSON value is compared, not the order.)
+    func testALineNotFinishedInTimeIsAnsweredAsBefore() throws {
+        let channel = try EmbeddedChannel.daemon()
+        try channel.send(#"{"jsonrpc":"2.0","id":1,"#)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(6))
+        let answers = try channel.answers()
+        XCTAssertEqual(answers.count, 1)
+        XCTAssertEqual(answers.first?.object as NSDictionary?, try JSONSerialization.jsonObject(with: Data(
+            #"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"the request line was not finished within 5 s; the connection is closed"}}"#.utf8)) as? NSDictionary)
         XCTAssertFalse(channel.isActive)
     }
 

@@ -1,4 +1,5 @@
 import BrokerCore
+import Foundation
 @testable import BrokerServer
 import Glibc
 import Logging
@@ -50,7 +51,7 @@ final class WriterCheckOnNIOTests: XCTestCase {
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(seen)
                     let ok = WriterCheck.install(on: channel, descriptor: reader, pid: getpid(), uid: getuid(),
-                                                 logger: Logger(label: "test"), counters: BrokerCounters())
+                                                 logger: Logger(label: "test"), counters: BrokerCounters(), codec: RPCCodec())
                     installed.withLock { $0 = ok }
                 }
             }
@@ -100,7 +101,11 @@ final class WriterCheckOnNIOTests: XCTestCase {
         var status: CInt = 0
         waitpid(child, &status, 0)
         let refusal = answer()
-        XCTAssertTrue(refusal.contains("written by process \(child)"), refusal)
+        // The same answer, one line, as the guard's own encoder wrote before the check used
+        // the connection's codec (the order of members is JSONEncoder's, compared as JSON).
+        XCTAssertTrue(refusal.hasSuffix("}\n") && refusal.filter { $0 == "\n" }.count == 1, refusal)
+        XCTAssertEqual(try JSONSerialization.jsonObject(with: Data(refusal.utf8)) as? NSDictionary, try JSONSerialization.jsonObject(with: Data(
+            #"{"jsonrpc":"2.0","id":null,"error":{"code":-32002,"message":"forbidden by policy: this request was written by process \#(child), another process than the one that opened the connection (pid \#(getpid())); the connection is closed: let the program that asks open its own connection"}}"#.utf8)) as? NSDictionary)
         XCTAssertEqual(seen.count, 1, "the child's bytes reached the handlers")
     }
 }
