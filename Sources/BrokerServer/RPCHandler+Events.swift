@@ -44,7 +44,7 @@ extension RPCHandler {
         // resources and when they are refreshed are not its to know. Identified once, here;
         // the rules are read for each event (a reload may bring or lift them).
         let policy = table.callerPolicy
-        let caller = policy().isOpen ? nil : (try? peer?.identify(needsCgroup: policy().needsCgroup)) ?? nil
+        let caller = policy().isOpen ? nil : (try? caller.peer?.identify(needsCgroup: policy().needsCgroup)) ?? nil
         subscription = events.subscribe(providers: params.providers.map(Set.init), kinds: kinds) { event in
             guard Self.shows(event, to: caller, under: policy()) else { return }
             loop.execute {

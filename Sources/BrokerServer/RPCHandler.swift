@@ -20,7 +20,7 @@ typealias PeerIdentifier = @Sendable (any Channel) -> PeerCredentials.UCred?
 /// Back-pressure: the handler stops reading from a connection while its answers are not
 /// drained (the channel is not writable past the write-buffer high-water mark) or while
 /// `maxInFlight` of its requests are being worked on. Lines already framed when reading
-/// stopped wait in `held` (at most one socket read's worth) and are handled when it resumes.
+/// stopped wait in `BackPressure.held` (at most one socket read's worth) and are handled when it resumes.
 final class RPCHandler: ChannelDuplexHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundIn = ByteBuffer
@@ -29,53 +29,20 @@ final class RPCHandler: ChannelDuplexHandler {
     let table: MethodTable
     let counters: BrokerCounters
     let logger: Logger
-    private let activity: ServerActivity
     /// The connection's codec, shared with its `ConnectionGuard`.
     let codec: RPCCodec
-    private let maxConnections: Int
-    private let refusals: RefusalLog
-    /// Reads the kernel's word on who opened a new connection.
-    private let identify: PeerIdentifier
-    /// Reads the caller's executable for the policy (`PeerIdentity`).
-    private let inspector: ProcessInspector
-    /// The peer: its uid at accept, the rest when a policy needs it (PeerIdentity).
-    private(set) var peer: PeerIdentity?
-    /// Whether this connection counts toward max_connections (another user's does not).
-    private var counted = false
-    private var refused = false
-    /// Async answers not yet written; a half-closed connection closes when this reaches 0.
-    private var pending = 0
-    private var inputClosed = false
-    /// Work cancelled when the connection closes (`Reply.untilClosed`), by a key per request.
-    private var cancelledOnClose: [Int: Task<Void, Never>] = [:]
-    private var nextWorkKey = 0
-    /// Requests of this connection worked on at once; over it, reading pauses.
-    private let maxInFlight: Int
-    /// Requests worked on at once by all connections; over it, requests are refused (-32009).
-    private let maxInFlightTotal: Int
-    /// Requests this connection may still make that the cache cannot answer.
-    private var misses = MissBudget()
-    /// Lines framed while reading was paused, handled in order when it resumes.
-    private var held = CircularBuffer<ByteBuffer>()
-    /// The channel asked for a read while paused; passed on when reading resumes.
-    private var readWanted = false
-    /// Handling held lines now (a write inside may report writability again).
-    private var resuming = false
-    /// Reads are held back now, as last told to the connection guard (`ReadsHeld`).
-    private var holding = false
-    /// Answers are being worked on now, as last told to the connection guard (`AnswersOwed`).
-    private var owing = false
-    /// Names this connection's requests to the refresh queue, which takes turns between
-    /// connections (`RequestOrigin`).
-    private let origin = RequestOrigin.next()
     /// Where `events.subscribe` registers this connection; nil where events are not served.
     let events: EventHub?
     /// This connection's id at the hub while it is subscribed.
     var subscription: Int?
-    /// What the front door did on this connection before NIO had it; emptied once taken over.
-    private var handover: Handover
-    /// The user's answers to `confirm` rules' questions on this connection.
-    private let answers = ConfirmAnswers()
+    /// The counts and limits of all connections, and the log of refusals past them.
+    private let server: ServerLimits
+    /// Who is on the other end and whether it is served.
+    private(set) var caller: ConnectionCaller
+    /// Whether reading is held back, and the lines framed meanwhile.
+    private var pressure = BackPressure()
+    /// The answers still being worked on.
+    private var inFlight = InFlightWork()
 
     /// - Parameter identify: the peer of a new connection; production reads the kernel's
     ///   word (`PeerCredentials.credentials(of:)`). Tests on an `EmbeddedChannel`, which has
@@ -86,46 +53,42 @@ final class RPCHandler: ChannelDuplexHandler {
          identify: @escaping PeerIdentifier = PeerCredentials.credentials(of:), inspector: ProcessInspector = .direct,
          codec: RPCCodec = RPCCodec()) {
         self.codec = codec
-        self.inspector = inspector
         self.events = events
-        self.handover = handover
-        self.identify = identify
         self.table = table
-        self.refusals = refusals
         self.counters = counters
         self.logger = logger
-        self.activity = activity
-        self.maxConnections = maxConnections
-        self.maxInFlight = maxInFlight
-        self.maxInFlightTotal = maxInFlightTotal
+        server = ServerLimits(activity: activity, refusals: refusals, maxConnections: maxConnections,
+                              maxInFlight: maxInFlight, maxInFlightTotal: maxInFlightTotal)
+        caller = ConnectionCaller(identify: identify, inspector: inspector, handover: handover)
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        let peer = PeerIdentity(channel: context.channel, credentials: identify(context.channel), inspector: inspector)
-        self.peer = peer
+        let peer = PeerIdentity(channel: context.channel, credentials: caller.identify(context.channel), inspector: caller.inspector)
+        caller.peer = peer
         let me = PeerCredentials.daemonUID
         guard let cred = peer.credentials, cred.uid == me else {
             // Even with the socket's mode loosened, only the daemon's own user is served.
             // Another user's connection is closed at once and not counted, so it can
             // neither hold connection slots nor fill the log.
             let uid = peer.credentials.map { String($0.uid) } ?? "unknown"
-            refusals.refused(uid: uid, pid: peer.credentials.map { String($0.pid) } ?? "unknown", logger: logger)
-            refused = true
+            server.refusals.refused(uid: uid, pid: peer.credentials.map { String($0.pid) } ?? "unknown", logger: logger)
+            caller.refused = true
             counters.errors.increment()
             context.writeAnswer(codec.failure(.null, RPCError(.forbidden, "connections from uid \(uid) are refused: authbrokerd serves only its own user (uid \(me))")), then: .close)
             return
         }
-        counted = true
-        activity.opened()
-        if activity.openConnections > maxConnections {
+        caller.counted = true
+        server.activity.opened()
+        let maxConnections = server.maxConnections
+        if server.activity.openConnections > maxConnections {
             refuse(context, RPCError(.overloaded, "authbrokerd has \(maxConnections) connections open already; close some and try again", data: ErrorData(limit: maxConnections)))
-            refusals.refused("connection limit reached; refusing connections", ["limit": "\(maxConnections)"], logger: logger)
+            server.refusals.refused("connection limit reached; refusing connections", ["limit": "\(maxConnections)"], logger: logger)
         } else {
             let policy = table.callerPolicy()
             // Read who connected before it can run another program (docs/security.md); not
             // on a connection the front door accepted without rules: it is too late for that.
-            if !policy.isOpen && !handover.acceptedWithoutRules {
-                peer.bind(descriptor: handover.descriptor, needsCgroup: policy.needsCgroup, logger: logger, counters: counters, codec: codec)
+            if !policy.isOpen && !caller.handover.acceptedWithoutRules {
+                peer.bind(descriptor: caller.handover.descriptor, needsCgroup: policy.needsCgroup, logger: logger, counters: counters, codec: codec)
             }
         }
         context.fireChannelActive()
@@ -135,9 +98,9 @@ final class RPCHandler: ChannelDuplexHandler {
     /// Goes on from where the front door stopped: the request it took in, then the bytes it
     /// read, before NIO reads the socket (which it does only after `channelActive`).
     private func takeOver(_ context: ChannelHandlerContext) {
-        let handover = self.handover
-        self.handover = Handover()
-        if let adopted = handover.adopted, !refused {
+        let handover = caller.handover
+        caller.handover = Handover()
+        if let adopted = handover.adopted, !caller.refused {
             startWork(context, adopted.reply, id: adopted.id, answer: adopted.answer, mints: adopted.mints)
             tellGuard(context)
         }
@@ -150,27 +113,27 @@ final class RPCHandler: ChannelDuplexHandler {
     /// What the peer still sends is discarded; the connection closes when it hangs up (or
     /// after 5 s).
     private func refuse(_ context: ChannelHandlerContext, _ error: RPCError) {
-        refused = true
+        caller.refused = true
         counters.errors.increment()
         context.writeAnswer(codec.failure(.null, error), then: .closeOutput)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        if counted { activity.closed() }
+        if caller.counted { server.activity.closed() }
         if let subscription { events?.unsubscribe(subscription) }
         subscription = nil
         // A peer that hung up fully (not a half-close: that one still reads its answers).
-        for task in cancelledOnClose.values { task.cancel() }
-        cancelledOnClose = [:]
-        held.removeAll()
+        for task in inFlight.cancelledOnClose.values { task.cancel() }
+        inFlight.cancelledOnClose = [:]
+        pressure.held.removeAll()
         context.fireChannelInactive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = unwrapInboundIn(data)
-        if refused { return }
-        if !held.isEmpty || paused(context) {
-            held.append(buffer)
+        if caller.refused { return }
+        if !pressure.held.isEmpty || paused(context) {
+            pressure.held.append(buffer)
         } else {
             handle(context, buffer)
         }
@@ -182,26 +145,26 @@ final class RPCHandler: ChannelDuplexHandler {
     /// Tells it too while answers are being worked on: the guard keeps half-closure on
     /// for them, so a peer that closes its writing side still gets them.
     private func tellGuard(_ context: ChannelHandlerContext) {
-        let owes = pending > 0
-        if owes != owing {
-            owing = owes
+        let owes = inFlight.pending > 0
+        if owes != pressure.owing {
+            pressure.owing = owes
             context.triggerUserOutboundEvent(AnswersOwed(owed: owes), promise: nil)
         }
-        let now = !held.isEmpty || paused(context)
-        guard now != holding else { return }
-        holding = now
+        let now = !pressure.held.isEmpty || paused(context)
+        guard now != pressure.holding else { return }
+        pressure.holding = now
         context.triggerUserOutboundEvent(ReadsHeld(held: now), promise: nil)
     }
 
     /// Reading stops while the peer does not drain its answers or while the connection has
     /// as many requests in flight as it may.
     private func paused(_ context: ChannelHandlerContext) -> Bool {
-        pending >= maxInFlight || !context.channel.isWritable
+        inFlight.pending >= server.maxInFlight || !context.channel.isWritable
     }
 
     func read(context: ChannelHandlerContext) {
-        if !held.isEmpty || paused(context) {
-            readWanted = true
+        if !pressure.held.isEmpty || paused(context) {
+            pressure.readWanted = true
         } else {
             context.read()
         }
@@ -214,17 +177,17 @@ final class RPCHandler: ChannelDuplexHandler {
 
     /// Handles the held lines while nothing pauses the connection, then reads again.
     private func resume(_ context: ChannelHandlerContext) {
-        guard !resuming else { return }
-        resuming = true
-        defer { resuming = false }
-        while !paused(context), let line = held.popFirst() {
+        guard !pressure.resuming else { return }
+        pressure.resuming = true
+        defer { pressure.resuming = false }
+        while !paused(context), let line = pressure.held.popFirst() {
             handle(context, line)
         }
         tellGuard(context)
-        guard held.isEmpty, !paused(context) else { return }
+        guard pressure.held.isEmpty, !paused(context) else { return }
         closeIfDone(context)
-        if readWanted, context.channel.isActive {
-            readWanted = false
+        if pressure.readWanted, context.channel.isActive {
+            pressure.readWanted = false
             context.read()
         }
     }
@@ -232,7 +195,7 @@ final class RPCHandler: ChannelDuplexHandler {
     private func handle(_ context: ChannelHandlerContext, _ buffer: ByteBuffer) {
         if LineFraming.isBlank(buffer.readableBytesView) { return }
         counters.requests.increment()
-        activity.touch()
+        server.activity.touch()
         // One pass over the bytes for the requests clients send; JSONDecoder for the rest.
         let scanned = buffer.withUnsafeReadableBytes { ScannedRequest.scan($0) }
         let line = RequestLine(scanned: scanned, bytes: buffer)
@@ -261,8 +224,8 @@ final class RPCHandler: ChannelDuplexHandler {
             }
             return fail(context, id, RPCError(.methodNotFound, "there is no method \"\(method.prefix(64))\": see docs/protocol.md for the methods"))
         }
-        guard let peer else { return }
-        let reply = handler(line, id, codec, peer.identify, answers)
+        guard let peer = caller.peer else { return }
+        let reply = handler(line, id, codec, peer.identify, caller.answers)
         // A notification (no id) is carried out but never answered (JSON-RPC 2.0 §4.1).
         let answer = header.hasID
         switch reply {
@@ -270,7 +233,7 @@ final class RPCHandler: ChannelDuplexHandler {
             if peer.changed {
                 // The process that connected is gone or runs another program: nothing more
                 // is served on this connection.
-                refused = true
+                caller.refused = true
                 context.writeAnswer(data, then: .close)
             } else if answer {
                 write(context, data)
@@ -290,7 +253,7 @@ final class RPCHandler: ChannelDuplexHandler {
         case .later(let work), .untilClosed(let work):
             if mints {
                 let limit = table.cacheMissesPerMinute()
-                if let wait = misses.take(perMinute: limit, now: ServerActivity.monotonicNanoseconds()) {
+                if let wait = inFlight.misses.take(perMinute: limit, now: ServerActivity.monotonicNanoseconds()) {
                     counters.errors.increment()
                     logger.debug("cache misses of a connection at the limit; refusing", metadata: ["limit": "\(limit)"])
                     if answer {
@@ -299,7 +262,8 @@ final class RPCHandler: ChannelDuplexHandler {
                     return
                 }
             }
-            guard activity.requestsInFlight < maxInFlightTotal else {
+            let maxInFlightTotal = server.maxInFlightTotal
+            guard server.activity.requestsInFlight < maxInFlightTotal else {
                 // Every connection's work together is capped; one caller pausing its own
                 // reads cannot protect the daemon from many connections.
                 counters.errors.increment()
@@ -309,16 +273,15 @@ final class RPCHandler: ChannelDuplexHandler {
                 }
                 return
             }
-            pending += 1
-            let activity = self.activity
+            inFlight.pending += 1
+            let activity = server.activity
             activity.started()
             let loop = context.eventLoop
             let bound = NIOLoopBound((self, context), eventLoop: loop)
-            let key = nextWorkKey
-            nextWorkKey += 1
-            let origin = self.origin
+            let key = inFlight.newKey()
+            let origin = inFlight.origin
             // Who asks, should the work show the user something (a notification): read then.
-            let program: (@Sendable () -> RequestingProgram?)? = peer?.credentials.map { [inspector] cred in
+            let program: (@Sendable () -> RequestingProgram?)? = caller.peer?.credentials.map { [inspector = caller.inspector] cred in
                 { inspector.program(of: cred.pid) }
             }
             let task = Task {
@@ -328,25 +291,25 @@ final class RPCHandler: ChannelDuplexHandler {
                 activity.finished()
                 loop.execute {
                     let (handler, context) = bound.value
-                    handler.cancelledOnClose[key] = nil
-                    handler.pending -= 1
+                    handler.inFlight.cancelledOnClose[key] = nil
+                    handler.inFlight.pending -= 1
                     if answer { handler.write(context, data) }
                     handler.resume(context)
                 }
             }
-            if case .untilClosed = reply { cancelledOnClose[key] = task }
+            if case .untilClosed = reply { inFlight.cancelledOnClose[key] = task }
         }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if case ChannelEvent.inputClosed = event {
-            inputClosed = true
-            if refused { return context.close(promise: nil) }
+            inFlight.inputClosed = true
+            if caller.refused { return context.close(promise: nil) }
             closeIfDone(context)
         } else if event is ConnectionNotReading {
             // Its answers have waited unread for too long: what is queued is dropped.
-            logger.info("closing a connection that does not read its answers", metadata: ["pid": "\(peer?.credentials.map { String($0.pid) } ?? "unknown")"])
-            held.removeAll()
+            logger.info("closing a connection that does not read its answers", metadata: ["pid": "\(caller.peer?.credentials.map { String($0.pid) } ?? "unknown")"])
+            pressure.held.removeAll()
             context.close(promise: nil)
         } else if event is ConnectionIdle {
             // The lifecycle never says idle while answers are owed (`AnswersOwed`); a
@@ -369,7 +332,7 @@ final class RPCHandler: ChannelDuplexHandler {
     }
 
     private func closeIfDone(_ context: ChannelHandlerContext) {
-        if inputClosed && pending == 0 && held.isEmpty && context.channel.isActive { context.close(promise: nil) }
+        if inFlight.inputClosed && inFlight.pending == 0 && pressure.held.isEmpty && context.channel.isActive { context.close(promise: nil) }
     }
 
     func fail(_ context: ChannelHandlerContext, _ id: RequestID, _ error: RPCError) {

@@ -1,0 +1,17 @@
+import NIOCore
+
+/// One connection's back-pressure bookkeeping (`RPCHandler`): whether reading is held back,
+/// the lines framed meanwhile, and what the connection guard was last told. A value kept
+/// in the handler: nothing is allocated for it.
+struct BackPressure {
+    /// Lines framed while reading was paused, handled in order when it resumes.
+    var held = CircularBuffer<ByteBuffer>()
+    /// The channel asked for a read while paused; passed on when reading resumes.
+    var readWanted = false
+    /// Handling held lines now (a write inside may report writability again).
+    var resuming = false
+    /// Reads are held back now, as last told to the connection guard (`ReadsHeld`).
+    var holding = false
+    /// Answers are being worked on now, as last told to the connection guard (`AnswersOwed`).
+    var owing = false
+}
