@@ -24,7 +24,7 @@ from glewlwyd_api import Glewlwyd  # noqa: E402
 import bench_peers  # noqa: E402
 from bench_table import table  # noqa: E402
 from bench_fill import fill, p50_in_turns  # noqa: E402
-from bench_proc import minor_faults, private_kb, rss_kb  # noqa: E402
+from bench_proc import keep_smaps, minor_faults, private_kb, rss_kb  # noqa: E402
 import bench_scale  # noqa: E402
 
 BIN = os.environ["AUTHBROKER_BIN"]
@@ -348,8 +348,7 @@ def main():
         time.sleep(0.5)
         results["rss_idle_kb"] = rss_kb(daemon.pid)
         results["private_idle_kb"] = private_kb(daemon.pid)
-        if os.environ.get("AUTHBENCH_SMAPS"):  # where the idle memory is, for docs/performance.md
-            shutil.copy(f"/proc/{daemon.pid}/smaps", os.environ["AUTHBENCH_SMAPS"])
+        keep_smaps(daemon.pid, "")
 
         log(f"cold cache: {a.cold} concurrent token.get for one resource")
         before = daemon.counters()
@@ -416,6 +415,7 @@ def main():
         time.sleep(8)
         results["private_quiet_kb"] = private_kb(daemon.pid)
         results["rss_quiet_kb"] = rss_kb(daemon.pid)
+        keep_smaps(daemon.pid, ".quiet")
         if agent:
             results["peer"]["private_quiet_kb"] = agent.private_kb()
             results["peer"]["rss_quiet_kb"] = agent.rss_kb()

@@ -1,4 +1,6 @@
 """What the benchmark reads about a process from /proc (scripts/lib/bench.py)."""
+import os
+import shutil
 
 
 def rss_kb(pid):
@@ -32,3 +34,17 @@ def minor_faults(pid):
     """Page faults served from memory (the page cache, zeroed pages) so far."""
     with open(f"/proc/{pid}/stat") as f:
         return int(f.read().rsplit(")", 1)[1].split()[7])
+
+
+def keep_smaps(pid, suffix):
+    """With AUTHBENCH_SMAPS=FILE set, copies the process's /proc/PID/smaps to FILE+suffix and
+    its threads' names to FILE+suffix+".threads", to see where its memory is
+    (docs/performance.md, "The daemon's memory")."""
+    base = os.environ.get("AUTHBENCH_SMAPS")
+    if not base:
+        return
+    shutil.copy(f"/proc/{pid}/smaps", base + suffix)
+    with open(base + suffix + ".threads", "w") as out:
+        for tid in sorted(os.listdir(f"/proc/{pid}/task"), key=int):
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                out.write(f"{tid} {f.read()}")
