@@ -54,16 +54,37 @@ GIT = "https://git.example.test"
 SYSTEM_WIDE = {"test_systemd_live.py", "test_podman.py", "test_package.py"}
 ONE_WORKER = {"test_install.py", "test_release_build.py", "test_client_go.py", "test_client_python.py",
               "test_ssh_forwarding.py", "test_fault_soak.py"}
+# The files whose fixture uses the release build (release_bin_dir below). scripts/test starts
+# that build in the background once the debug build is done, so they run last: in their
+# group after the others, and after every other file when the tests run in one process, so
+# that the build has had the Swift tests and most of the integration tests to finish in.
+NEEDS_RELEASE_BUILD = {"test_package.py", "test_release_build.py"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: item.path.name in NEEDS_RELEASE_BUILD)  # stable: order kept otherwise
     for item in items:
         name = item.path.name
         if name in SYSTEM_WIDE:
             item.add_marker(pytest.mark.xdist_group("system-wide"))
         elif name in ONE_WORKER:
             item.add_marker(pytest.mark.xdist_group(name.removesuffix(".py")))
+
+
+def release_bin_dir():
+    """The folder of the release binaries users install: AUTHBROKER_INSTALL_BIN when given
+    (prebuilt), else the one release build (scripts/lib/build-release, in this tree's
+    .build-release, where scripts/install and scripts/package build too). While scripts/test's
+    background build of it still runs, SwiftPM makes this one wait for it; then it finds
+    everything built."""
+    given = os.environ.get("AUTHBROKER_INSTALL_BIN")
+    if given:
+        return given
+    r = subprocess.run([os.path.join(ROOT, "scripts", "lib", "build-release")], capture_output=True, text=True,
+                       timeout=3600, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+    return r.stdout.strip().splitlines()[-1]
 
 
 def fingerprint(token):

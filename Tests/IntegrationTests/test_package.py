@@ -8,7 +8,8 @@ with nothing left behind.
 Root only (it installs a package and starts `systemd --user` for abpkg); skipped
 otherwise. The release build takes minutes: AUTHBROKER_INSTALL_BIN (prebuilt release
 binaries, as test_install.py takes them) or AUTHBROKER_DEB (a built package) skip it;
-otherwise this test makes the one release build (incremental after the first).
+otherwise this test uses the one release build (conftest.release_bin_dir), which scripts/test
+starts in the background early on.
 """
 import fcntl
 import glob
@@ -21,7 +22,7 @@ import time
 
 import pytest
 
-from conftest import API, BIN, ROOT, decode_jwt
+from conftest import API, BIN, ROOT, decode_jwt, release_bin_dir
 from device_login import approve_device_login
 from test_install import scratch_of
 from test_systemd_live import Live
@@ -57,17 +58,10 @@ def deb(tmp_path_factory):
     if given:
         return given
     out = tmp_path_factory.mktemp("deb")
-    bin_dir = os.environ.get("AUTHBROKER_INSTALL_BIN")
-    if not bin_dir:
-        # The one release build, in the suite's own scratch folder: incremental after the first.
-        scratch = scratch_of(BIN)
-        for product in ("authbrokerd", "authctl"):
-            r = run("swift", "build", "--package-path", ROOT, "--scratch-path", scratch, "-c", "release",
-                    "--static-swift-stdlib", "--product", product, timeout=3600)
-            assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        bin_dir = run("swift", "build", "--package-path", ROOT, "--scratch-path", scratch, "-c", "release",
-                      "--show-bin-path").stdout.strip()
-    r = run(PACKAGE, "--bin-dir", bin_dir, "--output", str(out), "--scratch-path", scratch_of(BIN), timeout=1200)
+    # The one release build (scripts/test starts it early); scripts/install, which the package
+    # script runs for the man pages, builds its man-page tool beside the debug build.
+    r = run(PACKAGE, "--bin-dir", release_bin_dir(), "--output", str(out), "--scratch-path", scratch_of(BIN),
+            timeout=1200)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
     path = r.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r"authbroker_\d+\.\d+\.\d+_[a-z0-9]+\.deb", os.path.basename(path)), path

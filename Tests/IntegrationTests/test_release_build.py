@@ -8,34 +8,22 @@ not to warn about names it does not find (`--no-warn-symbol-ordering`: the stand
 library's names differ between toolchains), so a renamed or removed function would make it
 go stale without a word. This test says so instead.
 
-The build is the suite's one release build, in the suite's own scratch folder: the package
-test (test_package.py) builds the same products there with the same command, so whichever
-runs second finds them built. AUTHBROKER_INSTALL_BIN (prebuilt release binaries, as
-test_install.py takes them) skips the build."""
+The build is the suite's one release build (conftest.release_bin_dir: scripts/lib/build-release,
+which scripts/test starts early and the package test uses too). AUTHBROKER_INSTALL_BIN
+(prebuilt release binaries, as test_install.py takes them) skips the build."""
 import os
 import subprocess
 
 import pytest
 
-from conftest import BIN, ROOT
-from test_install import scratch_of
+from conftest import ROOT, release_bin_dir
 
 ORDER = os.path.join(ROOT, "scripts", "authctl.order")
 
 
 @pytest.fixture(scope="module")
 def release_authctl():
-    given = os.environ.get("AUTHBROKER_INSTALL_BIN")
-    if given:
-        return os.path.join(given, "authctl")
-    scratch = scratch_of(BIN)
-    build = ["swift", "build", "--package-path", ROOT, "--scratch-path", scratch, "-c", "release",
-             "--static-swift-stdlib"]
-    r = subprocess.run([*build, "--product", "authctl"], capture_output=True, text=True, timeout=3600,
-                       stdin=subprocess.DEVNULL)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    bin_dir = subprocess.run([*build, "--show-bin-path"], capture_output=True, text=True, check=True).stdout.strip()
-    return os.path.join(bin_dir, "authctl")
+    return os.path.join(release_bin_dir(), "authctl")
 
 
 def symbols(binary):

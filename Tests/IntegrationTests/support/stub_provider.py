@@ -12,7 +12,7 @@ Modes of the token endpoint (discovery, JWKS and device authorization always ans
   garbage   HTTP 200 with a body that is not JSON
   reset     the connection is closed without an answer
   slow      a correct-looking answer, but only after `stub.delay` seconds (tokens not kept)
-  hang      no answer until the stub stops
+  hang      no answer until the stub stops or `release_hung()`
   refuse    the listening socket is closed: connections are refused (see `refuse()`)
 
 Switches for the provider behaviours of docs/providers.md (tests/test_providers.py):
@@ -154,6 +154,12 @@ class StubProvider:
             self.server.shutdown()
             self.server.server_close()
             self.server = None
+
+    def release_hung(self):
+        """Ends every answer `hang` (or `slow`) holds now: each connection closes without an
+        answer, as a provider that drops them. A later `hang` holds again."""
+        held, self.released = self.released, threading.Event()
+        held.set()
 
     def counts(self):
         with self.lock:
