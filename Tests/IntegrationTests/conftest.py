@@ -4,6 +4,7 @@ private D-Bus session that scripts/with-keyring starts around the suite.
 
 No test prints a token: tokens are compared through `fingerprint()`.
 """
+import fcntl
 import hashlib
 import json
 import os
@@ -43,10 +44,11 @@ GIT = "https://git.example.test"
 
 # scripts/test runs the tests on several pytest-xdist workers (--dist loadgroup), each in its
 # own scripts/with-keyring: its own session bus, gnome-keyring and HOME. Two kinds of test
-# file must not be spread over workers:
+# file must not be spread over workers; each such file is one xdist group, so its tests run
+# on one worker:
 # - SYSTEM_WIDE: they use what the whole machine shares (live `systemd --user` managers of
-#   fixed test users, /run/systemd/system, a package installed system-wide), so they run on
-#   one worker, one after another;
+#   fixed test users, /run/systemd/system, a package installed system-wide), so one of them
+#   runs at a time on the machine: their module fixture takes `system_wide_turn` first;
 # - ONE_WORKER: their tests share a module fixture that is slow to make (an install, a
 #   release build, a Go or Python client, an sshd) or that carries state from test to test
 #   (the fault test's world), so the fixture is made once, on one worker.
@@ -54,22 +56,38 @@ GIT = "https://git.example.test"
 SYSTEM_WIDE = {"test_systemd_live.py", "test_podman.py", "test_package.py"}
 ONE_WORKER = {"test_install.py", "test_release_build.py", "test_client_go.py", "test_client_python.py",
               "test_ssh_forwarding.py", "test_fault_soak.py"}
-# The files whose fixture uses the release build (release_bin_dir below). scripts/test starts
-# that build in the background once the debug build is done, so they run last: in their
-# group after the others, and after every other file when the tests run in one process, so
-# that the build has had the Swift tests and most of the integration tests to finish in.
+# The files whose fixture uses the release build (release_bin_dir below), which scripts/test
+# builds in the background from the start: they run last, so that the build has the debug
+# build, the Swift tests and the other integration tests to finish beside.
 NEEDS_RELEASE_BUILD = {"test_package.py", "test_release_build.py"}
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items):
-    items.sort(key=lambda item: item.path.name in NEEDS_RELEASE_BUILD)  # stable: order kept otherwise
+    """The order the workers are given the work in (scripts/test passes
+    --no-loadscope-reorder, so xdist keeps it): the groups with the most tests first, as
+    xdist's own reordering would, but the files that need the release build last."""
+    def scope(item):
+        name = item.path.name
+        return name if name in SYSTEM_WIDE | ONE_WORKER else item.nodeid
+    size = {}
+    for item in items:
+        size[scope(item)] = size.get(scope(item), 0) + 1
+    items.sort(key=lambda item: (item.path.name in NEEDS_RELEASE_BUILD, -size[scope(item)]))  # stable
     for item in items:
         name = item.path.name
-        if name in SYSTEM_WIDE:
-            item.add_marker(pytest.mark.xdist_group("system-wide"))
-        elif name in ONE_WORKER:
+        if name in SYSTEM_WIDE | ONE_WORKER:
             item.add_marker(pytest.mark.xdist_group(name.removesuffix(".py")))
+
+
+@pytest.fixture(scope="module")
+def system_wide_turn():
+    """A SYSTEM_WIDE file's turn: held from its module fixture's start to the module's end,
+    by one file at a time on the machine (whichever worker or test run asks)."""
+    folder = "/run/lock" if os.access("/run/lock", os.W_OK) else tempfile.gettempdir()
+    with open(os.path.join(folder, "authbroker-system-wide-tests.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def release_bin_dir():

@@ -11,7 +11,6 @@ binaries, as test_install.py takes them) or AUTHBROKER_DEB (a built package) ski
 otherwise this test uses the one release build (conftest.release_bin_dir), which scripts/test
 starts in the background early on.
 """
-import fcntl
 import glob
 import os
 import pwd
@@ -93,25 +92,22 @@ class User(Live):
 
 
 @pytest.fixture(scope="module")
-def installed(deb, glewlwyd_static):
-    lock = open("/run/lock/authbroker-package-test.lock", "w")
-    fcntl.flock(lock, fcntl.LOCK_EX)  # one package test per machine at a time
+def installed(deb, system_wide_turn, glewlwyd_static):
+    # The package is built (deb) before this file's turn, so the release build it may wait
+    # for holds up no other system-wide test.
+    assert run("dpkg-query", "-W", "authbroker").returncode != 0, \
+        "authbroker is installed on this machine already: this test installs and purges it"
+    assert leftovers() == [], leftovers()
+    r = run("apt-get", "install", "-y", "-q", "--no-install-recommends", "./" + os.path.basename(deb),
+            cwd=os.path.dirname(os.path.abspath(deb)), env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    files = [f for f in run("dpkg-query", "-L", "authbroker").stdout.splitlines() if os.path.isfile(f)]
     try:
-        assert run("dpkg-query", "-W", "authbroker").returncode != 0, \
-            "authbroker is installed on this machine already: this test installs and purges it"
-        assert leftovers() == [], leftovers()
-        r = run("apt-get", "install", "-y", "-q", "--no-install-recommends", "./" + os.path.basename(deb),
-                cwd=os.path.dirname(os.path.abspath(deb)), env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        files = [f for f in run("dpkg-query", "-L", "authbroker").stdout.splitlines() if os.path.isfile(f)]
-        try:
-            yield {"files": files, "gl": glewlwyd_static}
-        finally:
-            run(TOOL, "stop", USER, timeout=60)
-            r = run("apt-get", "purge", "-y", "-q", "authbroker", env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
-            assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        yield {"files": files, "gl": glewlwyd_static}
     finally:
-        lock.close()
+        run(TOOL, "stop", USER, timeout=60)
+        r = run("apt-get", "purge", "-y", "-q", "authbroker", env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     # After the purge: not one of its files, links or records.
     assert [f for f in files if os.path.lexists(f)] == []
     assert leftovers() == []

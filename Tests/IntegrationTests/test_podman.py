@@ -22,7 +22,7 @@ PODMAN = ["podman", "--runtime", "runc", "--cgroup-manager", "cgroupfs"]
 
 
 @pytest.fixture(scope="module")
-def podman_user():
+def podman_user(system_wide_turn):
     if os.geteuid() != 0:
         pytest.skip("runs as root: it starts the daemon and podman as the test user abpodman")
     assert shutil.which("podman") and shutil.which("runc"), "podman or runc is missing: run scripts/setup"

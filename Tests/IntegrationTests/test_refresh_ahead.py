@@ -1,4 +1,4 @@
-"""`refresh_ahead = true` on the real daemon, against a STUB provider (tokens that live 20 s,
+"""`refresh_ahead = true` on the real daemon, against a STUB provider (tokens that live 8 s,
 which the real Glewlwyd cannot be set to per test): a token asked for once is refreshed in
 the background before `refresh_margin`, and the next caller gets it without the provider
 being asked at its time. Count-based: the stub counts refreshes."""
@@ -12,7 +12,7 @@ from stub_provider import StubProvider
 
 @pytest.fixture
 def stub():
-    s = StubProvider(access_token_life=20).start()
+    s = StubProvider(access_token_life=8).start()
     yield s
     s.stop()
 
@@ -20,7 +20,8 @@ def stub():
 def daemon_with(stub, extra):
     d = Daemon(None)
     d.write_config(text=(
-        '[daemon]\nstore = "memory"\nrefresh_margin = 5\n\n'
+        # Refreshed ahead at 8 - 2 - 0.5 s; the refreshed token then serves for about 6 s.
+        '[daemon]\nstore = "memory"\nrefresh_margin = 2\n\n'
         f'[providers.{d.name}]\nissuer = "{stub.issuer}"\nclient_id = "{stub.client_id}"\n'
         'scopes = ["openid", "offline_access"]\nscope_sets = [["read"]]\n' + extra))
     return d

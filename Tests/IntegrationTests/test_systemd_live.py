@@ -162,7 +162,7 @@ def hold_the_test_user():
 
 
 @pytest.fixture(scope="module")
-def live(glewlwyd_static):
+def live(system_wide_turn, glewlwyd_static):
     if os.geteuid() != 0:
         pytest.skip("the live systemd tests start `systemd --user` for a test user and need root (CI runs them as root)")
     if not shutil.which("systemctl") or not os.path.exists("/lib/systemd/systemd"):
