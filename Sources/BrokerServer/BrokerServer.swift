@@ -73,7 +73,7 @@ public final class BrokerServer: Sendable {
         listening.withLock { $0 = fd }
         // Under [[allow]] rules the kernel names the writer of each message on every
         // connection from its first byte (WriterCheck); not otherwise: it costs nothing then.
-        recordWriters(!broker.callerPolicy.isOpen)
+        recordWriters(!broker.gate.policy.isOpen)
         let table = MethodTable.broker(broker)
         let limits = broker.config.daemon
         let stall = TimeAmount.seconds(Int64(limits.requestLineTimeout))
@@ -81,7 +81,7 @@ public final class BrokerServer: Sendable {
         // The user's namespaces, taken now while the daemon's parent is the one that started it.
         _ = PeerCredentials.userNamespaces
         let counters = broker.counters
-        let events = broker.events
+        let events = broker.events.hub
         let activity = self.activity
         let logger = self.logger
         let refusals = RefusalLog()
@@ -185,8 +185,7 @@ public final class BrokerServer: Sendable {
         stopAccepting()
         // Sign-ins hold listeners on these loops: end them (and answer their waiters)
         // while the loops still run.
-        await broker.endSignIns()
-        broker.stopRefreshingAhead()
+        await broker.stop()
         for _ in 0..<20 where activity.requestsInFlight > 0 {
             try? await Task.sleep(for: .milliseconds(50))
         }

@@ -6,6 +6,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import Logging
 import NIOCore
 
 /// The answer of a method: ready now (served on the event loop), or later.
@@ -51,47 +52,72 @@ struct RequestLine {
     var data: Data { Data(bytes.readableBytesView) }
 }
 
-struct MethodTable: Sendable {
+/// Params the one-pass scanner reads (`RequestScanner`): a server concern keyed by the
+/// params type, so services declare their methods without knowing of the scanner.
+protocol ScannableParams {
+    /// The params of a scanned request, or nil to take the JSONDecoder path.
+    init?(scanned request: ScannedRequest)
+}
+
+extension TokenGetParams: ScannableParams {}
+
+
+/// Method name → handler, built from the services' registrations (`MethodSpec`,
+/// `Broker.register(into:)`). Each handler decodes its params, asks the caller policy
+/// (`CallerGate`) what the method's `Access` says, may answer at once from a synchronous
+/// fast path, and otherwise answers when its async work is done. The policy is asked here
+/// and only here, for every path: the front door's requests meet the same handlers.
+struct MethodTable: MethodRegistrar, Sendable {
     /// `answers`: the connection's answers to `confirm` questions (nil where no rule is in
     /// force: the front door's requests).
     typealias Handler = @Sendable (_ line: RequestLine, _ id: RequestID, _ codec: RPCCodec, _ identify: CallerIdentification,
                                    _ answers: ConfirmAnswers?) -> Reply
     private var handlers: [String: Handler] = [:]
+    /// The caller policy, asked about every request before any service.
+    let gate: CallerGate
     /// The `[[allow]]` policy in force now: with rules, the caller is identified at accept.
-    var callerPolicy: @Sendable () -> CallerPolicy = { CallerPolicy() }
-    /// Waits for the user's yes to a `confirm = true` rule's question (throws otherwise).
-    var confirm: @Sendable (ConfirmQuestion, ConfirmAnswers?) async throws(BrokerError) -> Void = { _, _ throws(BrokerError) in
-        throw BrokerError.forbidden(message: "forbidden by policy: nothing can ask the user to confirm")
-    }
+    let callerPolicy: @Sendable () -> CallerPolicy
     /// `cache_misses_per_minute` now (0: no limit), read on each miss.
     var cacheMissesPerMinute: @Sendable () -> Int = { 0 }
     /// Methods whose answers that come later may cost a request to the provider (a token
     /// the cache did not have): counted against the connection's `MissBudget`.
     private var minting: Set<String> = []
+    /// Every registered method and who may call it, for docs and tests.
+    private(set) var access: [RPCMethod: MethodAccess] = [:]
+
+    /// Who may call a registered method, as its registration says.
+    enum MethodAccess: Sendable, Equatable {
+        case checked(String)
+        case open(String)
+    }
+
+    /// - Parameter gate: the caller policy; without one, no rules (every caller served).
+    init(gate: CallerGate = CallerGate(source: FixedPolicy(), confirmer: nil, logger: Logger(label: "authbroker.policy"))) {
+        self.gate = gate
+        self.callerPolicy = { gate.policy }
+    }
 
     /// Whether a later answer of `method` is a cache miss the connection's budget counts.
     func mints(_ method: String) -> Bool { minting.contains(method) }
 
     subscript(method: String) -> Handler? { handlers[method] }
 
-    /// Registers a method. `scanned` reads the params of a request the one-pass scanner
-    /// read (nil, or a nil result: JSONDecoder reads them). `fast` answers without
-    /// suspending (cache hits); returning nil falls through to `slow`. `fastFor` is `fast`
-    /// for answers that depend on who asks. `authorize` refuses what the policy does not
-    /// grant, or returns the question to ask the user first: then the fast paths are
-    /// skipped until the connection's answer is yes.
-    mutating func register<P: Decodable & Sendable, R: Encodable & Sendable>(
-        _ method: RPCMethod, _ params: P.Type, empty: P,
-        scanned: (@Sendable (ScannedRequest) -> P?)? = nil,
-        authorize: (@Sendable (CallerIdentification, P) throws(BrokerError) -> ConfirmQuestion?)? = nil,
-        fast: (@Sendable (P) -> R?)? = nil,
-        fastFor: (@Sendable (CallerIdentification, P) -> R?)? = nil,
-        cancelledOnClose: @escaping @Sendable (P) -> Bool = { _ in false },
-        mints: Bool = false,
-        slow: @escaping @Sendable (P) async throws(BrokerError) -> R
-    ) {
-        if mints { minting.insert(method.rawValue) }
-        let confirm = self.confirm
+    private mutating func note<P>(_ method: RPCMethod, _ access: Access<P>) {
+        switch access {
+        case .checked(let what, _): self.access[method] = .checked(what)
+        case .open(let reason): self.access[method] = .open(reason)
+        }
+    }
+
+    /// Installs a service's method. The scanned reading of its params, when the scanner
+    /// reads them (`ScannableParams`), is chosen here, once.
+    mutating func add<P: Decodable & Sendable, R: Encodable & Sendable>(_ spec: MethodSpec<P, R>) {
+        let method = spec.method
+        note(method, spec.access)
+        if spec.mints { minting.insert(method.rawValue) }
+        let scanned: (@Sendable (ScannedRequest) -> P?)? = Self.scanner(for: P.self)
+        let question: (@Sendable (P) -> PolicyQuestion?)? = if case .checked(_, let ask) = spec.access { ask } else { nil }
+        let (gate, empty, fast, fastFor, slow, cancelledOnClose) = (self.gate, spec.empty, spec.fast, spec.fastFor, spec.slow, spec.cancelledOnClose)
         handlers[method.rawValue] = { line, id, codec, identify, answers in
             let decoded: P
             if let scan = line.scanned, let read = scanned?(scan) {
@@ -104,21 +130,25 @@ struct MethodTable: Sendable {
                 }
             }
             // The policy is asked before the cache, so a cache hit never skips it.
-            var question: ConfirmQuestion?
-            if let authorize {
+            var asked: ConfirmQuestion?
+            if let question {
                 do throws(BrokerError) {
-                    question = try authorize(identify, decoded)
+                    asked = try gate.decide(question(decoded), identify: identify)
                 } catch {
                     return .now(codec.failure(id, error.rpcError))
                 }
             }
-            if let asked = question, answers?.allowed(asked) == true { question = nil }
-            if question == nil, let fast, let result = fast(decoded) { return .now(codec.success(id, result)) }
-            if question == nil, let fastFor, let result = fastFor(identify, decoded) { return .now(codec.success(id, result)) }
-            let work: @Sendable () async -> Data = { [question] in
+            if let confirming = asked, answers?.allowed(confirming) == true { asked = nil }
+            if asked == nil, let fast, let result = fast(decoded) { return .now(codec.success(id, result)) }
+            if asked == nil, let fastFor, let result = fastFor(identify, decoded) { return .now(codec.success(id, result)) }
+            let work: @Sendable () async -> Data = { [asked] in
                 let codec = RPCCodec()
                 do throws(BrokerError) {
-                    if let question { try await confirm(question, answers) }
+                    if let asked {
+                        // Only a connection under rules has answers; a question elsewhere is a reload's race.
+                        guard let answers else { throw PeerIdentity.openedBeforeRulesError }
+                        try await gate.confirm(asked, on: answers)
+                    }
                     return codec.success(id, try await slow(decoded))
                 } catch {
                     return codec.failure(id, error.rpcError)
@@ -126,6 +156,18 @@ struct MethodTable: Sendable {
             }
             return cancelledOnClose(decoded) ? .untilClosed(work) : .later(work)
         }
+    }
+
+    /// How the scanner reads `P`, when it does.
+    private static func scanner<P>(for: P.Type) -> (@Sendable (ScannedRequest) -> P?)? {
+        guard let type = P.self as? any (ScannableParams & Sendable).Type else { return nil }
+        return { request in type.init(scanned: request) as? P }
+    }
+
+    /// A method the connection serves itself (`events.subscribe`): only its access is
+    /// noted; the connection's handler answers it (`RPCHandler+Events`).
+    mutating func add(_ spec: ConnectionMethodSpec) {
+        access[spec.method] = .open(spec.openReason)
     }
 
     /// A decoding error as a short sentence naming the member, never echoing its value.
@@ -165,12 +207,15 @@ private struct AnswerTarget: Decodable, Sendable {
 }
 
 extension MethodTable {
-    /// Registers `login.answer`. Its value may be a password: it is read from the line's
+    /// Installs `login.answer`. Its value may be a password: it is read from the line's
     /// bytes into a `SecretBytes` (`SecretAnswer`), never into a String, and the line's
     /// bytes and their copy for JSONDecoder are wiped once read (docs/security.md).
-    mutating func registerAnswer(_ answer: @escaping @Sendable (String, SecretBytes) throws(BrokerError) -> LoginAnswerResult) {
-        let method = RPCMethod.loginAnswer.rawValue
-        handlers[method] = { line, id, codec, _, _ in
+    mutating func add(_ spec: SecretAnswerSpec) {
+        let method = spec.method.rawValue
+        note(spec.method, spec.access)
+        let question: (@Sendable (String) -> PolicyQuestion?)? = if case .checked(_, let ask) = spec.access { ask } else { nil }
+        let (gate, answer) = (self.gate, spec.answer)
+        handlers[method] = { line, id, codec, identify, _ in
             defer { line.bytes.withUnsafeReadableBytes { SecretBytes.wipe(UnsafeMutableRawBufferPointer(mutating: $0)) } }
             var data = line.data
             defer { data.withUnsafeMutableBytes { SecretBytes.wipe($0) } }
@@ -183,6 +228,14 @@ extension MethodTable {
             } catch {
                 return .now(codec.failure(id, RPCError(.invalidParams, "invalid params for \(method): \(Self.describe(error))")))
             }
+            if let question {
+                do throws(BrokerError) {
+                    // No confirm question for an answer: only token grants ask the user.
+                    _ = try gate.decide(question(target.loginID), identify: identify)
+                } catch {
+                    return .now(codec.failure(id, error.rpcError))
+                }
+            }
             guard let value = line.bytes.withUnsafeReadableBytes({ SecretAnswer.value(in: $0) }) else {
                 return .now(codec.failure(id, RPCError(.invalidParams, "invalid params for \(method): value must be a string")))
             }
@@ -194,61 +247,12 @@ extension MethodTable {
         }
     }
 
-    /// The daemon's methods, wired to the broker.
+    /// The daemon's methods, as the services register them, behind the broker's caller gate.
     static func broker(_ broker: Broker) -> MethodTable {
-        var t = MethodTable()
-        t.callerPolicy = { broker.callerPolicy }
-        t.cacheMissesPerMinute = { broker.cacheMissesPerMinute }
-        t.confirm = { question, answers throws(BrokerError) in
-            // Only a connection under rules has answers; a question elsewhere is a reload's race.
-            guard let answers else { throw PeerIdentity.openedBeforeRulesError }
-            try await broker.confirm(question, on: answers)
-        }
-        t.register(.tokenGet, TokenGetParams.self, empty: TokenGetParams(),
-                   scanned: { TokenGetParams(scanned: $0) },
-                   authorize: { identify, p throws(BrokerError) in try broker.authorizeToken(identify, p) },
-                   fast: { broker.cachedToken($0) },
-                   // A caller waiting for a sign-in is one of its waiters: gone, it stops waiting.
-                   cancelledOnClose: { $0.waitForSignIn != nil },
-                   mints: true,
-                   slow: { p throws(BrokerError) in try await broker.token(p) })
-        t.register(.dpopProof, DPoPProofParams.self, empty: DPoPProofParams(token: TokenGetParams(), htm: "", htu: ""),
-                   authorize: { identify, p throws(BrokerError) in try broker.authorizeToken(identify, p.token) },
-                   fast: { broker.cachedDPoPProof($0) },
-                   cancelledOnClose: { $0.token.waitForSignIn != nil },
-                   mints: true,
-                   slow: { p throws(BrokerError) in try await broker.dpopProof(p) })
-        t.register(.tokenExchange, TokenExchangeParams.self, empty: TokenExchangeParams(),
-                   authorize: { identify, p throws(BrokerError) in try broker.authorizeExchange(identify, p) },
-                   fast: { broker.cachedExchange($0) },
-                   mints: true,
-                   slow: { p throws(BrokerError) in try await broker.exchangeToken(p) })
-        t.register(.tokenReject, TokenRejectParams.self, empty: TokenRejectParams(),
-                   authorize: { identify, p throws(BrokerError) in try broker.authorizeReject(identify, p); return nil },
-                   slow: { p throws(BrokerError) in try broker.rejectToken(p) })
-        t.register(.accountList, NoParams.self, empty: NoParams(),
-                   fast: { _ in broker.accountList() },
-                   slow: { _ in broker.accountList() })
-        // Always answered at once; what it shows depends on the caller under rules.
-        t.register(.daemonStatus, NoParams.self, empty: NoParams(),
-                   fastFor: { identify, _ in broker.status(for: identify) },
-                   slow: { _ throws(BrokerError) in throw BrokerError.internalError("daemon.status is answered at once") })
-        t.register(.loginStart, LoginStartParams.self, empty: LoginStartParams(),
-                   authorize: { identify, p throws(BrokerError) in try broker.authorizeSignIn(identify, p); return nil },
-                   slow: { p throws(BrokerError) in try await broker.startLogin(p) })
-        t.register(.loginWait, LoginWaitParams.self, empty: LoginWaitParams(), cancelledOnClose: { _ in true },
-                   slow: { p throws(BrokerError) in try await broker.waitLogin(p) })
-        t.registerAnswer { id, value throws(BrokerError) in try broker.answerLogin(loginID: id, value: value) }
-        t.register(.logout, LogoutParams.self, empty: LogoutParams(),
-                   slow: { p throws(BrokerError) in try await broker.logout(p) })
-        t.register(.accountWhoami, AccountParams.self, empty: AccountParams(),
-                   authorize: { identify, p throws(BrokerError) in try broker.authorizeClaims(identify, p); return nil },
-                   slow: { p throws(BrokerError) in try broker.whoami(p) })
-        t.register(.accountUserinfo, AccountParams.self, empty: AccountParams(),
-                   authorize: { identify, p throws(BrokerError) in try broker.authorizeClaims(identify, p); return nil },
-                   slow: { p throws(BrokerError) in try await broker.userinfo(p) })
-        t.register(.providerSetSecret, SetSecretParams.self, empty: SetSecretParams(clientSecret: ""),
-                   slow: { p throws(BrokerError) in try await broker.setClientSecret(p) })
+        var t = MethodTable(gate: broker.gate)
+        let providers = broker.providers
+        t.cacheMissesPerMinute = { providers.cacheMissesPerMinute }
+        broker.register(into: &t)
         return t
     }
 }

@@ -43,10 +43,10 @@ extension RPCHandler {
         // Under rules a subscriber hears only of what it may get itself: other programs'
         // resources and when they are refreshed are not its to know. Identified once, here;
         // the rules are read for each event (a reload may bring or lift them).
-        let policy = table.callerPolicy
-        let caller = policy().isOpen ? nil : (try? caller.peer?.identify(needsCgroup: policy().needsCgroup)) ?? nil
+        let gate = table.gate
+        let caller = self.caller.peer.flatMap { gate.caller($0.identify) }
         subscription = events.subscribe(providers: params.providers.map(Set.init), kinds: kinds) { event in
-            guard Self.shows(event, to: caller, under: policy()) else { return }
+            guard gate.shows(event, to: caller) else { return }
             loop.execute {
                 let (handler, context) = bound.value
                 handler.send(context, event)
@@ -54,17 +54,6 @@ extension RPCHandler {
         }
         let sent = (kinds ?? Set(EventKind.allCases)).map(\.rawValue).sorted()
         if answer { write(context, codec.success(id, EventsSubscribeResult(subscribed: true, kinds: sent))) }
-    }
-
-    /// Whether a subscriber identified as `caller` may hear of `event` under `policy`: an
-    /// event about a resource when it may get that resource's tokens, any other when it may
-    /// get some token of the event's provider.
-    static func shows(_ event: BrokerEvent, to caller: Caller?, under policy: CallerPolicy) -> Bool {
-        guard !policy.isOpen else { return true }
-        if let resource = event.resource {
-            return policy.allowsToken(caller, provider: event.provider, resource: resource)
-        }
-        return policy.allowsSomeToken(caller, provider: event.provider)
     }
 
     /// Writes one `event` notification. A subscriber that does not read is dropped, not

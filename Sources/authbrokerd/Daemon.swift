@@ -120,7 +120,7 @@ struct Daemon {
             "version": "\(BrokerVersion.current)",
             "providers": "\(settings.providers.map(\.name).joined(separator: ","))",
             "store": "\(store.kind)",
-            "store_available": "\(broker.storeFailure == nil)",
+            "store_available": "\(broker.accounts.storeFailure == nil)",
             "socket_activated": "\(inherited != nil)",
         ])
         NamespaceCheck.warnIfCallersAreHidden(settings.policy, logger: logger)

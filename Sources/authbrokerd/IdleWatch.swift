@@ -10,7 +10,7 @@ struct IdleWatch: Sendable {
 
     /// How long the daemon has been idle, or nil while it is busy.
     func idleSeconds() -> Double? {
-        guard activity.openConnections == 0, activity.requestsInFlight == 0, broker.signInsInProgress == 0 else {
+        guard activity.openConnections == 0, activity.requestsInFlight == 0, broker.signIns.inProgress == 0 else {
             return nil
         }
         return activity.secondsSinceLastActivity

@@ -61,8 +61,8 @@ struct Lifecycle {
 
         notifier.ready(status: readyStatus())
         // The STATUS line says the store is unavailable until its accounts are loaded.
-        let storeTask = broker.storeFailure == nil ? nil : Task {
-            while !Task.isCancelled, broker.storeFailure != nil {
+        let storeTask = broker.accounts.storeFailure == nil ? nil : Task {
+            while !Task.isCancelled, broker.accounts.storeFailure != nil {
                 try? await Task.sleep(for: .seconds(1))
             }
             if !Task.isCancelled { notifier.ready(status: readyStatus()) }
@@ -123,8 +123,8 @@ struct Lifecycle {
             logger.error("the configuration reload failed; still running on the previous one", metadata: ["error": "\(error)"])
             refusal = "the configuration reload failed: \(error)"
         }
-        broker.noteReload(refused: refusal)
-        server.recordWriters(!broker.callerPolicy.isOpen)
+        broker.providers.noteReload(refused: refusal)
+        server.recordWriters(!broker.gate.policy.isOpen)
         notifier.ready(status: readyStatus())
     }
 
@@ -146,10 +146,10 @@ struct Lifecycle {
     private func readyStatus() -> String {
         let names = broker.config.providers.map(\.name).joined(separator: ", ")
         var status = "serving tokens for \(names)"
-        if let failure = broker.storeFailure {
+        if let failure = broker.accounts.storeFailure {
             status += "; secret store unavailable (\(failure.reason)): \(failure.message)"
         }
-        if let refused = broker.reloadRefusal {
+        if let refused = broker.providers.reloadRefusal {
             status += "; last reload refused, running on the previous configuration: \(refused.message)"
         }
         return status

@@ -301,8 +301,8 @@ struct BrokerHarness {
 
     /// The token for `params`, as the server asks for it: the cache first, then the full way.
     func token(_ params: TokenGetParams = TokenGetParams()) async throws(BrokerError) -> TokenGetResult {
-        if let hit = broker.cachedToken(params) { return hit }
-        return try await broker.token(params)
+        if let hit = broker.tokens.cachedToken(params) { return hit }
+        return try await broker.tokens.token(params)
     }
 
     /// The error `token(params)` throws, or nil (a test failure) when it serves a token.
@@ -314,5 +314,35 @@ struct BrokerHarness {
         } catch {
             return error
         }
+    }
+}
+
+/// The method registrations' policy questions, by method: what the server asks the gate.
+struct PolicyQuestions: MethodRegistrar {
+    var asks: [RPCMethod: Any] = [:]
+
+    mutating func add<P: Decodable & Sendable, R: Encodable & Sendable>(_ spec: MethodSpec<P, R>) {
+        if case .checked(_, let ask) = spec.access { asks[spec.method] = ask }
+    }
+
+    mutating func add(_ spec: SecretAnswerSpec) {
+        if case .checked(_, let ask) = spec.access { asks[spec.method] = ask }
+    }
+
+    mutating func add(_ spec: ConnectionMethodSpec) {}
+}
+
+extension Broker {
+    /// The caller policy's decision on `params` of `method`, as the server asks it: the
+    /// method's registered question put to the broker's gate.
+    @discardableResult
+    func authorize<P: Sendable>(_ method: RPCMethod, _ params: P, _ identify: CallerIdentification) throws(BrokerError) -> ConfirmQuestion? {
+        var questions = PolicyQuestions()
+        register(into: &questions)
+        guard let ask = questions.asks[method] as? @Sendable (P) -> PolicyQuestion? else {
+            XCTFail("\(method.rawValue) is not checked by the policy with \(P.self)")
+            return nil
+        }
+        return try gate.decide(ask(params), identify: identify)
     }
 }

@@ -29,7 +29,7 @@ final class BrokerIDTokenTests: XCTestCase {
             let claims = #"{"iss":"\#(StubTransport.issuer)","aud":"authbroker","sub":"\#(subject)","iat":\#(now),"exp":\#(now + Int(life)),"name":"\#(name)"}"#
             return try TestJWS.compact(header: #"{"alg":"ES256","kid":"k1"}"#, payload: claims) { try (signer ?? key).sign($0, .es256) }
         }
-        func shownName() throws -> JSONValue? { try h.broker.whoami(AccountParams()).claims["name"] }
+        func shownName() throws -> JSONValue? { try h.broker.claims.whoami(AccountParams()).claims["name"] }
 
         h.transport.attachIDTokens(try idToken(name: "Alice One"))
         _ = try await h.token()

@@ -12,19 +12,19 @@ final class BrokerRevocationTests: XCTestCase {
         let h = try await BrokerHarness()
         let first = try await h.token(api)
         _ = try await h.token(git)  // the provider revokes `first` as it takes this refresh
-        XCTAssertNil(h.broker.cachedToken(api), "the event-loop path must not serve the revoked token")
+        XCTAssertNil(h.broker.tokens.cachedToken(api), "the event-loop path must not serve the revoked token")
         let again = try await h.token(api)
         XCTAssertNotEqual(fingerprint(again.accessToken), fingerprint(first.accessToken))
         XCTAssertEqual(h.transport.tokenRequests.count, 3)
         // The same key again is a cache hit as always.
-        XCTAssertEqual(h.broker.cachedToken(api).map { fingerprint($0.accessToken) }, fingerprint(again.accessToken))
+        XCTAssertEqual(h.broker.tokens.cachedToken(api).map { fingerprint($0.accessToken) }, fingerprint(again.accessToken))
     }
 
     func testIndependentTokensAreEachKept() async throws {
         let h = try await BrokerHarness(providerKeys: #"access_tokens = "independent""#)
         let first = try await h.token(api)
         _ = try await h.token(git)
-        XCTAssertEqual(h.broker.cachedToken(api).map { fingerprint($0.accessToken) }, fingerprint(first.accessToken))
+        XCTAssertEqual(h.broker.tokens.cachedToken(api).map { fingerprint($0.accessToken) }, fingerprint(first.accessToken))
         XCTAssertEqual(h.transport.tokenRequests.count, 2)
     }
 
@@ -40,13 +40,13 @@ final class BrokerRevocationTests: XCTestCase {
     func testARejectedTokenIsNeverServedAgain() async throws {
         let h = try await BrokerHarness(providerKeys: #"access_tokens = "independent""#)
         let first = try await h.token(api)
-        XCTAssertEqual(try h.broker.rejectToken(TokenRejectParams(accessToken: first.accessToken)), TokenRejectResult(dropped: true))
-        XCTAssertNil(h.broker.cachedToken(api))
+        XCTAssertEqual(try h.broker.tokens.rejectToken(TokenRejectParams(accessToken: first.accessToken)), TokenRejectResult(dropped: true))
+        XCTAssertNil(h.broker.tokens.cachedToken(api))
         let fresh = try await h.token(api)
         XCTAssertNotEqual(fingerprint(fresh.accessToken), fingerprint(first.accessToken))
         // Rejected by key: the same.
-        XCTAssertEqual(try h.broker.rejectToken(TokenRejectParams(key: api)), TokenRejectResult(dropped: true))
-        XCTAssertEqual(try h.broker.rejectToken(TokenRejectParams(key: api)), TokenRejectResult(dropped: false))
-        XCTAssertThrowsError(try h.broker.rejectToken(TokenRejectParams(accessToken: "x", resource: "https://api")))
+        XCTAssertEqual(try h.broker.tokens.rejectToken(TokenRejectParams(key: api)), TokenRejectResult(dropped: true))
+        XCTAssertEqual(try h.broker.tokens.rejectToken(TokenRejectParams(key: api)), TokenRejectResult(dropped: false))
+        XCTAssertThrowsError(try h.broker.tokens.rejectToken(TokenRejectParams(accessToken: "x", resource: "https://api")))
     }
 }

@@ -14,12 +14,12 @@ final class BrokerTokenTests: XCTestCase {
         XCTAssertEqual(h.transport.tokenRequests.first?["grant_type"], "refresh_token")
 
         h.clock.advance(3600 - 1 - 61)
-        let cached = try XCTUnwrap(h.broker.cachedToken(TokenGetParams()), "61 s left, margin 60: still a cache hit")
+        let cached = try XCTUnwrap(h.broker.tokens.cachedToken(TokenGetParams()), "61 s left, margin 60: still a cache hit")
         XCTAssertEqual(fingerprint(cached.accessToken), fingerprint(first.accessToken))
         XCTAssertEqual(h.transport.tokenRequests.count, 1)
 
         h.clock.advance(2)
-        XCTAssertNil(h.broker.cachedToken(TokenGetParams()), "59 s left is inside the margin: the cache steps aside")
+        XCTAssertNil(h.broker.tokens.cachedToken(TokenGetParams()), "59 s left is inside the margin: the cache steps aside")
         let second = try await h.token()
         XCTAssertNotEqual(fingerprint(second.accessToken), fingerprint(first.accessToken))
         XCTAssertEqual(second.expiresAt, Int64(h.clock.now) - 1 + 3600)
@@ -35,23 +35,23 @@ final class BrokerTokenTests: XCTestCase {
         XCTAssertEqual(fingerprint(enough.accessToken), fingerprint(first.accessToken))
         XCTAssertEqual(h.transport.tokenRequests.count, 1)
 
-        XCTAssertNil(h.broker.cachedToken(TokenGetParams(minTTL: 2700)))
+        XCTAssertNil(h.broker.tokens.cachedToken(TokenGetParams(minTTL: 2700)))
         let fresh = try await h.token(TokenGetParams(minTTL: 2700))
         XCTAssertNotEqual(fingerprint(fresh.accessToken), fingerprint(first.accessToken))
         XCTAssertEqual(h.transport.tokenRequests.count, 2)
         // The fresh token now serves a request without min_ttl too.
-        XCTAssertEqual(h.broker.cachedToken(TokenGetParams()).map { fingerprint($0.accessToken) }, fingerprint(fresh.accessToken))
+        XCTAssertEqual(h.broker.tokens.cachedToken(TokenGetParams()).map { fingerprint($0.accessToken) }, fingerprint(fresh.accessToken))
     }
 
     func testMinTTLOutsideItsRangeIsRefusedCachedOrNot() async throws {
         let h = try await BrokerHarness()
         _ = try await h.token()
         for minTTL in [-1, TokenGetParams.minTTLRange.upperBound + 1] {
-            XCTAssertNil(h.broker.cachedToken(TokenGetParams(minTTL: minTTL)))
+            XCTAssertNil(h.broker.tokens.cachedToken(TokenGetParams(minTTL: minTTL)))
             let error = await h.tokenError(TokenGetParams(minTTL: minTTL))
             XCTAssertEqual(error, .invalidRequest(message: "min_ttl must be between 0 and 86400 seconds"))
         }
-        XCTAssertNotNil(h.broker.cachedToken(TokenGetParams(minTTL: 0)))
+        XCTAssertNotNil(h.broker.tokens.cachedToken(TokenGetParams(minTTL: 0)))
     }
 
     func testATokenShorterThanMinTTLIsAnErrorNotAServedToken() async throws {
@@ -111,14 +111,14 @@ final class BrokerTokenTests: XCTestCase {
         let expected = BrokerError.loginRequired(provider: "corp", message: "the sign-in of alice at corp is no longer valid: run `authctl login --provider corp`")
         let error = await h.tokenError()
         XCTAssertEqual(error, expected)
-        XCTAssertEqual(h.broker.accountList().accounts.map(\.state), [.loginRequired])
+        XCTAssertEqual(h.broker.accounts.accountList().accounts.map(\.state), [.loginRequired])
         let marked = try await h.store.storedAccount(subject: "sub-alice")
         XCTAssertEqual(marked?.state, .loginRequired, "remembered in the store, so a restart says so too")
 
         // Told at once from now on: no second request to the provider, nothing from the cache.
         let requests = h.transport.tokenRequests.count
         h.clock.advance(-3000)  // the token for the other resource would still be fresh
-        XCTAssertNil(h.broker.cachedToken(other))
+        XCTAssertNil(h.broker.tokens.cachedToken(other))
         let again = await h.tokenError(other)
         XCTAssertEqual(again, expected)
         XCTAssertEqual(h.transport.tokenRequests.count, requests)
@@ -178,14 +178,14 @@ final class BrokerTokenTests: XCTestCase {
         _ = try await h.token()
         for params in [TokenGetParams(), TokenGetParams(provider: "corp"), TokenGetParams(account: "alice"),
                        TokenGetParams(provider: "corp", account: "sub-alice")] {
-            XCTAssertNotNil(h.broker.cachedToken(params), "\(params)")
-            let result = try await h.broker.token(params)
+            XCTAssertNotNil(h.broker.tokens.cachedToken(params), "\(params)")
+            let result = try await h.broker.tokens.token(params)
             XCTAssertEqual(result.account, "alice")
         }
-        XCTAssertNil(h.broker.cachedToken(TokenGetParams(provider: "nope")))
+        XCTAssertNil(h.broker.tokens.cachedToken(TokenGetParams(provider: "nope")))
         let unknown = await h.tokenError(TokenGetParams(provider: "nope"))
         XCTAssertEqual(unknown, .unknownProvider(message: "no provider named nope is configured (configured: corp)"))
-        XCTAssertNil(h.broker.cachedToken(TokenGetParams(account: "bob")))
+        XCTAssertNil(h.broker.tokens.cachedToken(TokenGetParams(account: "bob")))
         let noAccount = await h.tokenError(TokenGetParams(account: "bob"))
         XCTAssertEqual(noAccount, .loginRequired(provider: "corp", message: "no account bob is signed in to corp: run `authctl login --provider corp`"))
     }
@@ -194,9 +194,9 @@ final class BrokerTokenTests: XCTestCase {
         let h = try await BrokerHarness(alsoSignedIn: ["sub-alice-2"])
         let bySubject = try await h.token(TokenGetParams(account: "sub-alice-2"))
         XCTAssertEqual(bySubject.account, "alice")
-        XCTAssertNotNil(h.broker.cachedToken(TokenGetParams(account: "sub-alice-2")))
+        XCTAssertNotNil(h.broker.tokens.cachedToken(TokenGetParams(account: "sub-alice-2")))
 
-        XCTAssertNil(h.broker.cachedToken(TokenGetParams(account: "alice")))
+        XCTAssertNil(h.broker.tokens.cachedToken(TokenGetParams(account: "alice")))
         let byName = await h.tokenError(TokenGetParams(account: "alice"))
         XCTAssertEqual(byName, .invalidRequest(message: "several accounts named alice are signed in to corp (subjects sub-alice, sub-alice-2): choose one with --account SUBJECT"))
         let unnamed = await h.tokenError()

@@ -87,7 +87,7 @@ final class CallerChoiceBoundsTests: XCTestCase {
         let me = Caller(uid: getuid(), gid: getgid(), pid: getpid(), executable: exe,
                         executableID: FileID(path: "/proc/self/exe"), cgroup: nil)
         func authorize(_ p: TokenGetParams, _ broker: Broker) -> BrokerError? {
-            do throws(BrokerError) { try broker.authorizeToken({ _ in me }, p); return nil } catch { return error }
+            do throws(BrokerError) { _ = try broker.authorize(.tokenGet, p) { _ in me }; return nil } catch { return error }
         }
         let git = try await h.token(TokenGetParams(resource: "https://git"))  // git's own token, cached
         XCTAssertNil(authorize(TokenGetParams(resource: "https://api"), h.broker))
@@ -96,7 +96,7 @@ final class CallerChoiceBoundsTests: XCTestCase {
             guard case .forbidden(let m)? = authorize(attempt, h.broker) else { return XCTFail("\(attempt) was granted") }
             XCTAssertTrue(m.contains("scopes") || m.contains("params"), m)
         }
-        XCTAssertEqual(h.broker.cachedToken(TokenGetParams(resource: "https://git")).map { fingerprint($0.accessToken) },
+        XCTAssertEqual(h.broker.tokens.cachedToken(TokenGetParams(resource: "https://git")).map { fingerprint($0.accessToken) },
                        fingerprint(git.accessToken), "git's token is still the one served")
 
         let named = try await BrokerHarness(providerKeys: """
@@ -168,18 +168,18 @@ final class CallerChoiceBoundsTests: XCTestCase {
         let me = Caller(uid: getuid(), gid: getgid(), pid: getpid(), executable: exe,
                         executableID: FileID(path: "/proc/self/exe"), cgroup: nil)
         func reject(_ p: TokenRejectParams) -> BrokerError? {
-            do throws(BrokerError) { try h.broker.authorizeReject({ _ in me }, p); return nil } catch { return error }
+            do throws(BrokerError) { _ = try h.broker.authorize(.tokenReject, p) { _ in me }; return nil } catch { return error }
         }
         // Other programs' tokens of the same resource, got without the policy.
         let scoped = try await h.token(TokenGetParams(resource: "https://api", scopes: ["openid"]))
         let withParams = try await h.token(TokenGetParams(resource: "https://api", params: ["organization_id": "o"]))
-        let exchanged = try await h.broker.exchangeToken(TokenExchangeParams(audience: "payroll", resource: "https://api"))
+        let exchanged = try await h.broker.exchange.exchangeToken(TokenExchangeParams(audience: "payroll", resource: "https://api"))
         XCTAssertNil(reject(TokenRejectParams(resource: "https://api")), "its own token's key")
         XCTAssertNotNil(reject(TokenRejectParams(resource: "https://api", scopes: ["openid"])), "scopes its rule does not name")
         XCTAssertNotNil(reject(TokenRejectParams(accessToken: scoped.accessToken)))
         XCTAssertNotNil(reject(TokenRejectParams(accessToken: withParams.accessToken)), "params its rule does not name")
         XCTAssertNotNil(reject(TokenRejectParams(accessToken: exchanged.accessToken)), "an audience its rule does not name")
-        let ownExchange = try await h.broker.exchangeToken(TokenExchangeParams(audience: "https://api"))
+        let ownExchange = try await h.broker.exchange.exchangeToken(TokenExchangeParams(audience: "https://api"))
         XCTAssertNil(reject(TokenRejectParams(accessToken: ownExchange.accessToken)), "an exchange for its own resource, named as the audience")
     }
 }

@@ -18,7 +18,7 @@ final class EventHubTests: XCTestCase {
     func testARefreshIsReportedWithItsKeyAndExpiryAndNeverTheToken() async throws {
         let h = try await BrokerHarness(providerKeys: #"scope_sets = [["read"]]"#)
         let inbox = Inbox()
-        _ = h.broker.events.subscribe { inbox.take($0) }
+        _ = h.broker.events.hub.subscribe { inbox.take($0) }
         let token = try await h.token(TokenGetParams(resource: "https://api", scopes: ["read"]))
 
         XCTAssertEqual(inbox.events, [BrokerEvent(
@@ -36,7 +36,7 @@ final class EventHubTests: XCTestCase {
     func testTheProviderGoingDownAndComingBackIsReportedOnceEach() async throws {
         let h = try await BrokerHarness()
         let inbox = Inbox()
-        _ = h.broker.events.subscribe(kinds: [.providerUnreachable, .providerBack]) { inbox.take($0) }
+        _ = h.broker.events.hub.subscribe(kinds: [.providerUnreachable, .providerBack]) { inbox.take($0) }
         h.transport.down = true
         _ = await h.tokenError()
         h.clock.advance(2)
@@ -51,7 +51,7 @@ final class EventHubTests: XCTestCase {
     func testARefusedRefreshTokenReportsLoginRequired() async throws {
         let h = try await BrokerHarness()
         let inbox = Inbox()
-        _ = h.broker.events.subscribe(providers: ["corp"]) { inbox.take($0) }
+        _ = h.broker.events.hub.subscribe(providers: ["corp"]) { inbox.take($0) }
         h.transport.script(.error("invalid_grant"))
         _ = await h.tokenError()
         XCTAssertEqual(inbox.events, [BrokerEvent(kind: .loginRequired, provider: "corp", account: "alice", subject: "sub-alice")])
@@ -60,14 +60,14 @@ final class EventHubTests: XCTestCase {
     func testSignOutIsReportedAndFiltersAndUnsubscribeAreKept() async throws {
         let h = try await BrokerHarness()
         let signedOut = Inbox(), otherProvider = Inbox(), gone = Inbox()
-        _ = h.broker.events.subscribe(kinds: [.signedOut]) { signedOut.take($0) }
-        _ = h.broker.events.subscribe(providers: ["elsewhere"]) { otherProvider.take($0) }
-        let id = h.broker.events.subscribe { gone.take($0) }
-        h.broker.events.unsubscribe(id)
-        XCTAssertEqual(h.broker.events.subscriberCount, 2)
+        _ = h.broker.events.hub.subscribe(kinds: [.signedOut]) { signedOut.take($0) }
+        _ = h.broker.events.hub.subscribe(providers: ["elsewhere"]) { otherProvider.take($0) }
+        let id = h.broker.events.hub.subscribe { gone.take($0) }
+        h.broker.events.hub.unsubscribe(id)
+        XCTAssertEqual(h.broker.events.hub.subscriberCount, 2)
 
         _ = try await h.token()
-        _ = try await h.broker.logout(LogoutParams(local: true))
+        _ = try await h.broker.signOut.logout(LogoutParams(local: true))
         XCTAssertEqual(signedOut.events, [BrokerEvent(kind: .signedOut, provider: "corp", account: "alice", subject: "sub-alice")])
         XCTAssertEqual(otherProvider.events, [])
         XCTAssertEqual(gone.events, [])

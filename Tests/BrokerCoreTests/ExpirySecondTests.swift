@@ -22,7 +22,7 @@ final class ExpirySecondTests: XCTestCase {
         // count of a provider a second behind (61.2 s by the send time) it is inside the 60 s
         // margin.
         h.clock.advance(3600 - 60.5 - Self.intoTheSecond)
-        XCTAssertNil(h.broker.cachedToken(TokenGetParams()), "59.5 s to the earliest exp is inside a 60 s margin")
+        XCTAssertNil(h.broker.tokens.cachedToken(TokenGetParams()), "59.5 s to the earliest exp is inside a 60 s margin")
     }
 
     func testWhileTheProviderIsDownNoTokenIsServedInItsLastSecondOrAfterItsExp() async throws {
@@ -46,7 +46,7 @@ final class ExpirySecondTests: XCTestCase {
 
         // 0.3 s after exp (by the provider's count; still 1.4 s before by the send time's).
         h.clock.advance(0.8)
-        XCTAssertNil(h.broker.cachedToken(TokenGetParams()))
+        XCTAssertNil(h.broker.tokens.cachedToken(TokenGetParams()))
         for _ in 0..<3 {
             h.clock.advance(2.5)
             if let served = try? await h.token() {

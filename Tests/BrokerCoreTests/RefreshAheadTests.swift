@@ -58,7 +58,7 @@ final class RefreshAheadTests: XCTestCase {
     func testSignOutEndsTheBackgroundRefresh() async throws {
         let h = try await BrokerHarness(refreshMargin: 60, providerKeys: Self.keys)
         _ = try await h.token()
-        _ = try await h.broker.logout(LogoutParams(local: true))
+        _ = try await h.broker.signOut.logout(LogoutParams(local: true))
         h.clock.advance(3600 - 60 - 10)
         try await Task.sleep(for: .milliseconds(200))
         XCTAssertEqual(h.transport.tokenRequests.count, 1)

@@ -28,7 +28,7 @@ final class ReloadTransactionTests: XCTestCase {
             guard case .storeUnavailable = error else { return XCTFail("\(error)") }
         }
         XCTAssertEqual(h.broker.config.providers.map(\.clientID), ["authbroker"], "the old configuration stays")
-        XCTAssertEqual(h.broker.accountList().accounts.map(\.subject), ["sub-alice"], "and its accounts")
+        XCTAssertEqual(h.broker.accounts.accountList().accounts.map(\.subject), ["sub-alice"], "and its accounts")
         h.clock.advance(3600)
         _ = try await h.token()  // refreshed under the old configuration
     }
@@ -48,7 +48,7 @@ final class ReloadTransactionTests: XCTestCase {
         h.store.releaseReads()
         _ = try await reload.value
         XCTAssertEqual(h.broker.config.providers[0].resources, ["https://api", "https://git"])
-        XCTAssertEqual(h.broker.accountList().accounts.map(\.subject), ["sub-alice"])
+        XCTAssertEqual(h.broker.accounts.accountList().accounts.map(\.subject), ["sub-alice"])
         _ = try await h.token()
     }
 

@@ -8,15 +8,15 @@ import XCTest
 final class StoreUnavailableAtStartTests: XCTestCase {
     func testRequestsThatNeedTheStoreGetItsReasonNotNotSignedIn() async throws {
         let h = try await BrokerHarness(storeFailsAtStart: true)
-        XCTAssertEqual(h.broker.storeFailure?.reason, "locked")
+        XCTAssertEqual(h.broker.accounts.storeFailure?.reason, "locked")
         guard case .storeUnavailable(let message, let reason)? = await h.tokenError() else {
             return XCTFail("expected -32005")
         }
         XCTAssertEqual(reason, "locked")
         XCTAssertTrue(message.contains("the STUB store is locked"), message)
-        XCTAssertEqual(h.broker.status().storeUnavailable, StoreUnavailableStatus(reason: "locked", message: "the STUB store is locked"))
+        XCTAssertEqual(h.broker.status.status().storeUnavailable, StoreUnavailableStatus(reason: "locked", message: "the STUB store is locked"))
         do throws(BrokerError) {
-            _ = try await h.broker.startLogin(LoginStartParams(provider: "corp", flow: .device))
+            _ = try await h.broker.signIns.startLogin(LoginStartParams(provider: "corp", flow: .device))
             XCTFail("a sign-in started whose refresh token could not be kept")
         } catch {
             guard case .storeUnavailable(let message, _) = error else { return XCTFail("\(error)") }
@@ -28,12 +28,12 @@ final class StoreUnavailableAtStartTests: XCTestCase {
         let h = try await BrokerHarness(storeFailsAtStart: true)
         _ = await h.tokenError()
         h.store.failReads(false)
-        for _ in 0..<500 where h.broker.storeFailure != nil {
+        for _ in 0..<500 where h.broker.accounts.storeFailure != nil {
             try await Task.sleep(for: .milliseconds(10))
         }
-        XCTAssertNil(h.broker.storeFailure)
-        XCTAssertNil(h.broker.status().storeUnavailable)
-        XCTAssertEqual(h.broker.accountList().accounts.map(\.subject), ["sub-alice"])
+        XCTAssertNil(h.broker.accounts.storeFailure)
+        XCTAssertNil(h.broker.status.status().storeUnavailable)
+        XCTAssertEqual(h.broker.accounts.accountList().accounts.map(\.subject), ["sub-alice"])
         _ = try await h.token()
     }
 
@@ -41,6 +41,6 @@ final class StoreUnavailableAtStartTests: XCTestCase {
         let h = try await BrokerHarness(storeFailsAtStart: true)
         _ = try await h.broker.reload(try BrokerHarness.config(clientID: "authbroker-2"))
         XCTAssertEqual(h.broker.config.providers.map(\.clientID), ["authbroker-2"])
-        XCTAssertNotNil(h.broker.storeFailure, "still waiting for the store")
+        XCTAssertNotNil(h.broker.accounts.storeFailure, "still waiting for the store")
     }
 }

@@ -26,23 +26,23 @@ final class TokenExchangePolicyTests: XCTestCase {
 
     func testEveryTargetOfAnExchangeIsHeldToTheRule() async throws {
         let (h, me) = try await harness()
-        XCTAssertNil(refusal { () throws(BrokerError) in try h.broker.authorizeExchange(me, TokenExchangeParams(resource: "https://api")) })
-        XCTAssertNil(refusal { () throws(BrokerError) in try h.broker.authorizeExchange(me, TokenExchangeParams(audience: "https://api")) })
+        XCTAssertNil(refusal { () throws(BrokerError) in try h.broker.authorize(.tokenExchange, TokenExchangeParams(resource: "https://api"), me) })
+        XCTAssertNil(refusal { () throws(BrokerError) in try h.broker.authorize(.tokenExchange, TokenExchangeParams(audience: "https://api"), me) })
         // Named both ways, the audience is what Keycloak, Okta and Auth0 mint the token for.
         let both = refusal { () throws(BrokerError) in
-            try h.broker.authorizeExchange(me, TokenExchangeParams(audience: "payroll", resource: "https://api"))
+            try h.broker.authorize(.tokenExchange, TokenExchangeParams(audience: "payroll", resource: "https://api"), me)
         }
         guard case .forbidden(let message)? = both else { return XCTFail("an audience the rule does not name was granted: \(String(describing: both))") }
         XCTAssertTrue(message.contains("payroll"), message)
         XCTAssertNotNil(refusal { () throws(BrokerError) in
-            try h.broker.authorizeExchange(me, TokenExchangeParams(audience: "https://api", resource: "https://git"))
+            try h.broker.authorize(.tokenExchange, TokenExchangeParams(audience: "https://api", resource: "https://git"), me)
         }, "a resource the rule does not name is refused, whatever the audience")
     }
 
     func testTheExchangesResourceMustBeOneOfTheProvidersResources() async throws {
         let h = try await BrokerHarness()
         do {
-            _ = try await h.broker.exchangeToken(TokenExchangeParams(audience: "orders", resource: "https://made-up.example"))
+            _ = try await h.broker.exchange.exchangeToken(TokenExchangeParams(audience: "orders", resource: "https://made-up.example"))
             XCTFail("a resource outside [providers.corp] resources was exchanged for")
         } catch {
             guard case .invalidRequest(let message) = error else { return XCTFail("\(error)") }
@@ -50,7 +50,7 @@ final class TokenExchangePolicyTests: XCTestCase {
         }
         XCTAssertEqual(h.transport.tokenRequests.count, 0, "refused without asking the provider")
         // A configured one is exchanged for (the stub mints anything it is asked).
-        _ = try await h.broker.exchangeToken(TokenExchangeParams(audience: "orders", resource: "https://git"))
+        _ = try await h.broker.exchange.exchangeToken(TokenExchangeParams(audience: "orders", resource: "https://git"))
         XCTAssertTrue(h.transport.tokenRequests.last?["grant_type"]?.contains("token-exchange") == true)
     }
 }

@@ -19,7 +19,7 @@ final class WhatTheUserIsToldTests: XCTestCase {
             return XCTFail("expected login required, got \(String(describing: error))")
         }
         XCTAssertTrue(message.contains("run `authctl login --provider corp`"), message)
-        let accounts = h.broker.accountList().accounts
+        let accounts = h.broker.accounts.accountList().accounts
         XCTAssertEqual(accounts.map(\.state), [.loginRequired])
         // Not asked again: the refusal stands until a new sign-in.
         let requests = h.transport.tokenRequests.count
@@ -38,7 +38,7 @@ final class WhatTheUserIsToldTests: XCTestCase {
         }
         XCTAssertTrue(message.contains("authctl login --provider corp"), message)
         // Not enough to give the sign-in up: the account stays ready.
-        let accounts = h.broker.accountList().accounts
+        let accounts = h.broker.accounts.accountList().accounts
         XCTAssertEqual(accounts.map(\.state), [.ready])
     }
 

@@ -22,16 +22,16 @@ final class CancelOnCloseTests: XCTestCase {
         let seen = Seen()
         let gate = Gate()
         var table = MethodTable()
-        table.register(.loginWait, LoginWaitParams.self, empty: LoginWaitParams(), cancelledOnClose: { _ in true }) { _ throws(BrokerError) -> LoginWaitResult in
+        table.add(MethodSpec(.loginWait, empty: LoginWaitParams(), access: .open("a test"), cancelledOnClose: { _ in true }) { _ throws(BrokerError) -> LoginWaitResult in
             try? await Task.sleep(for: .seconds(60))
             await seen.record("login.wait", cancelled: Task.isCancelled)
             throw BrokerError.loginFailed(provider: "corp", message: "cancelled")
-        }
-        table.register(.tokenGet, TokenGetParams.self, empty: TokenGetParams()) { p throws(BrokerError) in
+        })
+        table.add(MethodSpec(.tokenGet, empty: TokenGetParams(), access: .open("a test")) { p throws(BrokerError) in
             await gate.wait("slow")
             await seen.record("token.get", cancelled: Task.isCancelled)
             return Handlers.answer(p)
-        }
+        })
         let channel = EmbeddedChannel()
         try BrokerServer.addHandlers(
             to: channel.pipeline.syncOperations, stall: .seconds(5), idle: .seconds(60), table: table, counters: BrokerCounters(),

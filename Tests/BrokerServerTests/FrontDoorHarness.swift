@@ -36,14 +36,13 @@ final class FrontDoorRig {
         let fd = try SocketListener.listen(path: path)
         var table = MethodTable()
         let big = String(repeating: "a", count: size)
-        table.register(.tokenGet, TokenGetParams.self, empty: TokenGetParams(),
-                       scanned: { TokenGetParams(scanned: $0) },
+        table.add(MethodSpec(.tokenGet, empty: TokenGetParams(), access: .open("a test"),
                        fast: { p in
                            p.resource == "later" ? nil
                                : TokenGetResult(accessToken: big, tokenType: "Bearer", expiresAt: 0, scope: nil, resource: p.resource,
                                                 provider: "corp", account: "alice")
                        },
-                       slow: { _ throws(BrokerError) in throw BrokerError.internalError("not here") })
+                       slow: { _ throws(BrokerError) in throw BrokerError.internalError("not here") }))
         let handovers = self.handovers
         door = try FrontDoor(
             listening: fd, table: table, counters: BrokerCounters(), activity: activity, logger: Logger(label: "test"),

@@ -35,13 +35,12 @@ enum Handlers {
     /// hit is), any other resource when `gate` lets it go.
     static func table(gate: Gate) -> MethodTable {
         var table = MethodTable()
-        table.register(.tokenGet, TokenGetParams.self, empty: TokenGetParams(),
-                       scanned: { TokenGetParams(scanned: $0) },
-                       fast: { $0.resource == "now" ? answer($0) : nil },
-                       slow: { p in
-                           await gate.wait(p.resource ?? "")
-                           return answer(p)
-                       })
+        table.add(MethodSpec(.tokenGet, empty: TokenGetParams(), access: .open("a test"),
+                             fast: { $0.resource == "now" ? answer($0) : nil },
+                             slow: { p in
+                                 await gate.wait(p.resource ?? "")
+                                 return answer(p)
+                             }))
         return table
     }
 

@@ -115,14 +115,3 @@ extension BrokerError {
         .loginFailed(provider: provider, message: "the sign-in to \(provider) was cancelled: run `authctl login --provider \(provider)` again")
     }
 }
-
-extension Broker {
-    /// Sign-ins still waiting for the user or the provider: a daemon with one is not idle.
-    public var signInsInProgress: Int { logins.inProgress }
-
-    /// Cancels every sign-in in progress and returns once their listeners are closed: the
-    /// daemon is stopping, and the event loops they are served on go next.
-    public func endSignIns() async {
-        await logins.cancel(where: { _ in true }, because: "authbrokerd stopped during the sign-in: run `authctl login` again once it runs")
-    }
-}

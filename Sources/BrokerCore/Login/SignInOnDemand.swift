@@ -1,11 +1,37 @@
 import BrokerProtocol
+import Logging
 import Synchronization
 
 /// Sign-in on demand (docs/sign-in.md): a caller that would rather wait than hear
 /// `login_required` attaches to the provider's one pending browser sign-in, which the
 /// first such caller starts and the daemon announces with a desktop notification. Every
 /// later caller joins it: one sign-in, one browser tab, one notification.
-extension Broker {
+///
+/// Owns: the sign-ins on demand being started. Depends on the browser sign-in and the
+/// sign-ins in progress (`LoginSessions`, the sign-in service's).
+final class SignInOnDemand: SignInWaiting, Sendable {
+    private let logins: LoginSessions
+    private let browser: BrowserSignIn
+    private let providers: ProvidersService
+    /// Shows the user that a sign-in started on demand waits for them (a desktop
+    /// notification); without one, only the waiting callers can show its URL.
+    private let announcer: (any SignInAnnouncing)?
+    /// Sign-ins on demand being started, by provider: concurrent callers share one.
+    private let starting = Mutex<[String: Task<LoginStartResult, any Error>]>([:])
+    private let logger: Logger
+    private let clock: WallClock
+
+    init(logins: LoginSessions, browser: BrowserSignIn, providers: ProvidersService, announcer: (any SignInAnnouncing)?,
+         logger: Logger, clock: WallClock) {
+        self.logins = logins
+        self.browser = browser
+        self.providers = providers
+        self.announcer = announcer
+        self.logger = logger
+        self.clock = clock
+    }
+
+
     /// `login.start` with `join`: the provider's sign-in in progress, or a new browser
     /// sign-in, announced. Concurrent callers share one start.
     func joinSignIn(_ provider: Provider, _ params: LoginStartParams) async throws(BrokerError) -> LoginStartResult {
@@ -13,7 +39,7 @@ extension Broker {
             throw BrokerError.invalidRequest(message: "join works with the browser flow only: leave flow out, or start a \(params.flow?.rawValue ?? "") sign-in without join")
         }
         let name = provider.name
-        let (task, mine) = startingOnDemand.withLock { all -> (Task<LoginStartResult, any Error>, Bool) in
+        let (task, mine) = starting.withLock { all -> (Task<LoginStartResult, any Error>, Bool) in
             if let running = all[name] { return (running, false) }
             let task = Task<LoginStartResult, any Error> {
                 if let pending = self.logins.pending(provider: name), var shown = pending.shown {
@@ -26,7 +52,7 @@ extension Broker {
             return (task, true)
         }
         let outcome = await task.result
-        startingOnDemand.withLock { all in if all[name] == task { all[name] = nil } }
+        starting.withLock { all in if all[name] == task { all[name] = nil } }
         switch outcome {
         case .success(var shown):
             if !mine { shown.joined = true }
@@ -43,13 +69,13 @@ extension Broker {
             logger.notice("sign-in on demand paused: programs abandoned the last ones", metadata: ["provider": "\(name)", "seconds_left": "\(Int(pause.rounded(.up)))"])
             throw BrokerError.loginRequired(provider: name, message: "not signed in to \(name), and sign-ins on demand are paused for \(Int(pause.rounded(.up))) s because programs abandoned the last ones: run `authctl login --provider \(name)`")
         }
-        var shown = try await startBrowserLogin(provider, LoginStartParams(
+        var shown = try await browser.start(provider, LoginStartParams(
             provider: provider.name, flow: .browser, params: params.params, timeout: params.timeout, resource: params.resource))
         shown.joined = false
         shown.notified = false
         guard let session = logins.find(id: shown.loginID, provider: nil) else { return shown }
         session.markOnDemand()
-        if config.daemon.signInNotifications, let announcer, let url = shown.authorizationURL,
+        if providers.config.daemon.signInNotifications, let announcer, let url = shown.authorizationURL,
            let announcement = await announcer.announce(PendingSignIn(provider: provider.name, url: url, expiresAt: Double(shown.expiresAt),
                                                                   program: Requester.program)) {
             shown.notified = true
@@ -69,7 +95,7 @@ extension Broker {
     /// to finish. A newer sign-in that replaces it (`authctl login`) is followed; a time-out,
     /// or the caller going away, leaves it (the last waiter to leave cancels it).
     func awaitSignIn(provider name: String, seconds: Int) async throws(BrokerError) {
-        let provider = try self.provider(name)
+        let provider = try providers.provider(name)
         guard provider.config.grant == .user else { throw BrokerError.notSignedIn(name) }
         let start = try await joinSignIn(provider, LoginStartParams(provider: name, join: true))
         let deadline = clock.now() + Double(seconds)

@@ -82,36 +82,3 @@ public final class ConfirmAnswers: Sendable {
         return answer
     }
 }
-
-extension Broker {
-    /// Waits for the user's yes to `question` (a `confirm = true` rule granted the request),
-    /// asked once per connection (`answers`).
-    /// - Throws: `forbidden` saying what happened when the answer is anything but yes.
-    public func confirm(_ question: ConfirmQuestion, on answers: ConfirmAnswers) async throws(BrokerError) {
-        let program = Requester.program
-        let seconds = config.daemon.confirmTimeout
-        let answer = await answers.answer(question) { [confirmer] in
-            guard let confirmer else { return .unavailable("authbrokerd shows no desktop notifications") }
-            return await confirmer.confirm(question, program: program, seconds: seconds)
-        }
-        let who = program?.description ?? "this program"
-        let what = "a token for \(question.resource ?? "the default audience") of \(question.provider)"
-        logger.notice("confirmation", metadata: [
-            "caller": "\(who)", "provider": "\(question.provider)", "resource": "\(question.resource ?? "-")", "answer": "\(answer)",
-        ])
-        switch answer {
-        case .allowed:
-            return
-        case .denied:
-            throw .forbidden(message: "forbidden by policy: you refused \(who) \(what) in the desktop notification; it is not asked again on this connection: connect again to be asked again")
-        case .dismissed:
-            throw .forbidden(message: "forbidden by policy: the desktop notification asking whether \(who) may have \(what) was closed without an answer: ask again and choose Allow")
-        case .timedOut:
-            throw .forbidden(message: "forbidden by policy: no answer within \(seconds) seconds to the desktop notification asking whether \(who) may have \(what): ask again and choose Allow")
-        case .busy(let limit):
-            throw .overloaded(message: "\(limit) questions of [[allow]] rules with confirm = true wait for your answer in desktop notifications already: answer or dismiss them, then ask again")
-        case .unavailable(let why):
-            throw .forbidden(message: "forbidden by policy: the [[allow]] rule for \(who) has confirm = true, but authbrokerd cannot ask you: no desktop notification could be shown (\(why)); run authbrokerd in your desktop session, or remove confirm from the rule")
-        }
-    }
-}

@@ -2,39 +2,36 @@ import BrokerCrypto
 import BrokerProtocol
 import OAuth
 
-extension Broker {
-    /// The account with a DPoP key when its provider uses DPoP: an account signed in
-    /// before DPoP was turned on gets one here, stored before its first use, because the
-    /// provider may bind the next refresh token to it. Runs in the account's RefreshQueue.
-    func withDPoPKey(_ account: Account, provider: Provider, metadata: ProviderMetadata) async throws(BrokerError) -> Account {
-        guard provider.config.dpop != nil, account.dpop == nil else { return account }
-        var updated = account
-        updated.dpop = try provider.newDPoPSigner(metadata: metadata)
-        accounts.update(account.key) { $0.dpop = updated.dpop }
-        guard !account.machine else { return updated }  // machine accounts store nothing
-        do {
-            try await store.save(AccountSecret.credential(for: updated))
-        } catch {
-            updated.unsaved = true
-            accounts.update(account.key) { $0.unsaved = true }
-            logger.error("the new DPoP key could not be written to the store; retrying in the background", metadata: ["account": "\(account.key)", "error": "\(error.message)"])
-            retrySave(account.key)
-        }
-        logger.info("made a DPoP key", metadata: ["account": "\(account.key)", "alg": "\(updated.dpop?.key.algorithm.rawValue ?? "-")"])
-        return updated
+/// The proofs service: `dpop.proof` (RFC 9449), the token `token.get` would give and a
+/// proof for one request with it, signed with the account's key inside the daemon
+/// (docs/dpop.md). The keys themselves are the accounts' (made by a sign-in or, for an
+/// account from before DPoP was turned on, by the refresher, and kept in the store).
+///
+/// Owns no state. Depends on the tokens service (the token), the accounts (the key) and
+/// the providers (whether DPoP is on).
+public final class ProofsService: RegistersMethods, Sendable {
+    private let tokens: TokensService
+    private let clock: WallClock
+
+    init(tokens: TokensService, clock: WallClock) {
+        self.tokens = tokens
+        self.clock = clock
     }
+
+    private var accounts: AccountsService { tokens.accounts }
+    private var providers: ProvidersService { tokens.providers }
 
     /// `dpop.proof`: the token `token.get` would give, and a proof for one request with it
     /// (`ath` is the token's hash), signed with the account's key inside the daemon.
     public func dpopProof(_ request: DPoPProofParams) async throws(BrokerError) -> DPoPProofResult {
         try Self.checkProofTarget(request)
-        let provider = try provider(request.token.provider)
+        let provider = try providers.provider(request.token.provider)
         guard provider.config.dpop != nil else {
             throw BrokerError.invalidRequest(message: "\(provider.name) does not use DPoP: set dpop = true for it in config.toml, or send its tokens as Bearer")
         }
-        let token = try await token(request.token)
+        let token = try await tokens.token(request.token)
         // Read again after the token: a refresh may just have given the account its key.
-        let (_, account) = try resolved(provider: request.token.provider, account: request.token.account)
+        let (_, account) = try accounts.resolved(provider: request.token.provider, account: request.token.account)
         guard let signer = account.dpop else {
             throw BrokerError.internalError("the account has no DPoP key although its provider uses DPoP")
         }
@@ -55,8 +52,8 @@ extension Broker {
     /// `dpopProof(_:)`, which also explains any refusal.
     public func cachedDPoPProof(_ request: DPoPProofParams) -> DPoPProofResult? {
         guard (try? Self.checkProofTarget(request)) != nil,
-              let token = cachedToken(request.token), token.tokenType == "DPoP",
-              case .found(let provider, let account) = resolve(provider: request.token.provider, account: request.token.account),
+              let token = tokens.cachedToken(request.token), token.tokenType == "DPoP",
+              case .found(let provider, let account) = accounts.resolve(provider: request.token.provider, account: request.token.account),
               provider.config.dpop != nil, let signer = account.dpop,
               let proof = try? signer.proof(method: request.htm, url: request.htu, now: clock.now(), nonce: request.nonce,
                                             accessToken: token.accessToken)
@@ -82,15 +79,16 @@ extension Broker {
         }
     }
 
-    /// Extra token parameters: none of the protocol's own names, and a sensible size.
-    static func checkParams(_ params: [String: String]?) throws(BrokerError) {
-        guard let params, !params.isEmpty else { return }
-        let reserved = TokenRequestParameters.reserved(in: params.keys)
-        guard reserved.isEmpty else {
-            throw BrokerError.invalidRequest(message: "params may not set \(reserved.joined(separator: ", ")): authbroker sets it itself")
-        }
-        guard params.count <= 16, params.allSatisfy({ !$0.key.isEmpty && $0.key.utf8.count <= 128 && $0.value.utf8.count <= 4096 }) else {
-            throw BrokerError.invalidRequest(message: "params may hold up to 16 names of up to 128 bytes, each with a value of up to 4096 bytes")
-        }
+    public func register(into registrar: inout some MethodRegistrar) {
+        registrar.add(MethodSpec(
+            .dpopProof, empty: DPoPProofParams(token: TokenGetParams(), htm: "", htu: ""),
+            access: .checked("the token the proof is for, as token.get") { p in
+                .token(provider: p.token.provider, targets: [p.token.resource], scopes: p.token.scopes ?? [],
+                       params: p.token.params.map { Array($0.keys) } ?? [])
+            },
+            fast: { self.cachedDPoPProof($0) },
+            cancelledOnClose: { $0.token.waitForSignIn != nil },
+            mints: true,
+            slow: { p throws(BrokerError) in try await self.dpopProof(p) }))
     }
 }

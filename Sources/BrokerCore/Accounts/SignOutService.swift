@@ -1,14 +1,32 @@
 import BrokerProtocol
+import Logging
 import OAuth
 import SecretStore
 
-extension Broker {
+/// The sign-out service: `logout`. Revokes the account's refresh tokens at the provider
+/// (RFC 7009) where it can, removes the item from the store, forgets the account and its
+/// cached tokens, and gives the URL that ends the provider's browser session.
+///
+/// Owns no state. Depends on the accounts and `TokenForgetting`.
+public final class SignOutService: RegistersMethods, Sendable {
+    private let accounts: AccountsService
+    private let tokens: TokenForgetting
+    private let events: EventHub
+    private let logger: Logger
+
+    init(accounts: AccountsService, tokens: TokenForgetting, events: EventHub, logger: Logger) {
+        self.accounts = accounts
+        self.tokens = tokens
+        self.events = events
+        self.logger = logger
+    }
+
     /// Revokes the refresh token at the provider (RFC 7009) where it can, removes the item
     /// from the store, and forgets the account's cached tokens.
     public func logout(_ params: LogoutParams) async throws(BrokerError) -> LogoutResult {
-        let (provider, account) = try resolved(provider: params.provider, account: params.account)
+        let (provider, account) = try accounts.resolved(provider: params.provider, account: params.account)
         if account.machine {
-            cache.removeAll(for: account.key)
+            tokens.dropCached(account.key)
             return LogoutResult(provider: provider.name, account: account.key.subject, revoked: false,
                                 revocationNote: "\(provider.name) is a machine account: its cached tokens were dropped")
         }
@@ -24,11 +42,12 @@ extension Broker {
             endSession = try? await endSessionURL(provider, account: account)
         }
         do {
-            try await store.delete(CredentialKey(provider: account.key.provider, issuer: account.issuer, clientID: account.clientID, subject: account.key.subject))
+            try await accounts.store.delete(CredentialKey(provider: account.key.provider, issuer: account.issuer, clientID: account.clientID, subject: account.key.subject))
         } catch {
             throw BrokerError.storeUnavailable(message: "could not remove the sign-in from the store: \(error.message)", reason: error.reason)
         }
-        forget(account.key)
+        accounts.remove(account.key)
+        tokens.forget(account.key)
         logger.info("signed out", metadata: ["account": "\(account.key)", "revoked": "\(revoked)"])
         events.emit(BrokerEvent(kind: .signedOut, provider: provider.name, account: account.displayName,
                                 subject: account.key.subject))
@@ -62,5 +81,12 @@ extension Broker {
     private func endSessionURL(_ provider: Provider, account: Account) async throws(BrokerError) -> String? {
         provider.client.endSessionURL(try await provider.discovered(), logoutHint: account.username,
                                       postLogoutRedirectURI: provider.config.postLogoutRedirectURI)
+    }
+
+    public func register(into registrar: inout some MethodRegistrar) {
+        registrar.add(MethodSpec(
+            .logout, empty: LogoutParams(),
+            access: .open("the user's own management (`authctl logout`): it ends a sign-in and answers no token, claim or secret; the [[allow]] rules restrict what programs may get, not the user's account management (docs/security.md)"),
+            slow: { p throws(BrokerError) in try await self.logout(p) }))
     }
 }

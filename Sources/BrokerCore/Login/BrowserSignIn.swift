@@ -1,17 +1,41 @@
 import BrokerCrypto
 import BrokerProtocol
+import Logging
 import OAuth
 
 /// The browser sign-in: authorization code + PKCE (S256) with a loopback redirect
 /// (RFC 8252 §7.3), `state` and `nonce`, and the RFC 9207 `iss` check.
-extension Broker {
-    func startBrowserLogin(_ provider: Provider, _ params: LoginStartParams) async throws(BrokerError) -> LoginStartResult {
+/// Owns no state beyond the sign-ins it adds to `LoginSessions` (the sign-in service's);
+/// opens its loopback listener through `RedirectListening` (the server's).
+final class BrowserSignIn: Sendable {
+    private let logins: LoginSessions
+    private let completion: SignInCompletion
+    private let providers: ProvidersService
+    /// Opens the browser sign-in's loopback listener; without one only device sign-ins work.
+    private let redirects: (any RedirectListening)?
+    private let counters: BrokerCounters
+    private let logger: Logger
+    private let clock: WallClock
+
+    init(logins: LoginSessions, completion: SignInCompletion, providers: ProvidersService, redirects: (any RedirectListening)?,
+         counters: BrokerCounters, logger: Logger, clock: WallClock) {
+        self.logins = logins
+        self.completion = completion
+        self.providers = providers
+        self.redirects = redirects
+        self.counters = counters
+        self.logger = logger
+        self.clock = clock
+    }
+
+
+    func start(_ provider: Provider, _ params: LoginStartParams) async throws(BrokerError) -> LoginStartResult {
         let extra = provider.config.authorizationParams.merging(params.params ?? [:]) { $1 }
         let reserved = AuthorizationRequest.reserved(in: extra.keys)
         guard reserved.isEmpty else {
             throw BrokerError.invalidRequest(message: "\(reserved.joined(separator: ", ")) cannot be given: authbroker sets it itself")
         }
-        let timeout = params.timeout ?? config.daemon.loginTimeout
+        let timeout = params.timeout ?? providers.config.daemon.loginTimeout
         guard (1...3600).contains(timeout) else {
             throw BrokerError.invalidRequest(message: "timeout must be between 1 and 3600 seconds")
         }
@@ -130,7 +154,7 @@ extension Broker {
                 throw await provider.failedSignIn(error)
             }
         }
-        return try await completeLogin(tokens, provider: provider, metadata: metadata, nonce: request.nonce, dpop: signer, resource: resource)
+        return try await completion.completeLogin(tokens, provider: provider, metadata: metadata, nonce: request.nonce, dpop: signer, resource: resource)
     }
 }
 

@@ -1,24 +1,47 @@
 import BrokerProtocol
+import Logging
 import OAuth
 
-extension Broker {
+/// The exchange service: `token.exchange` (RFC 8693), a token for a downstream service
+/// minted from the account's access token (or ID token) and cached under its own key.
+///
+/// Owns no state of its own: its tokens go into the tokens service's cache under keys
+/// with an exchange target. Depends on the tokens service (the subject token, the cache,
+/// how answers look) and its refresher (the account's queue, its DPoP key).
+public final class ExchangeService: RegistersMethods, Sendable {
+    private let tokens: TokensService
+    private let logger: Logger
+    private let clock: WallClock
+
+    init(tokens: TokensService, clock: WallClock, logger: Logger) {
+        self.tokens = tokens
+        self.clock = clock
+        self.logger = logger
+    }
+
+    private var cache: TokenCache { tokens.cache }
+    private var refresher: Refresher { tokens.refresher }
+    private var accounts: AccountsService { tokens.accounts }
+    private var providers: ProvidersService { tokens.providers }
+    private var counters: BrokerCounters { tokens.counters }
+
     /// A token for a downstream service (RFC 8693), minted at the provider's token endpoint
     /// from the account's access token (or ID token), and cached under its own key.
     public func exchangeToken(_ request: TokenExchangeParams) async throws(BrokerError) -> TokenGetResult {
         let target = try Self.exchangeTarget(request)
-        try Self.checkMinTTL(request.minTTL)
-        let (provider, account) = try resolved(provider: request.provider, account: request.account)
+        try TokensService.checkMinTTL(request.minTTL)
+        let (provider, account) = try accounts.resolved(provider: request.provider, account: request.account)
         guard account.state == .ready else { throw BrokerError.signInAgain(provider.name, account.displayName) }
         // As for token.get: each new resource costs a request to the provider.
         guard provider.config.serves(resource: request.resource) else {
             throw BrokerError.invalidRequest(message: "resource is not one of the resources of [providers.\(provider.name)] in config.toml: add it there, or set any_resource = true there")
         }
-        try checkCallerChoices(scopes: request.scopes, params: nil, provider: provider)
+        try provider.checkCallerChoices(scopes: request.scopes, params: nil)
         let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [], exchange: target)
-        let minimumLife = minimumLife(request.minTTL)
+        let minimumLife = tokens.minimumLife(request.minTTL)
         if let token = cache.lookup(key, now: clock.now(), minimumLife: minimumLife) {
             counters.cacheHits.increment()
-            return result(token, key: key, account: account)
+            return tokens.result(token, key: key, account: account)
         }
         // Got before the account's queue is entered: a refresh of the subject token runs
         // in that queue itself.
@@ -29,15 +52,15 @@ extension Broker {
             }
             subjectToken = idToken
         } else {
-            subjectToken = try await token(TokenGetParams(provider: provider.name, account: account.key.subject)).accessToken
+            subjectToken = try await tokens.token(TokenGetParams(provider: provider.name, account: account.key.subject)).accessToken
         }
-        let token = try await queue(for: account.key).run(key) { () async throws(BrokerError) -> CachedToken in
+        let token = try await refresher.queue(for: account.key).run(key) { () async throws(BrokerError) -> CachedToken in
             if let token = self.cache.lookup(key, now: self.clock.now(), minimumLife: minimumLife) { return token }
-            try self.checkRoom(for: key, provider: provider, account: account)
+            try self.refresher.checkRoom(for: key, provider: provider, account: account)
             return try await self.exchange(subjectToken, key: key, target: target, provider: provider)
         }
-        try Self.checkLife(token, minTTL: request.minTTL, now: clock.now(), provider: provider.name)
-        return result(token, key: key, account: account)
+        try TokensService.checkLife(token, minTTL: request.minTTL, now: clock.now(), provider: provider.name)
+        return tokens.result(token, key: key, account: account)
     }
 
     /// The answer from the cache, without waiting: nil when the provider must be asked (or
@@ -46,16 +69,16 @@ extension Broker {
     public func cachedExchange(_ request: TokenExchangeParams) -> TokenGetResult? {
         guard let target = try? Self.exchangeTarget(request),
               request.minTTL.map(TokenGetParams.minTTLRange.contains) ?? true,
-              case .found(let provider, let account) = resolve(provider: request.provider, account: request.account),
+              case .found(let provider, let account) = accounts.resolve(provider: request.provider, account: request.account),
               provider.config.serves(resource: request.resource),
               provider.config.allows(scopes: request.scopes ?? []),
               account.state == .ready
         else { return nil }
         let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [], exchange: target)
-        let margin = table.withLock { $0.config.daemon.refreshMargin }
+        let margin = providers.refreshMargin
         guard let token = cache.lookup(key, now: clock.now(), minimumLife: Double(max(margin, request.minTTL ?? 0))) else { return nil }
         counters.cacheHits.increment()
-        return result(token, key: key, account: account)
+        return tokens.result(token, key: key, account: account)
     }
 
     /// One exchange at the provider, with a DPoP proof when the provider uses DPoP.
@@ -65,7 +88,7 @@ extension Broker {
         let metadata = try await provider.discovered()
         if provider.config.dpop != nil { try provider.checkOffersDPoP(metadata) }
         try await provider.checkBackoff()
-        account = try await withDPoPKey(account, provider: provider, metadata: metadata)
+        account = try await refresher.withDPoPKey(account, provider: provider, metadata: metadata)
         let client = provider.client(provider.signer(of: account), metadata: metadata, clock: clock)
         let sentAt = clock.now()
         let response: TokenResponse
@@ -118,16 +141,18 @@ extension Broker {
         return ExchangeTarget(audience: request.audience, subjectTokenType: subjectType, requestedTokenType: requested)
     }
 
-    /// Refuses an exchange the caller policy does not grant: the same rules as `token.get`,
-    /// for every parameter that names what the new token is for. The resource (RFC 8707)
-    /// and the audience (RFC 8693 §2.1) both do: Keycloak, Okta and Auth0 mint the token
-    /// for the audience, others for the resource, so one rule must grant both.
-    public func authorizeExchange(_ identify: CallerIdentification, _ request: TokenExchangeParams) throws(BrokerError) -> ConfirmQuestion? {
-        let policy = callerPolicy
-        guard !policy.isOpen else { return nil }
-        let caller = try identify(policy.needsCgroup)
-        let targets = [request.resource, request.audience].compactMap { $0 }
-        return try authorize(caller, policy: policy, provider: request.provider, targets: targets.isEmpty ? [nil] : targets,
-                      scopes: request.scopes ?? [], params: [])
+    public func register(into registrar: inout some MethodRegistrar) {
+        // The resource (RFC 8707) and the audience (RFC 8693 §2.1) both name what the new
+        // token is for: Keycloak, Okta and Auth0 mint it for the audience, others for the
+        // resource, so one rule must grant both.
+        registrar.add(MethodSpec(
+            .tokenExchange, empty: TokenExchangeParams(),
+            access: .checked("the new token: provider, resource and audience (one rule must grant both), scopes") { p in
+                let targets = [p.resource, p.audience].compactMap { $0 }
+                return .token(provider: p.provider, targets: targets.isEmpty ? [nil] : targets, scopes: p.scopes ?? [], params: [])
+            },
+            fast: { self.cachedExchange($0) },
+            mints: true,
+            slow: { p throws(BrokerError) in try await self.exchangeToken(p) }))
     }
 }

@@ -1,11 +1,27 @@
 import BrokerProtocol
 import OAuth
 
-/// `account.whoami` and `account.userinfo`: who the signed-in account is.
-extension Broker {
+/// The claims service: `account.whoami` (the claims of the account's ID token, verified
+/// when it was received) and `account.userinfo` (the provider's UserInfo answer, fetched
+/// with a fresh access token).
+///
+/// Owns no state. Depends on the accounts, and the tokens service for userinfo's token.
+public final class ClaimsService: RegistersMethods, Sendable {
+    private let accounts: AccountsService
+    private let tokens: TokensService
+    private let clock: WallClock
+
+    init(accounts: AccountsService, tokens: TokensService, clock: WallClock) {
+        self.accounts = accounts
+        self.tokens = tokens
+        self.clock = clock
+    }
+
+    private var counters: BrokerCounters { tokens.counters }
+
     /// The claims of the account's ID token, verified when it was received.
     public func whoami(_ params: AccountParams) throws(BrokerError) -> ClaimsResult {
-        let (provider, account) = try resolved(provider: params.provider, account: params.account)
+        let (provider, account) = try accounts.resolved(provider: params.provider, account: params.account)
         guard let idToken = account.idToken, let claims = JWT.decodeClaims(idToken) else {
             let why = account.machine ? ": it is a machine account" : ": the provider sent none at sign-in; `authctl userinfo` asks the provider instead"
             throw BrokerError.invalidRequest(message: "\(provider.name) has no ID token for \(account.displayName)\(why)")
@@ -15,14 +31,14 @@ extension Broker {
 
     /// The provider's UserInfo answer, fetched with a fresh access token for the account.
     public func userinfo(_ params: AccountParams) async throws(BrokerError) -> ClaimsResult {
-        let (provider, account) = try resolved(provider: params.provider, account: params.account)
+        let (provider, account) = try accounts.resolved(provider: params.provider, account: params.account)
         guard !account.machine else {
             throw BrokerError.invalidRequest(message: "\(provider.name) is a machine account: it has no user info")
         }
-        let token = try await token(TokenGetParams(provider: provider.name, account: account.key.subject))
+        let token = try await tokens.token(TokenGetParams(provider: provider.name, account: account.key.subject))
         let metadata = try await provider.discovered()
         // Read again after the token: a refresh may just have given the account its DPoP key.
-        let (_, current) = try resolved(provider: provider.name, account: account.key.subject)
+        let (_, current) = try accounts.resolved(provider: provider.name, account: account.key.subject)
         let client = provider.client(provider.signer(of: current), metadata: metadata, clock: clock)
         do {
             let claims = try await client.userinfo(metadata, accessToken: token.accessToken, subject: account.key.subject,
@@ -39,5 +55,17 @@ extension Broker {
             }
             throw await provider.failed(error, doing: "userinfo request")
         }
+    }
+
+    public func register(into registrar: inout some MethodRegistrar) {
+        let claims: Access<AccountParams> = .checked("the account's claims: a rule with claims = true for the provider") { p in
+            .claims(provider: p.provider)
+        }
+        registrar.add(MethodSpec(
+            .accountWhoami, empty: AccountParams(), access: claims,
+            slow: { p throws(BrokerError) in try self.whoami(p) }))
+        registrar.add(MethodSpec(
+            .accountUserinfo, empty: AccountParams(), access: claims,
+            slow: { p throws(BrokerError) in try await self.userinfo(p) }))
     }
 }

@@ -1,125 +1,50 @@
 import BrokerProtocol
+import Logging
 import OAuth
 import SecretStore
+import Synchronization
 
-extension Broker {
-    /// The answer from the cache, without waiting: nil when the token must be refreshed
-    /// (or the request fails), in which case the caller goes on to `token(_:)`.
-    public func cachedToken(_ request: TokenGetParams) -> TokenGetResult? {
-        counters.tokenRequests.increment()
-        // Runs on the event loop for every request: short locks, no sorted copies, no
-        // thrown errors. Anything unusual returns nil and `token(_:)` answers it, an
-        // out-of-range min_ttl included (it is refused there, cached or not).
-        if let minTTL = request.minTTL, !TokenGetParams.minTTLRange.contains(minTTL) { return nil }
-        guard case .found(let provider, let account) = resolve(provider: request.provider, account: request.account),
-              provider.config.serves(resource: request.resource),
-              provider.config.allows(scopes: request.scopes ?? []),
-              request.params.map({ provider.config.allows(paramNames: $0.keys) }) ?? true,
-              account.state == .ready
-        else { return nil }
-        let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [], params: request.params)
-        let margin = table.withLock { $0.config.daemon.refreshMargin }
-        let minimumLife = Double(max(margin, request.minTTL ?? 0))
-        guard let token = cache.lookup(key, now: clock.now(), minimumLife: minimumLife) else { return nil }
-        counters.cacheHits.increment()
-        askedFor(key, provider: provider)
-        return result(token, key: key, account: account)
+/// One refresh at the provider, and what it leaves behind: the account's `RefreshQueue`
+/// (one refresh per refresh token at a time), the rotated refresh token stored before the
+/// access token is served, a refused refresh token's consequences, an account's DPoP key.
+/// Used by the tokens and exchange services and the background refreshes; registers no
+/// method.
+///
+/// Owns: the refresh queues, the set of accounts whose newest refresh token is being
+/// written again. Writes the token cache (owned by the tokens service) and the accounts.
+final class Refresher: Sendable {
+    let cache: TokenCache
+    private let accounts: AccountsService
+    private let providers: ProvidersService
+    private let counters: BrokerCounters
+    private let events: EventHub
+    private let logger: Logger
+    private let clock: WallClock
+    private let queues = Mutex<[AccountKey: RefreshQueue]>([:])
+    /// Accounts whose newest refresh token is being written again (see `retrySave`).
+    private let resaving = Mutex<Set<AccountKey>>([])
+
+    init(cache: TokenCache, accounts: AccountsService, providers: ProvidersService, counters: BrokerCounters,
+         events: EventHub, logger: Logger, clock: WallClock) {
+        self.cache = cache
+        self.accounts = accounts
+        self.providers = providers
+        self.counters = counters
+        self.events = events
+        self.logger = logger
+        self.clock = clock
     }
 
-    /// A token for the request: from the cache when it has enough life left, otherwise
-    /// refreshed first (one refresh per account at a time). With `wait_for_sign_in`, an
-    /// account that needs a sign-in gets one first (`awaitSignIn`, docs/sign-in.md).
-    public func token(_ request: TokenGetParams) async throws(BrokerError) -> TokenGetResult {
-        guard let wait = request.waitForSignIn else { return try await tokenNow(request) }
-        let range = TokenGetParams.waitForSignInRange
-        guard range.contains(wait) else {
-            throw BrokerError.invalidRequest(message: "wait_for_sign_in must be between \(range.lowerBound) and \(range.upperBound) seconds")
-        }
-        do {
-            return try await tokenNow(request)
-        } catch {
-            guard case .loginRequired(let name, _) = error else { throw error }
-            try await awaitSignIn(provider: name, seconds: wait)
-            return try await tokenNow(request)
-        }
-    }
+    private var store: any CredentialStore { accounts.store }
 
-    /// `token(_:)` without waiting for a sign-in: `login_required` at once.
-    private func tokenNow(_ request: TokenGetParams) async throws(BrokerError) -> TokenGetResult {
-        try Self.checkMinTTL(request.minTTL)
-        try Self.checkParams(request.params)
-        let (provider, account) = try resolved(provider: request.provider, account: request.account)
-        guard account.state == .ready else {
-            throw BrokerError.signInAgain(provider.name, account.displayName)
+    /// The account's queue: every refresh of the account runs in it.
+    func queue(for key: AccountKey) -> RefreshQueue {
+        queues.withLock { all in
+            if let q = all[key] { return q }
+            let q = RefreshQueue()
+            all[key] = q
+            return q
         }
-        // Every new resource costs a request to the provider: only configured ones are asked
-        // for, so a caller cannot make the daemon send thousands.
-        guard provider.config.serves(resource: request.resource) else {
-            throw BrokerError.invalidRequest(message: "resource is not one of the resources of [providers.\(provider.name)] in config.toml: add it there (and sign in again), or set any_resource = true there")
-        }
-        try checkCallerChoices(scopes: request.scopes, params: request.params, provider: provider)
-        let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [], params: request.params)
-        // After the answer is in the cache: the background refresh starts from it.
-        defer { askedFor(key, provider: provider) }
-        let minimumLife = minimumLife(request.minTTL)
-        if let token = cache.lookup(key, now: clock.now(), minimumLife: minimumLife) {
-            counters.cacheHits.increment()
-            return result(token, key: key, account: account)
-        }
-        let token: CachedToken
-        do {
-            token = try await queue(for: account.key).run(key) { () async throws(BrokerError) -> CachedToken in
-                // Another request may have filled the cache while this one waited its turn.
-                if let token = self.cache.lookup(key, now: self.clock.now(), minimumLife: minimumLife) { return token }
-                try self.checkRoom(for: key, provider: provider, account: account)
-                return try await self.servableRefresh(key, provider: provider)
-            }
-        } catch {
-            // refresh_margin is the broker's own preference: while the provider cannot be
-            // reached, a token that still meets the caller's min_ttl is better than none.
-            guard case .providerUnreachable = error,
-                  let stale = cache.lookup(key, now: clock.now(), minimumLife: Double(request.minTTL ?? 0))
-            else { throw error }
-            if provider.outage.servedFromCache() {
-                logger.notice("\(provider.name) cannot be reached: serving cached tokens while they last (one line when it answers again)")
-            }
-            return result(stale, key: key, account: account)
-        }
-        try Self.checkLife(token, minTTL: request.minTTL, now: clock.now(), provider: provider.name)
-        return result(token, key: key, account: account)
-    }
-
-    /// Refuses a token just minted that cannot be served: shorter-lived than the caller's
-    /// `min_ttl`, or than the cache's reserve second.
-    static func checkLife(_ token: CachedToken, minTTL: Int?, now: Double, provider: String) throws(BrokerError) {
-        let left = token.expiresAt - now
-        if let minTTL, left <= Double(minTTL) {
-            throw BrokerError.invalidRequest(message: "\(provider) issues tokens for this resource that live less than the min_ttl of \(minTTL) s asked for")
-        }
-        if left <= TokenCache.reserve {
-            throw BrokerError.invalidRequest(message: "\(provider) issued a token for this resource that lives less than a second, which authbroker never serves (it could expire on the way to the API): check the access token lifetime at the provider")
-        }
-    }
-
-    /// Refuses a `min_ttl` outside the one range `token.get` and `token.exchange` take.
-    static func checkMinTTL(_ minTTL: Int?) throws(BrokerError) {
-        let range = TokenGetParams.minTTLRange
-        if let minTTL, !range.contains(minTTL) {
-            throw BrokerError.invalidRequest(message: "min_ttl must be between \(range.lowerBound) and \(range.upperBound) seconds")
-        }
-    }
-
-    /// The life a cached token must have left to be served: the caller's `min_ttl`, and no
-    /// less than `refresh_margin`.
-    func minimumLife(_ minTTL: Int?) -> Double {
-        Double(max(config.daemon.refreshMargin, minTTL ?? 0))
-    }
-
-    func result(_ token: CachedToken, key: CacheKey, account: Account) -> TokenGetResult {
-        TokenGetResult(
-            accessToken: token.accessToken, tokenType: token.tokenType, expiresAt: Int64(token.expiresAt),
-            scope: token.scope, resource: key.resource, provider: key.account.provider,
-            account: account.displayName)
     }
 
     /// A refresh whose token has life left to serve: a provider that answered so late (it
@@ -208,7 +133,7 @@ extension Broker {
         // one that fails is not kept, and the access token is still served.
         var idToken: String?
         if let received = response.idToken {
-            if let claims = try? await verifyIDToken(received, provider: provider, metadata: metadata, nonce: nil),
+            if let claims = try? await providers.verifyIDToken(received, provider: provider, metadata: metadata, nonce: nil),
                claims.sub == account.key.subject {
                 idToken = received
             }
@@ -238,7 +163,7 @@ extension Broker {
     private func refreshRequest(_ client: OAuthClient, metadata: ProviderMetadata, refreshToken: String, resource: String?,
                              scopes: [String]?, extra: [(String, String)], sentAt: Double, provider: Provider,
                              account: Account) async throws(OAuthError) -> TokenResponse {
-        let timeout = Double(config.daemon.refreshTimeout)
+        let timeout = Double(providers.config.daemon.refreshTimeout)
         do {
             return try await client.refresh(metadata, refreshToken: refreshToken, resource: resource, scopes: scopes,
                                             extra: extra, timeout: timeout)
@@ -294,5 +219,78 @@ extension Broker {
                 if done { return }
             }
         }
+    }
+
+
+    /// The sentence for `invalid_target`: what is true about this resource and this account.
+    func invalidTarget(_ resource: String?, account: Account, chain: String?, provider: Provider) -> BrokerError {
+        let name = provider.name
+        let what = resource ?? "the default audience"
+        let message: String
+        if let resource, provider.config.resources.contains(resource) {
+            let perResource = "`authctl login --provider \(name) --resource \(resource)`"
+            if chain == nil, let narrowed = account.rotatedFor, narrowed != resource {
+                // Signing in again gives a new refresh token that narrows the same way.
+                let to = narrowed.isEmpty ? "the default audience" : narrowed
+                let fix = provider.config.refreshTokens == .onePerResource
+                    ? "sign in once for this resource with \(perResource)"
+                    : "set refresh_tokens = \"one-per-resource\" under [providers.\(name)] in config.toml, restart authbrokerd and run \(perResource) (docs/providers.md)"
+                message = "\(name) narrowed this account's refresh token to \(to) when it rotated it, so it no longer grants \(resource); signing in again would narrow the new one the same way: \(fix)"
+            } else if chain != nil {
+                message = "\(name) no longer grants \(resource) to the sign-in made for it: run \(perResource)"
+            } else {
+                message = "\(name) does not grant \(resource) to this sign-in: run `authctl login --provider \(name)` so the sign-in asks for it"
+            }
+        } else {
+            message = "\(name) does not grant tokens for \(what) to this sign-in: add it to resources in config.toml and run `authctl login --provider \(name)`"
+        }
+        return BrokerError.providerError(provider: name, oauthError: "invalid_target", message: message)
+    }
+
+    /// A resource's own refresh token was refused (`invalid_grant`): only that resource
+    /// needs a new sign-in; the account and its other refresh tokens stay.
+    func dropChain(_ chain: String, of account: Account, provider: Provider) async -> BrokerError {
+        accounts.update(account.key) { $0.resourceRefreshTokens[chain] = nil }
+        cache.removeAll(for: account.key)
+        if let changed = accounts[account.key] { try? await store.save(AccountSecret.credential(for: changed)) }
+        logger.warning("a resource's refresh token was refused: sign-in for it required",
+                       metadata: ["account": "\(account.key)", "resource": "\(chain)"])
+        events.emit(BrokerEvent(kind: .loginRequired, provider: provider.name, account: account.displayName,
+                                subject: account.key.subject, resource: chain))
+        return BrokerError.loginRequired(
+            provider: provider.name,
+            message: "the sign-in of \(account.displayName) at \(provider.name) for \(chain) is no longer valid: run `authctl login --provider \(provider.name) --resource \(chain)`")
+    }
+
+    /// The account with a DPoP key when its provider uses DPoP: an account signed in
+    /// before DPoP was turned on gets one here, stored before its first use, because the
+    /// provider may bind the next refresh token to it. Runs in the account's RefreshQueue.
+    func withDPoPKey(_ account: Account, provider: Provider, metadata: ProviderMetadata) async throws(BrokerError) -> Account {
+        guard provider.config.dpop != nil, account.dpop == nil else { return account }
+        var updated = account
+        updated.dpop = try provider.newDPoPSigner(metadata: metadata)
+        accounts.update(account.key) { $0.dpop = updated.dpop }
+        guard !account.machine else { return updated }  // machine accounts store nothing
+        do {
+            try await store.save(AccountSecret.credential(for: updated))
+        } catch {
+            updated.unsaved = true
+            accounts.update(account.key) { $0.unsaved = true }
+            logger.error("the new DPoP key could not be written to the store; retrying in the background", metadata: ["account": "\(account.key)", "error": "\(error.message)"])
+            retrySave(account.key)
+        }
+        logger.info("made a DPoP key", metadata: ["account": "\(account.key)", "alg": "\(updated.dpop?.key.algorithm.rawValue ?? "-")"])
+        return updated
+    }
+
+    /// Refuses a new token for `key` when the account holds `max_tokens_per_account` live
+    /// tokens of other keys already: every distinct resource, scope set, params and exchange
+    /// target is one, and each costs a request to the provider. Called in the account's
+    /// queue, so concurrent requests cannot overshoot it.
+    func checkRoom(for key: CacheKey, provider: Provider, account: Account) throws(BrokerError) {
+        let limit = provider.config.maxTokensPerAccount
+        guard !cache.hasRoom(for: key, limit: limit, now: clock.now()) else { return }
+        logger.notice("token refused: the account holds its maximum of distinct tokens", metadata: ["account": "\(account.key)", "limit": "\(limit)"])
+        throw BrokerError.overloaded(message: "\(account.displayName) at \(provider.name) holds \(limit) live tokens for other resources, scopes and params already (max_tokens_per_account of [providers.\(provider.name)]): ask for one of those, or again when they expire")
     }
 }

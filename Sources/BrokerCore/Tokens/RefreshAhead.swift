@@ -1,3 +1,4 @@
+import Logging
 import Synchronization
 
 /// Background refresh of tokens in use (`refresh_ahead = true`): a token some caller asked
@@ -5,6 +6,10 @@ import Synchronization
 /// `refresh_margin` would make the next caller wait for the provider. One task per cache
 /// key, started by a request and ended when nobody asked recently, on sign-out, reload or
 /// stop; its refreshes go through the account's RefreshQueue like any other.
+///
+/// Owns: when each key was last asked for, and the running tasks. Built by the composition
+/// root and held by the tokens service; the sign-in, sign-out and reload stop it through
+/// `TokenForgetting`.
 final class RefreshAhead: Sendable {
     struct State {
         /// When a caller last asked for each key of a refresh-ahead provider.
@@ -14,28 +19,38 @@ final class RefreshAhead: Sendable {
         var nextID = 0
     }
 
-    let state = Mutex(State())
+    private let state = Mutex(State())
     /// The longest single sleep: the wall clock is read again after each (it may have been
     /// moved, or the machine suspended).
-    let tick: Duration
+    private let tick: Duration
+    private let refresher: Refresher
+    private let providers: ProvidersService
+    private let clock: WallClock
+    private let logger: Logger
 
-    init(tick: Duration) { self.tick = tick }
-}
+    init(tick: Duration, refresher: Refresher, providers: ProvidersService, clock: WallClock, logger: Logger) {
+        self.tick = tick
+        self.refresher = refresher
+        self.providers = providers
+        self.clock = clock
+        self.logger = logger
+    }
 
-extension Broker {
+    private var cache: TokenCache { refresher.cache }
+
     /// Notes that a caller asked for `key`; starts its background refresh if none runs.
     /// Costs one flag test for providers without `refresh_ahead`.
     func askedFor(_ key: CacheKey, provider: Provider) {
         guard provider.config.refreshAhead else { return }
         let now = clock.now()
-        ahead.state.withLock { s in
+        state.withLock { s in
             s.lastAsked[key] = now
             guard s.tasks[key] == nil else { return }
             let id = s.nextID
             s.nextID += 1
             let task = Task { [weak self] in
-                await self?.refreshAheadLoop(key, provider: provider)
-                self?.ahead.state.withLock { s in
+                await self?.loop(key, provider: provider)
+                self?.state.withLock { s in
                     if s.tasks[key]?.id == id {
                         s.tasks[key] = nil
                         s.lastAsked[key] = nil
@@ -47,8 +62,8 @@ extension Broker {
     }
 
     /// Ends the background refreshes of one account, or of all (reload, stop).
-    public func stopRefreshingAhead(_ account: AccountKey? = nil) {
-        let ended = ahead.state.withLock { s -> [Task<Void, Never>] in
+    func stop(_ account: AccountKey? = nil) {
+        let ended = state.withLock { s -> [Task<Void, Never>] in
             let keys = s.tasks.keys.filter { account == nil || $0.account == account }
             defer { for k in keys { s.tasks[k] = nil; s.lastAsked[k] = nil } }
             return keys.compactMap { s.tasks[$0]?.task }
@@ -56,27 +71,27 @@ extension Broker {
         for task in ended { task.cancel() }
     }
 
-    private func refreshAheadLoop(_ key: CacheKey, provider: Provider) async {
+    private func loop(_ key: CacheKey, provider: Provider) async {
         var refreshedHere = false
         while !Task.isCancelled {
             guard let token = cache.lookup(key, now: clock.now(), minimumLife: 0) else { return }
-            let margin = Double(config.daemon.refreshMargin)
+            let margin = Double(providers.refreshMargin)
             // A little before the margin: a quarter of it, at most 30 s.
             let due = token.expiresAt - margin - min(30, margin / 4)
             // A provider whose tokens are due as soon as issued would be asked without pause.
             if refreshedHere && clock.now() >= due { return }
             while clock.now() < due {
-                let step = min(Duration.seconds(due - clock.now()), ahead.tick)
+                let step = min(Duration.seconds(due - clock.now()), tick)
                 do { try await Task.sleep(for: step) } catch { return }
             }
             let window = Double(provider.config.refreshAheadWindow)
-            guard let asked = ahead.state.withLock({ $0.lastAsked[key] }), clock.now() - asked <= window else { return }
+            guard let asked = state.withLock({ $0.lastAsked[key] }), clock.now() - asked <= window else { return }
             do {
-                _ = try await queue(for: key.account).run(key) { () async throws(BrokerError) -> CachedToken in
+                _ = try await refresher.queue(for: key.account).run(key) { () async throws(BrokerError) -> CachedToken in
                     // A caller may have refreshed it while this one waited its turn.
                     if let current = self.cache.lookup(key, now: self.clock.now(), minimumLife: 0),
                        current.expiresAt > token.expiresAt { return current }
-                    return try await self.refresh(key, provider: provider)
+                    return try await self.refresher.refresh(key, provider: provider)
                 }
                 refreshedHere = true
             } catch {

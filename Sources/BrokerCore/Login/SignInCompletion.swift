@@ -1,4 +1,5 @@
 import BrokerProtocol
+import Logging
 import OAuth
 
 /// Who signed in, for a sign-in's token answer: from its ID token when it has one, else
@@ -20,7 +21,76 @@ struct IssuedTokens: Sendable {
     var refreshToken: String?
 }
 
-extension Broker {
+/// The end every sign-in flow shares: who signed in (`identify`), the account stored before
+/// it is served, its stale cached tokens dropped, `signed_in` told; and, when the sign-in is
+/// refused, what it issued revoked.
+///
+/// Owns no state. Depends on the providers (ID-token keys), the accounts and the store,
+/// and `TokenForgetting`.
+final class SignInCompletion: Sendable {
+    private let providers: ProvidersService
+    private let accounts: AccountsService
+    private let cachedTokens: TokenForgetting
+    private let events: EventHub
+    private let logger: Logger
+    private let clock: WallClock
+
+    init(providers: ProvidersService, accounts: AccountsService, tokens: TokenForgetting, events: EventHub,
+         logger: Logger, clock: WallClock) {
+        self.providers = providers
+        self.accounts = accounts
+        self.cachedTokens = tokens
+        self.events = events
+        self.logger = logger
+        self.clock = clock
+    }
+
+    /// Turns a token response from a sign-in into a stored, ready account. A sign-in for
+    /// one `resource` of a `refresh_tokens = "one-per-resource"` provider adds that
+    /// resource's refresh token to the account instead (docs/providers.md).
+    func completeLogin(_ tokens: TokenResponse, provider: Provider, metadata: ProviderMetadata, nonce: String?,
+                       dpop signer: DPoPSigner?, resource: String? = nil) async throws(BrokerError) -> AccountInfo {
+        let name = provider.name
+        var issued = IssuedTokens(accessTokens: [tokens.accessToken], refreshToken: tokens.refreshToken)
+        let identity: SignInIdentity
+        do {
+            identity = try await identify(tokens, provider: provider, metadata: metadata, nonce: nonce, dpop: signer, issued: &issued)
+        } catch {
+            let revocation = await revokeRefused(issued, provider: provider, metadata: metadata)
+            throw error.appending(revocation)
+        }
+        guard let refreshToken = identity.refreshToken ?? tokens.refreshToken else {
+            let revocation = await revokeRefused(issued, provider: provider, metadata: metadata)
+            throw BrokerError.loginFailed(provider: name, message: "\(name) issued no refresh token: add \"offline_access\" to its scopes in config.toml, or allow refresh tokens for client \(provider.config.clientID); a provider that grants offline access only after consent (OpenID Connect Core §11) needs authorization_params = { prompt = \"consent\" } for [providers.\(name)] and the browser sign-in (docs/providers.md); \(revocation)")
+        }
+        var account = Account(
+            key: AccountKey(provider: name, subject: identity.subject),
+            issuer: provider.config.issuer, clientID: provider.config.clientID,
+            username: identity.username, refreshToken: refreshToken, idToken: identity.idToken, state: .ready)
+        account.dpop = signer
+        if provider.config.refreshTokens == .onePerResource, let known = accounts[account.key], known.state == .ready {
+            // The other resources' sign-ins stay valid; one for `resource` adds to them.
+            account.resourceRefreshTokens = known.resourceRefreshTokens
+            if let resource {
+                account.resourceRefreshTokens[resource] = refreshToken
+                account.refreshToken = known.refreshToken
+                account.rotatedFor = known.rotatedFor
+            }
+        }
+        do {
+            try await accounts.store.save(AccountSecret.credential(for: account))
+        } catch {
+            let revocation = await revokeRefused(issued, provider: provider, metadata: metadata)
+            throw BrokerError.storeUnavailable(message: "signed in to \(name), but the refresh token could not be stored (\(error.message)); \(revocation)", reason: error.reason)
+        }
+        cachedTokens.dropCached(account.key)
+        accounts.put(account)
+        logger.info("signed in", metadata: ["account": "\(account.key)"])
+        events.emit(BrokerEvent(kind: .signedIn, provider: name, account: account.displayName, subject: account.key.subject))
+        return account.info
+    }
+
+
     /// The account behind `tokens`. Throws `.loginFailed` when it cannot be named; the
     /// caller then revokes `issued`.
     func identify(_ tokens: TokenResponse, provider: Provider, metadata: ProviderMetadata, nonce: String?,
@@ -28,7 +98,7 @@ extension Broker {
         // With DPoP, the sign-in's tokens are bound to its new key: every request proves it.
         let client = provider.client(signer, metadata: metadata, clock: clock)
         if let idToken = tokens.idToken {
-            let claims = try await verifyIDToken(idToken, provider: provider, metadata: metadata, nonce: nonce)
+            let claims = try await providers.verifyIDToken(idToken, provider: provider, metadata: metadata, nonce: nonce)
             var username = claims.preferredUsername ?? claims.email ?? claims.name
             if username == nil, metadata.userinfoEndpoint != nil {
                 // Best effort: the ID token names nobody a person would recognise.

@@ -1,0 +1,230 @@
+import BrokerProtocol
+import Logging
+import SecretStore
+
+/// The accounts service: the accounts the daemon knows (`AccountRegistry`), whether the
+/// store's accounts are loaded (`StoreAvailability`) and the background watch for a store
+/// that could not be read, and the one reading of a request's `provider` and `account`.
+/// Registers `account.list`.
+///
+/// Owns: the registry and the availability. Depends on the providers service (which
+/// providers exist, and where stored client secrets go) and the store.
+public final class AccountsService: RegistersMethods, Sendable {
+    private let registry = AccountRegistry()
+    private let availability = StoreAvailability()
+    let store: any CredentialStore
+    private let providers: ProvidersService
+    private let logger: Logger
+    /// How long the background watch for an unavailable store waits between tries, at most.
+    private let storeRetryInterval: Duration
+
+    public init(providers: ProvidersService, store: any CredentialStore, logger: Logger,
+                storeRetryInterval: Duration = .seconds(5)) {
+        self.providers = providers
+        self.store = store
+        self.logger = logger
+        self.storeRetryInterval = storeRetryInterval
+    }
+
+    /// Loads the accounts the store holds for the configured providers. A store that
+    /// cannot be read (no keyring, a locked or hung one) does not stop the start: the
+    /// daemon serves in the "secret store unavailable" state (`storeFailure`) and reads the
+    /// store again in the background until it can (`watchStore`).
+    public func start() async {
+        addMachineAccounts(for: providers.config)
+        do {
+            try await loadStoredAccounts()
+        } catch {
+            availability.set(.unavailable(error))
+            logger.warning("the secret store is unavailable: serving without the accounts it holds until it can be read", metadata: [
+                "store": "\(store.kind)", "error": "\(error.message)",
+            ])
+            watchStore()
+        }
+    }
+
+    // MARK: The registry
+
+    subscript(key: AccountKey) -> Account? { registry[key] }
+
+    func put(_ account: Account) { registry.put(account) }
+
+    @discardableResult
+    func remove(_ key: AccountKey) -> Account? { registry.remove(key) }
+
+    func update(_ key: AccountKey, _ change: (inout Account) -> Void) { registry.update(key, change) }
+
+    /// The accounts of one provider, or of all, sorted for stable listings.
+    func list(provider: String? = nil) -> [Account] { registry.list(provider: provider) }
+
+    public func accountList() -> AccountListResult {
+        AccountListResult(accounts: list().map(\.info))
+    }
+
+    // MARK: Resolution
+
+    /// What a request's provider and account names point at.
+    enum Resolution {
+        case found(Provider, Account)
+        /// No provider of that name is configured.
+        case unknownProvider(String)
+        /// No name given, and neither a single provider nor `default_provider`.
+        case noDefaultProvider
+        /// The provider has no account of that name (or none at all when `name` is nil).
+        case noAccount(provider: String, name: String?)
+        /// Several accounts fit: no name was given, or a username or display name several accounts share.
+        case severalAccounts(provider: String, name: String?)
+    }
+
+    /// The one reading of a request's `provider` and `account`, for every method. The
+    /// cache-hit path uses it on the event loop, so it neither throws nor builds an array;
+    /// the other methods turn a miss into its sentence with `resolved(provider:account:)`.
+    func resolve(provider name: String?, account accountName: String?) -> Resolution {
+        guard let provider = providers.provider(orDefault: name) else {
+            return name.map { .unknownProvider($0) } ?? .noDefaultProvider
+        }
+        switch registry.match(provider: provider.name, named: accountName) {
+        case .one(let account): return .found(provider, account)
+        case .none: return .noAccount(provider: provider.name, name: accountName)
+        case .several: return .severalAccounts(provider: provider.name, name: accountName)
+        }
+    }
+
+    /// The provider and account a request means, or the error that says what to name.
+    func resolved(provider name: String?, account accountName: String?) throws(BrokerError) -> (Provider, Account) {
+        switch resolve(provider: name, account: accountName) {
+        case .found(let provider, let account):
+            return (provider, account)
+        case .unknownProvider, .noDefaultProvider:
+            throw providers.providerMissing(name)
+        case .noAccount(let provider, _) where availability.failure != nil:
+            throw storeUnavailable(provider)
+        case .noAccount(let provider, nil):
+            throw BrokerError.notSignedIn(provider)
+        case .noAccount(let provider, let accountName?):
+            throw BrokerError.loginRequired(provider: provider, message: "no account \(accountName) is signed in to \(provider): run `authctl login --provider \(provider)`")
+        case .severalAccounts(let provider, let accountName):
+            let all = list(provider: provider)
+            if let accountName {
+                let subjects = all.filter { $0.isNamed(accountName) }.map(\.key.subject).joined(separator: ", ")
+                throw BrokerError.invalidRequest(message: "several accounts named \(accountName) are signed in to \(provider) (subjects \(subjects)): choose one with --account SUBJECT")
+            }
+            let names = all.map(\.displayName).joined(separator: ", ")
+            throw BrokerError.invalidRequest(message: "several accounts are signed in to \(provider) (\(names)): choose one with --account")
+        }
+    }
+
+    // MARK: The store
+
+    /// The store's failure while its accounts are not loaded (the daemon started without
+    /// it), else nil.
+    public var storeFailure: StoreError? { availability.failure }
+
+    /// The error for a request that needs an account of `provider` while the store's
+    /// accounts are not loaded: not "not signed in", which would send the user to sign in
+    /// again for nothing.
+    func storeUnavailable(_ provider: String) -> BrokerError {
+        let reason = availability.failure.map(\.message) ?? "it could not be read"
+        return .storeUnavailable(message: "the sign-ins to \(provider) are in the secret store, which cannot be read yet (\(reason)); authbrokerd loads them as soon as it can", reason: availability.failure?.reason)
+    }
+
+    /// Reads the store and adds the accounts it holds for the configured providers (an
+    /// account already in memory is newer and stays), then marks the store loaded.
+    func loadStoredAccounts() async throws(StoreError) {
+        try await store.check()
+        let items = try await store.loadAll()
+        let stored = StoredAccounts(items: items, config: providers.config)
+        for account in stored.accounts where registry[account.key] == nil {
+            registry.put(account)
+        }
+        if !stored.clientSecrets.isEmpty {
+            providers.replace(adding: stored.clientSecrets)
+        }
+        availability.set(.loaded)
+        logger.info("loaded accounts from the store", metadata: ["count": "\(list().count)", "store": "\(store.kind)"])
+    }
+
+    /// The machine account of every client-credentials provider of `config` (nothing stored).
+    func addMachineAccounts(for config: BrokerConfig) {
+        for p in config.providers where p.grant == .clientCredentials && registry[Account.machine(for: p).key] == nil {
+            registry.put(Account.machine(for: p))
+        }
+    }
+
+    /// Tries the store again, from a short wait up to `storeRetryInterval` between tries,
+    /// until its accounts are loaded. A poll rather than a watch of the bus name: an
+    /// unlock changes no bus name, and the cost is one small D-Bus round trip per try.
+    /// At most one runs.
+    func watchStore() {
+        guard availability.startWatching() else { return }
+        let longest = storeRetryInterval
+        Task { [weak self] in
+            var wait = min(Duration.milliseconds(500), longest)
+            while true {
+                try? await Task.sleep(for: wait)
+                guard let self else { return }
+                do throws(StoreError) {
+                    try await self.loadStoredAccounts()
+                    self.availability.stopWatching()
+                    self.logger.notice("the secret store is available: its accounts are loaded", metadata: ["store": "\(self.store.kind)"])
+                    return
+                } catch {
+                    self.availability.set(.unavailable(error))
+                }
+                wait = min(wait * 2, longest)
+            }
+        }
+    }
+
+    // MARK: Reload
+
+    /// The accounts a reload to `new` must read from the store: those of `unread`
+    /// providers (added, or with another issuer or client). Nothing when the store is not
+    /// loaded (its watch reads everything once it can).
+    func stored(for new: BrokerConfig, only unread: Set<String>) async throws(BrokerError) -> StoredAccounts {
+        guard !unread.isEmpty && availability.failure == nil else { return StoredAccounts(items: [], config: new) }
+        do {
+            return StoredAccounts(items: try await store.loadAll(), config: new, only: unread)
+        } catch {
+            throw BrokerError.storeUnavailable(
+                message: "the accounts of \(unread.sorted().joined(separator: ", ")) could not be read from the secret store (\(error.message))",
+                reason: error.reason)
+        }
+    }
+
+    /// Replaces the accounts of the `touched` providers with those that still belong to
+    /// them under `new`, and those `stored` read, in one step (a caller meets the old
+    /// accounts or the new ones, never none). Returns the accounts dropped.
+    func reconcile(_ touched: Set<String>, with new: BrokerConfig, stored: StoredAccounts) -> [Account] {
+        let dropped = registry.replace(providers: touched) { current in
+            var next: [AccountKey: Account] = [:]
+            for account in current {
+                guard let p = new.provider(named: account.key.provider), p.issuer == account.issuer, p.clientID == account.clientID,
+                      account.machine == (p.grant == .clientCredentials)
+                else { continue }
+                next[account.key] = account
+            }
+            for account in stored.accounts where next[account.key] == nil {
+                next[account.key] = account
+            }
+            return Array(next.values)
+        }
+        addMachineAccounts(for: new)
+        return dropped
+    }
+
+    public func register(into registrar: inout some MethodRegistrar) {
+        registrar.add(MethodSpec(
+            .accountList, empty: NoParams(),
+            access: .open("lists who is signed in and whether each account is ready: management the user runs (`authctl status`), no token or claim"),
+            fast: { _ in self.accountList() },
+            slow: { _ in self.accountList() }))
+    }
+}
+
+extension Account {
+    var info: AccountInfo {
+        AccountInfo(provider: key.provider, subject: key.subject, username: username, state: state,
+                    displayName: displayName)
+    }
+}

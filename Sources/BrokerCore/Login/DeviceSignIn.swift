@@ -1,0 +1,118 @@
+import BrokerCrypto
+import BrokerProtocol
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import Logging
+import OAuth
+import SecretStore
+
+/// The device sign-in (RFC 8628): the code the user types elsewhere, and the daemon polling
+/// the provider until it is approved.
+///
+/// Owns no state beyond the sign-ins it adds to `LoginSessions` (the sign-in service's).
+final class DeviceSignIn: Sendable {
+    private let logins: LoginSessions
+    private let completion: SignInCompletion
+    private let counters: BrokerCounters
+    private let logger: Logger
+    private let clock: WallClock
+
+    init(logins: LoginSessions, completion: SignInCompletion, counters: BrokerCounters, logger: Logger, clock: WallClock) {
+        self.logins = logins
+        self.completion = completion
+        self.counters = counters
+        self.logger = logger
+        self.clock = clock
+    }
+
+    func start(_ provider: Provider, resource: String?) async throws(BrokerError) -> LoginStartResult {
+        let metadata = try await provider.discovered()
+        guard metadata.deviceAuthorizationEndpoint != nil else {
+            // Not the provider's refusal: its discovery names no such endpoint (some serve
+            // one anyway), and config.toml does not name one either.
+            throw BrokerError.configuration(provider: provider.name, message: "\(provider.name) names no device authorization endpoint in its discovery document: set device_authorization_endpoint under [providers.\(provider.name)] in config.toml to the URL its documentation gives, or sign in with the browser (`authctl login` without --device)")
+        }
+        await logins.replace(provider: provider.name)
+        let started = clock.now()
+        let authorization: DeviceAuthorization
+        do {
+            authorization = try await provider.client.startDeviceAuthorization(
+                metadata, scopes: provider.config.scopes, resources: resource.map { [$0] } ?? provider.config.resources)
+        } catch {
+            counters.providerErrors.increment()
+            throw await provider.failed(error, doing: "device sign-in")
+        }
+        let id = SecureRandom.token(bytes: 16)
+        let expiresAt = started + Double(authorization.expiresIn)
+        // A new sign-in gets a new DPoP key; the tokens it redeems are bound to it.
+        let signer = try provider.newDPoPSigner(metadata: metadata)
+        let task = Task<AccountInfo, any Error> {
+            try await self.pollDevice(authorization, metadata: metadata, provider: provider, dpop: signer, resource: resource, deadline: expiresAt)
+        }
+        let session = LoginSession(id: id, provider: provider.name, expiresAt: expiresAt, task: task)
+        let shown = LoginStartResult(
+            loginID: id, provider: provider.name, flow: .device,
+            verificationURI: authorization.verificationURI,
+            verificationURIComplete: authorization.verificationURIComplete,
+            userCode: authorization.userCode, expiresAt: Int64(expiresAt))
+        session.shown = shown
+        try logins.add(session, now: started)
+        logger.info("device sign-in started", metadata: ["provider": "\(provider.name)", "login_id": "\(id)"])
+        return shown
+    }
+
+    /// RFC 8628 §3.4–3.5: poll at the interval, slow down when told, stop at expiry or refusal.
+    private func pollDevice(_ authorization: DeviceAuthorization, metadata: ProviderMetadata, provider: Provider,
+                            dpop signer: DPoPSigner?, resource: String?, deadline: Double) async throws(BrokerError) -> AccountInfo {
+        let client = provider.client(signer, metadata: metadata, clock: clock)
+        var interval = max(1, authorization.interval)
+        let name = provider.name
+        // Why the last poll failed, if it did: a code that runs out while the provider is
+        // failing was perhaps approved, and the user should hear that it was the provider.
+        var failing: String?
+        while true {
+            do {
+                try await Task.sleep(for: .seconds(interval))
+            } catch {
+                throw BrokerError.signInCancelled(name)
+            }
+            if clock.now() >= deadline {
+                if let failing {
+                    throw BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) was abandoned because the provider failed until its code expired (\(failing)): run `authctl login --provider \(name)` again")
+                }
+                throw BrokerError.loginFailed(provider: name, message: "the code for \(name) expired before it was approved: run `authctl login --provider \(name)` again")
+            }
+            let answer: DevicePollResult
+            do {
+                answer = try await client.pollDeviceToken(metadata, deviceCode: authorization.deviceCode)
+            } catch {
+                switch error {
+                case .provider(let code, _, _) where code == "access_denied":
+                    throw BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) was refused at the provider")
+                case .provider(let code, _, _) where code == "expired_token":
+                    throw BrokerError.loginFailed(provider: name, message: "the code for \(name) expired before it was approved: run `authctl login --provider \(name)` again")
+                case .provider:
+                    counters.providerErrors.increment()
+                    throw BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) failed: \(error.message)")
+                case .unreachable, .invalidResponse, .configuration, .endpointNotFound:
+                    // A provider that blinks during a sign-in is asked again at the next interval.
+                    counters.providerErrors.increment()
+                    logger.warning("device poll failed; polling on", metadata: ["provider": "\(name)", "error": "\(error.message)"])
+                    failing = error.message
+                    continue
+                }
+            }
+            failing = nil
+            switch answer {
+            case .pending: continue
+            case .slowDown: interval += 5
+            case .tokens(let tokens):
+                return try await completion.completeLogin(tokens, provider: provider, metadata: metadata, nonce: nil, dpop: signer, resource: resource)
+            }
+        }
+    }
+
+}

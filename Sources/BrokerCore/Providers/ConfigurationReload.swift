@@ -1,0 +1,57 @@
+import Logging
+
+/// Puts a new configuration in force (SIGHUP), as one transaction across the services it
+/// touches: the providers' table, the accounts, the tokens of changed providers. The new
+/// providers and their accounts are made ready first, then swapped in; when that fails
+/// (the store does not answer), nothing has changed and the old configuration keeps
+/// serving.
+///
+/// Unchanged providers keep their state, accounts and cached tokens. A changed provider
+/// keeps the accounts in memory that still belong to it (same issuer and client: they
+/// hold the newest refresh tokens, some perhaps not written yet), and its cached tokens
+/// are dropped. The store is read only for what memory cannot hold: an added provider,
+/// or one whose issuer or client changed. Until the swap, callers are served from the
+/// old accounts: a reload never answers "not signed in". Accounts of removed providers
+/// are forgotten (their Secret Service items stay). The store kind cannot change
+/// without a restart.
+///
+/// Owns no state; a reload is not an RPC method.
+struct ConfigurationReload: Sendable {
+    let providers: ProvidersService
+    let accounts: AccountsService
+    let tokens: TokenForgetting
+    let logger: Logger
+
+    func reload(_ new: BrokerConfig) async throws(BrokerError) -> ReloadSummary {
+        let old = providers.config
+        guard new.daemon.store == old.daemon.store else {
+            throw BrokerError.invalidRequest(message: "daemon.store cannot change while the daemon runs: restart it (`systemctl --user restart authbroker.service`)")
+        }
+        let summary = ReloadSummary(from: old, to: new)
+        // Providers whose accounts live in the store but not (or not all) in memory.
+        let unread = Set(summary.added + summary.changed.filter { name in
+            guard let before = old.provider(named: name), let after = new.provider(named: name) else { return true }
+            return before.issuer != after.issuer || before.clientID != after.clientID
+        })
+        let stored = try await accounts.stored(for: new, only: unread)
+
+        // The swap. Between the table and the accounts a caller may meet the new provider
+        // with its old accounts, never with none.
+        providers.replace(config: new, adding: stored.clientSecrets)
+        let touched = Set(summary.changed + summary.removed + summary.added)
+        let dropped = accounts.reconcile(touched, with: new, stored: stored)
+        // Restarted by the next requests, under the new configuration.
+        tokens.stopRefreshingAhead()
+        for name in summary.changed + summary.removed {
+            for key in accounts.list(provider: name).map(\.key) + dropped.map(\.key) where key.provider == name {
+                tokens.dropCached(key)
+            }
+        }
+        logger.notice("configuration reloaded", metadata: [
+            "added": "\(summary.added.joined(separator: ","))",
+            "changed": "\(summary.changed.joined(separator: ","))",
+            "removed": "\(summary.removed.joined(separator: ","))",
+        ])
+        return summary
+    }
+}

@@ -1,0 +1,149 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+import BrokerProtocol
+import Logging
+import OAuth
+import SecretStore
+import Synchronization
+
+/// The providers service: the configuration in force and the run-time providers built from
+/// it (discovery, endpoint overrides, back-off), their ID-token keys, client secrets kept in
+/// the store, and how the last reload ended. Registers `provider.set_secret`.
+///
+/// Owns: the `ProviderTable` (replaced whole by a reload or a stored secret), the
+/// `IDTokenVerifier` (JWKS cache), the last reload's refusal.
+public final class ProvidersService: PolicySource, RegistersMethods, Sendable {
+    private let table: Mutex<ProviderTable>
+    private let transport: any HTTPTransport
+    private let clock: WallClock
+    /// Told when a provider stops answering and when it answers again.
+    private let events: EventHub
+    /// Checks every ID token received against its provider's keys (JWKS, cached).
+    private let idTokens: IDTokenVerifier
+    /// The last reload, when it was refused (`noteReload`).
+    private let refusedReload = Mutex<ReloadRefusedStatus?>(nil)
+    /// Where `provider.set_secret` keeps a client secret.
+    private let store: any CredentialStore
+    private let logger: Logger
+
+    public init(config: BrokerConfig, transport: any HTTPTransport, store: any CredentialStore, clock: WallClock = .system,
+                events: EventHub = EventHub(), logger: Logger) {
+        self.transport = transport
+        self.clock = clock
+        self.events = events
+        self.store = store
+        self.logger = logger
+        self.idTokens = IDTokenVerifier(keys: JWKSCache(transport: transport))
+        self.table = Mutex(ProviderTable(config: config, keeping: [:], transport: transport, clock: clock, events: events))
+    }
+
+    /// The configuration in force.
+    public var config: BrokerConfig { table.withLock { $0.config } }
+
+    /// The `[[allow]]` rules in force (none: every process of the user is served).
+    public var callerPolicy: CallerPolicy { table.withLock { $0.config.policy } }  // not `config`: no copy of the whole configuration
+
+    public var confirmTimeout: Int { table.withLock { $0.config.daemon.confirmTimeout } }
+
+    /// `[daemon] refresh_margin`, read on every cache hit: one lock, no copy.
+    var refreshMargin: Int { table.withLock { $0.config.daemon.refreshMargin } }
+
+    /// `[daemon] cache_misses_per_minute`: requests one connection may make that the cache
+    /// cannot answer (0: no limit). Read on each miss, so a reload applies at once.
+    public var cacheMissesPerMinute: Int { table.withLock { $0.config.daemon.cacheMissesPerMinute } }
+
+    public func defaultProviderName() -> String? { provider(orDefault: nil)?.name }
+
+    /// The provider a request means, for methods that need no account (sign-in, secrets).
+    func provider(_ name: String?) throws(BrokerError) -> Provider {
+        guard let provider = provider(orDefault: name) else { throw providerMissing(name) }
+        return provider
+    }
+
+    /// The provider of that name, or without a name the default one: `default_provider`, or
+    /// the only one configured. One lock, no copies.
+    func provider(orDefault name: String?) -> Provider? {
+        table.withLock { t in
+            if let name { return t.providers[name] }
+            if let d = t.config.daemon.defaultProvider { return t.providers[d] }
+            return t.config.providers.count == 1 ? t.providers[t.config.providers[0].name] : nil
+        }
+    }
+
+    /// The error for a request whose provider is not configured, or names none when it must.
+    func providerMissing(_ name: String?) -> BrokerError {
+        let known = config.providers.map(\.name).joined(separator: ", ")
+        if let name {
+            return .unknownProvider(message: "no provider named \(name) is configured (configured: \(known))")
+        }
+        if known.isEmpty {
+            return .unknownProvider(message: "no provider is configured: add a [[provider]] to config.toml")
+        }
+        return .unknownProvider(message: "several providers are configured (\(known)): choose one with --provider, or set default_provider in [daemon]")
+    }
+
+    /// Puts `new` (nil: the configuration in force) in force with the stored client secrets and `secrets` besides, keeping the
+    /// providers whose configuration did not change (with their discovery and back-off).
+    func replace(config new: BrokerConfig? = nil, adding secrets: [String: String] = [:]) {
+        table.withLock { t in
+            t = ProviderTable(config: new ?? t.config, storedSecrets: t.storedSecrets.merging(secrets) { $1 },
+                              keeping: t.providers, transport: transport, clock: clock, events: events)
+        }
+    }
+
+    /// Verifies an ID token (signature by the provider's key, iss, aud, azp, exp, iat, nonce).
+    func verifyIDToken(_ idToken: String, provider: Provider, metadata: ProviderMetadata, nonce: String?) async throws(BrokerError) -> IDTokenClaims {
+        do {
+            return try await idTokens.verify(idToken, metadata: metadata, clientID: provider.config.clientID, nonce: nonce,
+                                             now: Date(timeIntervalSince1970: clock.now()), skew: 120)
+        } catch {
+            logger.warning("ID token refused", metadata: ["provider": "\(provider.name)", "reason": "\(error.reason.rawValue)"])
+            throw BrokerError.loginFailed(provider: provider.name, message: "\(provider.name) returned an ID token that was refused: \(error.message)")
+        }
+    }
+
+    /// The last reload, when it was refused; nil when it took effect or none was asked for.
+    public var reloadRefusal: ReloadRefusedStatus? { refusedReload.withLock { $0 } }
+
+    /// Records how the last reload ended, for `daemon.status`: nil when it took effect,
+    /// else the sentence that says why it was refused.
+    public func noteReload(refused message: String?) {
+        let refusal = message.map { ReloadRefusedStatus(at: Int64(clock.now()), message: $0) }
+        refusedReload.withLock { $0 = refusal }
+    }
+
+    /// Stores a provider's client secret in the Secret Service and puts it in force at once.
+    /// A secret in config.toml takes precedence and makes this an error, so there is never
+    /// doubt about which one is used.
+    public func setClientSecret(_ params: SetSecretParams) async throws(BrokerError) -> SetSecretResult {
+        let provider = try provider(params.provider)
+        guard provider.config.clientSecret == nil || table.withLock({ $0.storedSecrets[provider.name] }) != nil else {
+            throw BrokerError.invalidRequest(message: "\(provider.name) has client_secret in config.toml: remove it there first, so the file holds no secret")
+        }
+        // Trimmed with the standard library alone: BrokerCore does not import Foundation.
+        let leading = params.clientSecret.drop(while: \.isWhitespace)
+        let secret = String(leading.dropLast(leading.reversed().prefix(while: \.isWhitespace).count))
+        guard !secret.isEmpty, secret.count <= 4096 else {
+            throw BrokerError.invalidRequest(message: "the client secret must be between 1 and 4096 characters")
+        }
+        guard let config = config.provider(named: provider.name) else { throw BrokerError.notSignedIn(provider.name) }
+        do {
+            try await store.save(ClientSecretItem.credential(for: config, secret: secret))
+        } catch {
+            throw BrokerError.storeUnavailable(message: "the client secret could not be stored: \(error.message)", reason: error.reason)
+        }
+        replace(adding: [provider.name: secret])
+        logger.notice("client secret stored", metadata: ["provider": "\(provider.name)"])
+        return SetSecretResult(provider: provider.name, stored: true)
+    }
+
+    public func register(into registrar: inout some MethodRegistrar) {
+        registrar.add(MethodSpec(
+            .providerSetSecret, empty: SetSecretParams(clientSecret: ""),
+            access: .open("the user's own management: it gives the daemon a secret and reveals none; no token, claim or secret is answered"),
+            slow: { p throws(BrokerError) in try await self.setClientSecret(p) }))
+    }
+}

@@ -1,0 +1,71 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import BrokerProtocol
+
+/// The status service: `daemon.status`, what the daemon serves and how it is, never a
+/// token's value. Under `[[allow]]` rules a caller sees only the cached tokens it may get
+/// itself (which resources other programs use, and when, is theirs to know).
+///
+/// Owns: when the daemon started. Reads the providers, the accounts, the token cache's
+/// entries (through the tokens service) and the counters.
+public final class StatusService: RegistersMethods, Sendable {
+    private let tokens: TokensService
+    private let gate: CallerGate
+    private let socketPath: String
+    private let startedAt: Double
+    private let clock: WallClock
+
+    init(tokens: TokensService, gate: CallerGate, socketPath: String, clock: WallClock) {
+        self.tokens = tokens
+        self.gate = gate
+        self.socketPath = socketPath
+        self.clock = clock
+        self.startedAt = clock.now()
+    }
+
+    private var providers: ProvidersService { tokens.providers }
+    private var accounts: AccountsService { tokens.accounts }
+
+    public func status() -> DaemonStatusResult {
+        status(showing: { _, _ in true })
+    }
+
+    /// The status as the caller `identify` names may see it: under `[[allow]]` rules, only
+    /// the cached tokens it may get itself. A caller that cannot be identified sees no
+    /// cached token.
+    public func status(for identify: CallerIdentification) -> DaemonStatusResult {
+        guard !gate.policy.isOpen else { return status() }
+        let caller = gate.caller(identify)
+        return status { provider, resource in gate.shows(caller, provider: provider, resource: resource) }
+    }
+
+    private func status(showing shown: (_ provider: String, _ resource: String?) -> Bool) -> DaemonStatusResult {
+        let now = clock.now()
+        let cache = tokens.cache
+        let providerStatus = providers.config.providers.map { p in
+            ProviderStatus(
+                name: p.name, issuer: p.issuer, clientID: p.clientID,
+                accounts: accounts.list(provider: p.name).map { a in
+                    AccountStatus(account: a.info, tokens: cache.entries(for: a.key, now: now).filter { shown(p.name, $0.key.resource) }.map {
+                        CachedTokenInfo(resource: $0.key.resource, scopes: $0.key.scopes, expiresAt: Int64($0.token.expiresAt))
+                    })
+                })
+        }
+        let failure = accounts.storeFailure
+        return DaemonStatusResult(
+            version: BrokerVersion.current, pid: Int32(getpid()), uptimeSeconds: (now - startedAt),
+            store: accounts.store.kind, socket: socketPath, providers: providerStatus, counters: tokens.counters.snapshot(),
+            storeUnavailable: failure.map { StoreUnavailableStatus(reason: $0.reason, message: $0.message) },
+            reloadRefused: providers.reloadRefusal)
+    }
+
+    public func register(into registrar: inout some MethodRegistrar) {
+        // Always answered at once; what it shows depends on the caller under rules.
+        registrar.add(MethodSpec(
+            .daemonStatus, empty: NoParams(),
+            access: .open("shows providers, accounts and counters, never a token's value; under [[allow]] rules a caller sees only the cached tokens the policy would grant it (CallerGate.shows)"),
+            fastFor: { identify, _ in self.status(for: identify) },
+            slow: { _ throws(BrokerError) in throw BrokerError.internalError("daemon.status is answered at once") }))
+    }
+}

@@ -1,0 +1,25 @@
+/// What other services may do to the tokens service's state: a new sign-in, a sign-out
+/// and a reload make an account's cached tokens (and their background refreshes) stale.
+/// Built by the composition root over the `TokenCache` and `RefreshAhead` the tokens
+/// service owns, so those services see these three calls and nothing else of it.
+struct TokenForgetting: Sendable {
+    private let cache: TokenCache
+    private let ahead: RefreshAhead
+
+    init(cache: TokenCache, ahead: RefreshAhead) {
+        self.cache = cache
+        self.ahead = ahead
+    }
+
+    /// Drops the account's cached tokens (a new sign-in of it: they belong to the old one).
+    func dropCached(_ account: AccountKey) { cache.removeAll(for: account) }
+
+    /// Drops the account's cached tokens and ends their background refreshes (sign-out).
+    func forget(_ account: AccountKey) {
+        ahead.stop(account)
+        cache.removeAll(for: account)
+    }
+
+    /// Ends every background refresh (reload, stop): the next requests start them again.
+    func stopRefreshingAhead() { ahead.stop() }
+}

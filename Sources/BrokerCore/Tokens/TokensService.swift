@@ -1,0 +1,238 @@
+import BrokerProtocol
+import Logging
+import OAuth
+import SecretStore
+
+/// Waits for a provider's sign-in on demand (`token.get` with `wait_for_sign_in`): the
+/// sign-in service's `SignInOnDemand`, seen from the tokens service as this one call.
+protocol SignInWaiting: Sendable {
+    /// Returns once the provider's pending sign-in (started or joined) finishes, at most
+    /// `seconds` later; throws what ended it otherwise.
+    func awaitSignIn(provider name: String, seconds: Int) async throws(BrokerError)
+}
+
+/// The tokens service: `token.get` and `token.reject`. Answers cache hits on the caller's
+/// thread (`cachedToken`), refreshes otherwise through the `Refresher` (one refresh per
+/// refresh token at a time), serves a cached token while the provider is down, starts the
+/// background refresh of keys in use (`RefreshAhead`), and bounds what callers choose
+/// (scopes, params, `max_tokens_per_account`).
+///
+/// Owns: the `TokenCache` and the `RefreshAhead` (built by the composition root, which
+/// hands the sign-in, sign-out and reload only `TokenForgetting` over them). Depends on
+/// providers, accounts, the refresher and, for `wait_for_sign_in`, `SignInWaiting`.
+public final class TokensService: RegistersMethods, Sendable {
+    let cache: TokenCache
+    let refresher: Refresher
+    let ahead: RefreshAhead
+    let accounts: AccountsService
+    let providers: ProvidersService
+    let counters: BrokerCounters
+    private let signIns: any SignInWaiting
+    private let clock: WallClock
+    private let logger: Logger
+
+    init(refresher: Refresher, ahead: RefreshAhead, accounts: AccountsService, providers: ProvidersService,
+         counters: BrokerCounters, signIns: any SignInWaiting, clock: WallClock, logger: Logger) {
+        self.cache = refresher.cache
+        self.refresher = refresher
+        self.ahead = ahead
+        self.accounts = accounts
+        self.providers = providers
+        self.counters = counters
+        self.signIns = signIns
+        self.clock = clock
+        self.logger = logger
+    }
+
+
+    /// The answer from the cache, without waiting: nil when the token must be refreshed
+    /// (or the request fails), in which case the caller goes on to `token(_:)`.
+    public func cachedToken(_ request: TokenGetParams) -> TokenGetResult? {
+        counters.tokenRequests.increment()
+        // Runs on the event loop for every request: short locks, no sorted copies, no
+        // thrown errors. Anything unusual returns nil and `token(_:)` answers it, an
+        // out-of-range min_ttl included (it is refused there, cached or not).
+        if let minTTL = request.minTTL, !TokenGetParams.minTTLRange.contains(minTTL) { return nil }
+        guard case .found(let provider, let account) = accounts.resolve(provider: request.provider, account: request.account),
+              provider.config.serves(resource: request.resource),
+              provider.config.allows(scopes: request.scopes ?? []),
+              request.params.map({ provider.config.allows(paramNames: $0.keys) }) ?? true,
+              account.state == .ready
+        else { return nil }
+        let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [], params: request.params)
+        let margin = providers.refreshMargin
+        let minimumLife = Double(max(margin, request.minTTL ?? 0))
+        guard let token = cache.lookup(key, now: clock.now(), minimumLife: minimumLife) else { return nil }
+        counters.cacheHits.increment()
+        ahead.askedFor(key, provider: provider)
+        return result(token, key: key, account: account)
+    }
+
+    /// A token for the request: from the cache when it has enough life left, otherwise
+    /// refreshed first (one refresh per account at a time). With `wait_for_sign_in`, an
+    /// account that needs a sign-in gets one first (`awaitSignIn`, docs/sign-in.md).
+    public func token(_ request: TokenGetParams) async throws(BrokerError) -> TokenGetResult {
+        guard let wait = request.waitForSignIn else { return try await tokenNow(request) }
+        let range = TokenGetParams.waitForSignInRange
+        guard range.contains(wait) else {
+            throw BrokerError.invalidRequest(message: "wait_for_sign_in must be between \(range.lowerBound) and \(range.upperBound) seconds")
+        }
+        do {
+            return try await tokenNow(request)
+        } catch {
+            guard case .loginRequired(let name, _) = error else { throw error }
+            try await signIns.awaitSignIn(provider: name, seconds: wait)
+            return try await tokenNow(request)
+        }
+    }
+
+    /// `token(_:)` without waiting for a sign-in: `login_required` at once.
+    private func tokenNow(_ request: TokenGetParams) async throws(BrokerError) -> TokenGetResult {
+        try Self.checkMinTTL(request.minTTL)
+        try Self.checkParams(request.params)
+        let (provider, account) = try accounts.resolved(provider: request.provider, account: request.account)
+        guard account.state == .ready else {
+            throw BrokerError.signInAgain(provider.name, account.displayName)
+        }
+        // Every new resource costs a request to the provider: only configured ones are asked
+        // for, so a caller cannot make the daemon send thousands.
+        guard provider.config.serves(resource: request.resource) else {
+            throw BrokerError.invalidRequest(message: "resource is not one of the resources of [providers.\(provider.name)] in config.toml: add it there (and sign in again), or set any_resource = true there")
+        }
+        try provider.checkCallerChoices(scopes: request.scopes, params: request.params)
+        let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [], params: request.params)
+        // After the answer is in the cache: the background refresh starts from it.
+        defer { ahead.askedFor(key, provider: provider) }
+        let minimumLife = minimumLife(request.minTTL)
+        if let token = cache.lookup(key, now: clock.now(), minimumLife: minimumLife) {
+            counters.cacheHits.increment()
+            return result(token, key: key, account: account)
+        }
+        let token: CachedToken
+        do {
+            token = try await refresher.queue(for: account.key).run(key) { () async throws(BrokerError) -> CachedToken in
+                // Another request may have filled the cache while this one waited its turn.
+                if let token = self.cache.lookup(key, now: self.clock.now(), minimumLife: minimumLife) { return token }
+                try self.refresher.checkRoom(for: key, provider: provider, account: account)
+                return try await self.refresher.servableRefresh(key, provider: provider)
+            }
+        } catch {
+            // refresh_margin is the broker's own preference: while the provider cannot be
+            // reached, a token that still meets the caller's min_ttl is better than none.
+            guard case .providerUnreachable = error,
+                  let stale = cache.lookup(key, now: clock.now(), minimumLife: Double(request.minTTL ?? 0))
+            else { throw error }
+            if provider.outage.servedFromCache() {
+                logger.notice("\(provider.name) cannot be reached: serving cached tokens while they last (one line when it answers again)")
+            }
+            return result(stale, key: key, account: account)
+        }
+        try Self.checkLife(token, minTTL: request.minTTL, now: clock.now(), provider: provider.name)
+        return result(token, key: key, account: account)
+    }
+
+    /// Refuses a token just minted that cannot be served: shorter-lived than the caller's
+    /// `min_ttl`, or than the cache's reserve second.
+    static func checkLife(_ token: CachedToken, minTTL: Int?, now: Double, provider: String) throws(BrokerError) {
+        let left = token.expiresAt - now
+        if let minTTL, left <= Double(minTTL) {
+            throw BrokerError.invalidRequest(message: "\(provider) issues tokens for this resource that live less than the min_ttl of \(minTTL) s asked for")
+        }
+        if left <= TokenCache.reserve {
+            throw BrokerError.invalidRequest(message: "\(provider) issued a token for this resource that lives less than a second, which authbroker never serves (it could expire on the way to the API): check the access token lifetime at the provider")
+        }
+    }
+
+    /// Refuses a `min_ttl` outside the one range `token.get` and `token.exchange` take.
+    static func checkMinTTL(_ minTTL: Int?) throws(BrokerError) {
+        let range = TokenGetParams.minTTLRange
+        if let minTTL, !range.contains(minTTL) {
+            throw BrokerError.invalidRequest(message: "min_ttl must be between \(range.lowerBound) and \(range.upperBound) seconds")
+        }
+    }
+
+    /// The life a cached token must have left to be served: the caller's `min_ttl`, and no
+    /// less than `refresh_margin`.
+    func minimumLife(_ minTTL: Int?) -> Double {
+        Double(max(providers.refreshMargin, minTTL ?? 0))
+    }
+
+    func result(_ token: CachedToken, key: CacheKey, account: Account) -> TokenGetResult {
+        TokenGetResult(
+            accessToken: token.accessToken, tokenType: token.tokenType, expiresAt: Int64(token.expiresAt),
+            scope: token.scope, resource: key.resource, provider: key.account.provider,
+            account: account.displayName)
+    }
+
+    /// Extra token parameters: none of the protocol's own names, and a sensible size.
+    static func checkParams(_ params: [String: String]?) throws(BrokerError) {
+        guard let params, !params.isEmpty else { return }
+        let reserved = TokenRequestParameters.reserved(in: params.keys)
+        guard reserved.isEmpty else {
+            throw BrokerError.invalidRequest(message: "params may not set \(reserved.joined(separator: ", ")): authbroker sets it itself")
+        }
+        guard params.count <= 16, params.allSatisfy({ !$0.key.isEmpty && $0.key.utf8.count <= 128 && $0.value.utf8.count <= 4096 }) else {
+            throw BrokerError.invalidRequest(message: "params may hold up to 16 names of up to 128 bytes, each with a value of up to 4096 bytes")
+        }
+    }
+
+    /// Drops the rejected token from the cache: the next `token.get` for its key refreshes.
+    public func rejectToken(_ params: TokenRejectParams) throws(BrokerError) -> TokenRejectResult {
+        let key: CacheKey
+        if let token = params.accessToken {
+            guard params.resource == nil, params.scopes == nil, params.provider == nil, params.account == nil else {
+                throw BrokerError.invalidRequest(message: "give either access_token or the token's provider, account, resource and scopes, not both")
+            }
+            guard let found = cache.key(holding: token) else { return TokenRejectResult(dropped: false) }
+            key = found
+            guard cache.remove(found, ifHolding: token) else { return TokenRejectResult(dropped: false) }
+        } else {
+            let (_, account) = try accounts.resolved(provider: params.provider, account: params.account)
+            key = CacheKey(account: account.key, resource: params.resource, scopes: params.scopes ?? [])
+            guard cache.remove(key) else { return TokenRejectResult(dropped: false) }
+        }
+        logger.notice("a caller rejected a cached token; the next request refreshes it",
+                      metadata: ["account": "\(key.account)", "resource": "\(key.resource ?? "-")"])
+        return TokenRejectResult(dropped: true)
+    }
+
+    /// What `token.reject` asks of the policy: a caller may reject only what it may get.
+    /// The token's (or key's) provider, resource, scopes, params and exchange audience must
+    /// be granted to it, as for `token.get` and `token.exchange`; otherwise one program
+    /// could make the broker refresh another's tokens at will. A token that is not cached
+    /// has nothing to drop and nothing to guard. (The cache is read here, by the policy's
+    /// question, only to learn what the token is for: nothing is served or dropped.)
+    func rejectQuestion(_ params: TokenRejectParams) -> PolicyQuestion? {
+        guard let token = params.accessToken else {
+            return .token(provider: params.provider, targets: [params.resource], scopes: params.scopes ?? [], params: [])
+        }
+        guard let key = cache.key(holding: token) else { return nil }
+        // An exchanged token is for its resource and its audience (one of them may be
+        // absent); any other for its resource, nil being the default audience.
+        var targets: [String?] = [key.resource]
+        if let exchange = key.exchange {
+            let named: [String] = [key.resource, exchange.audience].compactMap { $0 }
+            targets = named
+        }
+        return .token(provider: key.account.provider, targets: targets, scopes: key.scopes, params: Array(key.params.keys))
+    }
+
+    public func register(into registrar: inout some MethodRegistrar) {
+        registrar.add(MethodSpec(
+            .tokenGet, empty: TokenGetParams(),
+            access: .checked("the token: provider, resource, scopes and params names") { p in
+                .token(provider: p.provider, targets: [p.resource], scopes: p.scopes ?? [], params: p.params.map { Array($0.keys) } ?? [])
+            },
+            fast: { self.cachedToken($0) },
+            // A caller waiting for a sign-in is one of its waiters: gone, it stops waiting.
+            cancelledOnClose: { $0.waitForSignIn != nil },
+            mints: true,
+            slow: { p throws(BrokerError) in try await self.token(p) }))
+        registrar.add(MethodSpec(
+            .tokenReject, empty: TokenRejectParams(),
+            access: .checked("the rejected token's provider, resource (and exchange audience), scopes and params, as token.get and token.exchange") { p in
+                self.rejectQuestion(p)
+            },
+            slow: { p throws(BrokerError) in try self.rejectToken(p) }))
+    }
+}
