@@ -1,0 +1,200 @@
+@testable import BrokerCore
+import BrokerCrypto
+import BrokerProtocol
+import Foundation
+import Logging
+import OAuth
+import SecretStore
+import Synchronization
+import XCTest
+
+/// Issue 23 item 1: each service is built with only what it uses, nothing else of the
+/// daemon: no composition root, no server. The provider is the STUB of `BrokerHarness`
+/// (its token endpoint answers on cue); the store is the real `MemoryStore`.
+final class ServicesAloneTests: XCTestCase {
+    /// The lowest layers, which every other service is built on: providers and accounts.
+    private struct Base {
+        let clock = TestClock()
+        let transport = StubTransport()
+        let store = MemoryStore()
+        let logs = LogLines()
+        let events = EventHub()
+        let providers: ProvidersService
+        let accounts: AccountsService
+
+        /// - Parameter signedIn: whether `alice` (subject `sub-alice`) is in the store.
+        init(signedIn: Bool = true, providerKeys: String = "") async throws {
+            let config = try BrokerHarness.config(providerKeys: providerKeys)
+            providers = ProvidersService(config: config, transport: transport, store: store, clock: clock.wallClock,
+                                         events: events, logger: logs.logger)
+            accounts = AccountsService(providers: providers, store: store, logger: logs.logger)
+            if signedIn {
+                let alice = Account(key: AccountKey(provider: "corp", subject: "sub-alice"), issuer: StubTransport.issuer,
+                                    clientID: "authbroker", username: "alice", refreshToken: "refresh-0", idToken: nil, state: .ready)
+                try await store.save(AccountSecret.credential(for: alice))
+            }
+            await accounts.start()
+        }
+
+        /// The tokens service without any sign-in: `wait_for_sign_in` meets `NoSignIns`.
+        func tokens() -> TokensService {
+            let refresher = Refresher(cache: TokenCache(), accounts: accounts, providers: providers, counters: BrokerCounters(),
+                                      events: events, logger: logs.logger, clock: clock.wallClock)
+            let ahead = RefreshAhead(tick: .milliseconds(10), refresher: refresher, providers: providers,
+                                     clock: clock.wallClock, logger: logs.logger)
+            return TokensService(refresher: refresher, ahead: ahead, accounts: accounts, providers: providers,
+                                 counters: BrokerCounters(), signIns: NoSignIns(), clock: clock.wallClock, logger: logs.logger)
+        }
+
+        func forgetting(_ tokens: TokensService) -> TokenForgetting {
+            TokenForgetting(cache: tokens.cache, ahead: tokens.ahead)
+        }
+    }
+
+    /// A STUB of the sign-in on demand: there is none in these tests.
+    private struct NoSignIns: SignInWaiting {
+        func awaitSignIn(provider name: String, seconds: Int) async throws(BrokerError) {
+            throw BrokerError.notSignedIn(name)
+        }
+    }
+
+    func testProvidersAloneKeepAClientSecretInTheStore() async throws {
+        let store = MemoryStore()
+        let providers = ProvidersService(config: try BrokerHarness.config(), transport: StubTransport(), store: store,
+                                         logger: LogLines().logger)
+        XCTAssertEqual(providers.defaultProviderName(), "corp")
+        let result = try await providers.setClientSecret(SetSecretParams(provider: "corp", clientSecret: " s3cret "))
+        XCTAssertTrue(result.stored)
+        let items = try await store.loadAll()
+        XCTAssertEqual(items.compactMap(ClientSecretItem.secret(from:)), ["s3cret"])
+        XCTAssertEqual(providers.provider(orDefault: nil)?.config.clientSecret, "s3cret", "in force at once")
+    }
+
+    func testAccountsAloneLoadTheStoreAndNameTheAccount() async throws {
+        let base = try await Base()
+        XCTAssertEqual(base.accounts.accountList().accounts.map(\.subject), ["sub-alice"])
+        guard case .found(let provider, let account) = base.accounts.resolve(provider: nil, account: "alice") else {
+            return XCTFail("alice is not found")
+        }
+        XCTAssertEqual([provider.name, account.key.subject], ["corp", "sub-alice"])
+    }
+
+    func testTokensWithProvidersAccountsAndAStoreButNoSignIn() async throws {
+        let base = try await Base()
+        let tokens = base.tokens()
+        XCTAssertNil(tokens.cachedToken(TokenGetParams(resource: "https://api")), "nothing cached yet")
+        let minted = try await tokens.token(TokenGetParams(resource: "https://api"))
+        XCTAssertEqual(tokens.cachedToken(TokenGetParams(resource: "https://api"))?.accessToken, minted.accessToken)
+        XCTAssertEqual(try tokens.rejectToken(TokenRejectParams(accessToken: minted.accessToken)).dropped, true)
+        XCTAssertNil(tokens.cachedToken(TokenGetParams(resource: "https://api")))
+    }
+
+    func testExchangeOverTheTokensService() async throws {
+        let base = try await Base()
+        let exchange = ExchangeService(tokens: base.tokens(), clock: base.clock.wallClock, logger: base.logs.logger)
+        let first = try await exchange.exchangeToken(TokenExchangeParams(audience: "payroll"))
+        XCTAssertEqual(exchange.cachedExchange(TokenExchangeParams(audience: "payroll"))?.accessToken, first.accessToken)
+        XCTAssertEqual(base.transport.tokenRequests.last?["grant_type"], "urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Atoken-exchange")
+    }
+
+    func testProofsOverTheTokensServiceRefuseAProviderWithoutDPoP() async throws {
+        let base = try await Base()
+        let proofs = ProofsService(tokens: base.tokens(), clock: base.clock.wallClock)
+        do {
+            _ = try await proofs.dpopProof(DPoPProofParams(token: TokenGetParams(), htm: "GET", htu: "https://api/x"))
+            XCTFail("a proof for a provider without DPoP")
+        } catch {
+            XCTAssertTrue(error.message.contains("does not use DPoP"), error.message)
+        }
+    }
+
+    func testSignInWithoutTheTokensService() async throws {
+        let base = try await Base(signedIn: false)
+        let cache = TokenCache()
+        let refresher = Refresher(cache: cache, accounts: base.accounts, providers: base.providers, counters: BrokerCounters(),
+                                  events: base.events, logger: base.logs.logger, clock: base.clock.wallClock)
+        let ahead = RefreshAhead(tick: .seconds(1), refresher: refresher, providers: base.providers, clock: base.clock.wallClock,
+                                 logger: base.logs.logger)
+        let signIns = SignInService(providers: base.providers, accounts: base.accounts, tokens: TokenForgetting(cache: cache, ahead: ahead),
+                                    events: base.events, counters: BrokerCounters(), redirects: nil, announcer: nil,
+                                    logger: base.logs.logger, clock: base.clock.wallClock)
+        do {
+            _ = try await signIns.startLogin(LoginStartParams(flow: "browser"))
+            XCTFail("a browser sign-in without a redirect listener")
+        } catch {
+            XCTAssertTrue(error.message.contains("authctl login --device"), error.message)
+        }
+        do {
+            _ = try await signIns.waitLogin(LoginWaitParams(loginID: "none", provider: "corp"))
+            XCTFail("a wait for no sign-in")
+        } catch {
+            XCTAssertTrue(error.message.contains("no sign-in in progress"), error.message)
+        }
+        XCTAssertEqual(signIns.inProgress, 0)
+    }
+
+    func testSignOutForgetsTheAccountAndItsTokens() async throws {
+        let base = try await Base()
+        let tokens = base.tokens()
+        _ = try await tokens.token(TokenGetParams(resource: "https://api"))
+        let signOut = SignOutService(accounts: base.accounts, tokens: base.forgetting(tokens), events: base.events, logger: base.logs.logger)
+        let result = try await signOut.logout(LogoutParams(local: true))
+        XCTAssertFalse(result.revoked)
+        XCTAssertEqual(base.accounts.accountList().accounts, [])
+        XCTAssertNil(tokens.cachedToken(TokenGetParams(resource: "https://api")))
+        let stored = try await base.store.loadAll()
+        XCTAssertEqual(stored, [], "the item is gone from the store")
+    }
+
+    func testClaimsOverAccountsAndTokens() async throws {
+        let base = try await Base()
+        let claims = ClaimsService(accounts: base.accounts, tokens: base.tokens(), clock: base.clock.wallClock)
+        do {
+            _ = try claims.whoami(AccountParams())
+            XCTFail("claims of an account without an ID token")
+        } catch {
+            XCTAssertTrue(error.message.contains("has no ID token for alice"), error.message)
+        }
+    }
+
+    func testStatusShowsOnlyWhatTheGateLetsTheCallerSee() async throws {
+        let base = try await Base()
+        let tokens = base.tokens()
+        _ = try await tokens.token(TokenGetParams(resource: "https://api"))
+        let rules = CallerPolicy(rules: [AllowRule(executable: "/nonexistent/program", resources: ["https://api"])])
+        let gate = CallerGate(source: FixedPolicy(rules, defaultProvider: "corp"), confirmer: nil, logger: base.logs.logger)
+        let status = StatusService(tokens: tokens, gate: gate, socketPath: "/nonexistent/socket", clock: base.clock.wallClock)
+        XCTAssertEqual(status.status().providers.first?.accounts.first?.tokens.count, 1)
+        let me = Caller(uid: getuid(), gid: getgid(), pid: getpid(), executable: "/proc/self/exe",
+                        executableID: FileID(path: "/proc/self/exe"), cgroup: nil)
+        let seen = status.status(for: { _ in me })
+        XCTAssertEqual(seen.providers.first?.accounts.first?.tokens.count, 0, "no rule grants this program the token")
+    }
+
+    func testEventsRegisterTheirConnectionMethodsAsOpenWithAReason() {
+        struct Names: MethodRegistrar {
+            var open: [RPCMethod: String] = [:]
+            mutating func add<P: Decodable & Sendable, R: Encodable & Sendable>(_ spec: MethodSpec<P, R>) {}
+            mutating func add(_ spec: SecretAnswerSpec) {}
+            mutating func add(_ spec: ConnectionMethodSpec) { open[spec.method] = spec.openReason }
+        }
+        var names = Names()
+        EventsService().register(into: &names)
+        XCTAssertEqual(Set(names.open.keys), [.eventsSubscribe, .eventsUnsubscribe])
+    }
+
+    func testTheGateAloneRefusesWhatNoRuleGrants() {
+        let rules = CallerPolicy(rules: [AllowRule(executable: "/nonexistent/program", resources: ["https://api"])])
+        let gate = CallerGate(source: FixedPolicy(rules, defaultProvider: "corp"), confirmer: nil, logger: LogLines().logger)
+        let me = Caller(uid: getuid(), gid: getgid(), pid: getpid(), executable: "/usr/bin/curl",
+                        executableID: FileID(path: "/proc/self/exe"), cgroup: nil)
+        do {
+            _ = try gate.decide(.token(provider: nil, targets: ["https://api"], scopes: [], params: []), identify: { _ in me })
+            XCTFail("granted")
+        } catch {
+            XCTAssertEqual(error.message, "forbidden by policy: /usr/bin/curl may not have tokens for https://api of corp: add an [[allow]] rule for it to config.toml")
+        }
+        let unasked: CallerIdentification = { _ throws(BrokerError) in throw BrokerError.internalError("not asked") }
+        XCTAssertNil(try gate.decide(nil, identify: unasked), "a request that asks nothing of the rules is not even identified")
+    }
+}

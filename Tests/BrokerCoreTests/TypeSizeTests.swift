@@ -1,0 +1,22 @@
+import Foundation
+import XCTest
+
+/// Issue 23's rule for the daemon's shape: no class or actor has more than 25 methods or
+/// more than 12 stored properties (`scripts/type-sizes` counts them; structs and enums are
+/// exempt). A type that grows past it is split, as `Broker` was into services.
+final class TypeSizeTests: XCTestCase {
+    func testNoClassOrActorIsOverTheLimits() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let script = root.appendingPathComponent("scripts/type-sizes")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", script.path, "--over"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0, text)
+    }
+}

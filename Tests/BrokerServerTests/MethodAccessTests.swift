@@ -1,0 +1,154 @@
+@testable import BrokerCore
+@testable import BrokerServer
+import BrokerProtocol
+import Foundation
+import Logging
+import NIOCore
+import OAuth
+import SecretStore
+import Synchronization
+import XCTest
+
+/// Issue 23 item 2: every method the daemon serves says who may call it, and the caller
+/// policy is asked once, in the method table, before any service. The daemon's real
+/// services (a `Broker` over a `MemoryStore` and an unreachable STUB provider, which no
+/// request here reaches) register their methods through `RecordingRegistrar`, a
+/// recording test double that counts each call of a service's closures and hands the
+/// method on to the real `MethodTable`.
+final class MethodAccessTests: XCTestCase {
+    /// A request of each checked method that asks the policy something.
+    private static let examples: [RPCMethod: String] = [
+        .tokenGet: #"{"resource":"https://api"}"#,
+        .dpopProof: #"{"token":{"resource":"https://api"},"htm":"GET","htu":"https://api/x"}"#,
+        .tokenExchange: #"{"audience":"https://api"}"#,
+        .tokenReject: #"{"resource":"https://api"}"#,
+        .loginStart: #"{"join":true}"#,
+        .accountWhoami: #"{}"#,
+        .accountUserinfo: #"{}"#,
+    ]
+
+    func testEveryMethodIsCheckedByThePolicyOrOpenWithAReason() throws {
+        let (table, calls) = try Self.table(rules: """
+            [[allow]]
+            exe = "/nonexistent/program"
+            resources = ["https://api"]
+            claims = true
+            """)
+        for method in RPCMethod.allCases {
+            guard let access = table.access[method] else {
+                XCTFail("\(method.rawValue) is not registered: a service must register it, checked or open with a reason")
+                continue
+            }
+            switch access {
+            case .open(let reason):
+                XCTAssertGreaterThan(reason.count, 40, "\(method.rawValue) is open; its reason must say why that is safe")
+            case .checked(let what):
+                XCTAssertFalse(what.isEmpty, method.rawValue)
+                guard let params = Self.examples[method] else {
+                    XCTFail("\(method.rawValue) is checked: add a request that asks the policy to `examples`")
+                    continue
+                }
+                guard let handler = table[method.rawValue] else { XCTFail("\(method.rawValue) has no handler"); continue }
+                let line = #"{"jsonrpc":"2.0","id":1,"method":"\#(method.rawValue)","params":\#(params)}"#
+                let reply = handler(RequestLine(scanned: nil, bytes: ByteBuffer(string: line)), .number(1), RPCCodec(),
+                                    { _ throws(BrokerError) in Self.me }, ConfirmAnswers())
+                guard case .now(let data) = reply else {
+                    XCTFail("\(method.rawValue) went on to its service under a rule that refuses it")
+                    continue
+                }
+                let answer = String(decoding: data, as: UTF8.self)
+                XCTAssertTrue(answer.contains(#""code":-32002"#), "\(method.rawValue): \(answer)")
+            }
+        }
+        XCTAssertEqual(calls.all, [:], "no service was called for a refused request")
+    }
+
+    /// The same requests with no rules reach their services: the counting sees them.
+    func testWithoutRulesTheRequestsReachTheirServices() throws {
+        let (table, calls) = try Self.table(rules: "")
+        let line = #"{"jsonrpc":"2.0","id":1,"method":"token.get","params":{"resource":"https://api"}}"#
+        let handler = try XCTUnwrap(table["token.get"])
+        _ = handler(RequestLine(scanned: nil, bytes: ByteBuffer(string: line)), .number(1), RPCCodec(),
+                    { _ throws(BrokerError) in Self.me }, ConfirmAnswers())
+        XCTAssertEqual(calls.all["token.get"], 1, "the cache was asked (a miss: nothing is signed in)")
+    }
+
+    private static let me = Caller(uid: getuid(), gid: getgid(), pid: getpid(), executable: "/proc/self/exe",
+                                   executableID: FileID(path: "/proc/self/exe"), cgroup: nil)
+
+    /// The daemon's method table over a real `Broker`, its services counted.
+    private static func table(rules: String) throws -> (MethodTable, Calls) {
+        let config = try ConfigLoader.parse("""
+            [daemon]
+            store = "memory"
+
+            [providers.corp]
+            issuer = "https://idp.invalid"
+            client_id = "authbroker"
+            resources = ["https://api"]
+
+            \(rules)
+            """, file: "config.toml")
+        let broker = Broker(config: config, store: MemoryStore(), transport: Unreachable(), socketPath: "/nonexistent/socket",
+                            logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+        let calls = Calls()
+        var recording = RecordingRegistrar(table: MethodTable(gate: broker.gate), calls: calls)
+        broker.register(into: &recording)
+        return (recording.table, calls)
+    }
+}
+
+/// A STUB provider that cannot be reached: no request in these tests should get that far.
+private struct Unreachable: HTTPTransport {
+    func send(_ request: HTTPRequest) async throws(OAuthError) -> HTTPResponse {
+        throw .unreachable("the STUB provider cannot be reached")
+    }
+}
+
+/// How often each method's service was called.
+final class Calls: Sendable {
+    private let counts = Mutex<[String: Int]>([:])
+    var all: [String: Int] { counts.withLock { $0 } }
+    func note(_ method: RPCMethod) { counts.withLock { $0[method.rawValue, default: 0] += 1 } }
+}
+
+/// A RECORDING test double of the server's registrar: it wraps every closure of a
+/// service's registration in a counter and hands the method on to the real table.
+struct RecordingRegistrar: MethodRegistrar {
+    var table: MethodTable
+    let calls: Calls
+
+    mutating func add<P: Decodable & Sendable, R: Encodable & Sendable>(_ spec: MethodSpec<P, R>) {
+        var counted = spec
+        let (calls, method, fast, fastFor, slow) = (calls, spec.method, spec.fast, spec.fastFor, spec.slow)
+        if let fast {
+            counted.fast = { @Sendable p in
+                calls.note(method)
+                return fast(p)
+            }
+        }
+        if let fastFor {
+            counted.fastFor = { @Sendable identify, p in
+                calls.note(method)
+                return fastFor(identify, p)
+            }
+        }
+        counted.slow = { p throws(BrokerError) in
+            calls.note(method)
+            return try await slow(p)
+        }
+        table.add(counted)
+    }
+
+    mutating func add(_ spec: SecretAnswerSpec) {
+        var counted = spec
+        let (calls, method, answer) = (calls, spec.method, spec.answer)
+        counted.answer = { id, value throws(BrokerError) in
+            calls.note(method)
+            return try answer(id, value)
+        }
+        table.add(counted)
+    }
+
+    mutating func add(_ spec: ConnectionMethodSpec) { table.add(spec) }
+}
