@@ -1,5 +1,6 @@
-/// The method names the daemon serves. Adding one here and to the server's method table
-/// is all a new method needs on the wire.
+/// The method names the daemon serves. Adding one here, with its params and result, and
+/// registering it in its service (BrokerCore's `MethodSpec`, with who may call it) is all
+/// a new method needs: the server's method table serves any registration.
 public enum RPCMethod: String, Sendable, CaseIterable {
     case tokenGet = "token.get"
     case dpopProof = "dpop.proof"

@@ -5,6 +5,7 @@ import OAuth
 
 /// The browser sign-in: authorization code + PKCE (S256) with a loopback redirect
 /// (RFC 8252 §7.3), `state` and `nonce`, and the RFC 9207 `iss` check.
+///
 /// Owns no state beyond the sign-ins it adds to `LoginSessions` (the sign-in service's);
 /// opens its loopback listener through `RedirectListening` (the server's).
 final class BrowserSignIn: Sendable {
