@@ -158,10 +158,14 @@ struct MethodTable: MethodRegistrar, Sendable {
         }
     }
 
-    /// How the scanner reads `P`, when it does.
+    /// How the scanner reads `P`, when it does. The params type is opened here, once: the
+    /// reading casts the scanner's concrete `S` to `P` (the same type), which boxes nothing.
     private static func scanner<P>(for: P.Type) -> (@Sendable (ScannedRequest) -> P?)? {
         guard let type = P.self as? any (ScannableParams & Sendable).Type else { return nil }
-        return { request in type.init(scanned: request) as? P }
+        func reader<S: ScannableParams & Sendable>(_: S.Type) -> @Sendable (ScannedRequest) -> P? {
+            { request in S(scanned: request) as? P }
+        }
+        return reader(type)
     }
 
     /// A method the connection serves itself (`events.subscribe`): only its access is

@@ -43,10 +43,11 @@ public final class CallerGate: Sendable {
     /// - Returns: the question to ask the user first when only `confirm = true` rules grant
     ///   it (`confirm(_:on:)`), else nil.
     /// - Throws: `forbidden` (-32002) naming the program and what it may not have.
-    public func decide(_ question: PolicyQuestion?, identify: CallerIdentification) throws(BrokerError) -> ConfirmQuestion? {
-        guard let question else { return nil }
+    /// The question is read from the request only when rules are in force: without them
+    /// a request costs one lock and no allocation here.
+    public func decide(_ question: @autoclosure () -> PolicyQuestion?, identify: CallerIdentification) throws(BrokerError) -> ConfirmQuestion? {
         let policy = self.policy
-        guard !policy.isOpen else { return nil }
+        guard !policy.isOpen, let question = question() else { return nil }
         let caller = try identify(policy.needsCgroup)
         switch question {
         case .token(let provider, let targets, let scopes, let params):
