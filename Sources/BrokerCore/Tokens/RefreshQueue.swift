@@ -2,7 +2,7 @@ import Synchronization
 
 /// Which connection a request came from, so an account's refresh queue can take turns
 /// between connections. The server sets it around each request's work (a task-local value,
-/// so `Broker.token` needs no extra parameter); 0 is the daemon's own work.
+/// so `TokensService.token` needs no extra parameter); 0 is the daemon's own work.
 public enum RequestOrigin {
     @TaskLocal public static var current: UInt64 = 0
 
