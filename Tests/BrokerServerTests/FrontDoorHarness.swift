@@ -28,13 +28,14 @@ final class FrontDoorRig {
     /// - Parameters:
     ///   - size: the length of the access token `token.get` answers with at once, for any
     ///     resource but "later", which is answered later (so handed to NIO).
-    init(answering size: Int = 16, idle: Double = 60, stall: Double = 10) throws {
+    ///   - policy: the `[[allow]]` rules the method table's caller gate holds (none: open).
+    init(answering size: Int = 16, idle: Double = 60, stall: Double = 10, policy: CallerPolicy = CallerPolicy()) throws {
         folder = NSTemporaryDirectory() + "frontdoor-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         XCTAssertEqual(mkdir(folder, 0o700), 0)
         path = folder + "/socket"
         try SocketListener.prepare(path: path)
         let fd = try SocketListener.listen(path: path)
-        var table = MethodTable()
+        var table = MethodTable(gate: CallerGate(source: FixedPolicy(policy), confirmer: nil, logger: Logger(label: "test")))
         let big = String(repeating: "a", count: size)
         table.add(MethodSpec(.tokenGet, empty: TokenGetParams(), access: .open("a test"),
                        fast: { p in
