@@ -119,7 +119,7 @@ final class ServicesAloneTests: XCTestCase {
                                     events: base.events, counters: BrokerCounters(), redirects: nil, announcer: nil,
                                     logger: base.logs.logger, clock: base.clock.wallClock)
         do {
-            _ = try await signIns.startLogin(LoginStartParams(flow: "browser"))
+            _ = try await signIns.startLogin(LoginStartParams(flow: .browser))
             XCTFail("a browser sign-in without a redirect listener")
         } catch {
             XCTAssertTrue(error.message.contains("authctl login --device"), error.message)
