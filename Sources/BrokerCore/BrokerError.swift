@@ -20,6 +20,9 @@ public enum BrokerError: Error, Sendable, Equatable {
     case forbidden(message: String)
     /// Too many of something at once.
     case overloaded(message: String)
+    /// The caller's requests made the daemon ask the providers `limit` times within a
+    /// minute (`cache_misses_per_minute`, `ProviderRequests`): nothing was sent this time.
+    case providerRequestsSpent(limit: Int, retryAfter: Int)
     /// config.toml (or the provider's discovery document it relies on) does not allow
     /// this: not the provider's refusal, and retrying will not help until the file changes.
     case configuration(provider: String?, message: String)
@@ -31,6 +34,8 @@ public enum BrokerError: Error, Sendable, Equatable {
              .storeUnavailable(let m, _), .unknownProvider(let m), .invalidRequest(let m),
              .loginFailed(_, let m), .forbidden(let m), .overloaded(let m), .configuration(_, let m), .internalError(let m):
             return m
+        case .providerRequestsSpent(let limit, let wait):
+            return "this connection made authbrokerd ask the provider for \(limit) tokens within a minute (cache_misses_per_minute): try again in \(wait) s"
         }
     }
 

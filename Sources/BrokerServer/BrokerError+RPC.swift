@@ -23,6 +23,8 @@ extension BrokerError {
             return RPCError(.forbidden, m)
         case .overloaded(let m):
             return RPCError(.overloaded, m)
+        case .providerRequestsSpent(let limit, let wait):
+            return RPCError(.overloaded, message, data: ErrorData(retryAfter: wait, limit: limit))
         case .configuration(let provider, let m):
             return RPCError(.configuration, m, data: provider.map { ErrorData(provider: $0) })
         case .internalError(let m):

@@ -10,11 +10,13 @@ struct InFlightWork {
     /// Work cancelled when the connection closes (`Reply.untilClosed`), by a key per request.
     var cancelledOnClose: [Int: Task<Void, Never>] = [:]
     var nextKey = 0
-    /// Requests this connection may still make that the cache cannot answer.
-    var misses = MissBudget()
+    /// Requests to the providers this connection's work may still cause.
+    let allowance: ConnectionAllowance
     /// Names this connection's requests to the refresh queue, which takes turns between
     /// connections (`RequestOrigin`).
     let origin = RequestOrigin.next()
+
+    init(allowance: ConnectionAllowance) { self.allowance = allowance }
 
     /// A key for a new piece of work.
     mutating func newKey() -> Int {

@@ -42,7 +42,7 @@ final class RPCHandler: ChannelDuplexHandler {
     /// Whether reading is held back, and the lines framed meanwhile.
     private var pressure = BackPressure()
     /// The answers still being worked on.
-    private var inFlight = InFlightWork()
+    private var inFlight: InFlightWork
 
     /// - Parameter identify: the peer of a new connection; production reads the kernel's
     ///   word (`PeerCredentials.credentials(of:)`). Tests on an `EmbeddedChannel`, which has
@@ -60,6 +60,7 @@ final class RPCHandler: ChannelDuplexHandler {
         server = ServerLimits(activity: activity, refusals: refusals, maxConnections: maxConnections,
                               maxInFlight: maxInFlight, maxInFlightTotal: maxInFlightTotal)
         caller = ConnectionCaller(identify: identify, inspector: inspector, handover: handover)
+        inFlight = InFlightWork(allowance: ConnectionAllowance(perMinute: table.cacheMissesPerMinute))
     }
 
     func channelActive(context: ChannelHandlerContext) {
@@ -244,24 +245,14 @@ final class RPCHandler: ChannelDuplexHandler {
     }
 
     /// Starts the work of an answer that comes later, and writes the answer when it is done.
-    /// - Parameter mints: the answer is a token the cache did not have: counted against the
-    ///   connection's `cache_misses_per_minute`, and refused past it.
+    /// - Parameter mints: the answer is a token the cache did not have: the requests its work
+    ///   sends to a provider are charged to the connection's `cache_misses_per_minute`
+    ///   (`ConnectionAllowance`), and refused past it.
     private func startWork(_ context: ChannelHandlerContext, _ reply: Reply, id: RequestID, answer: Bool, mints: Bool = false) {
         switch reply {
         case .now:
             return
         case .later(let work), .untilClosed(let work):
-            if mints {
-                let limit = table.cacheMissesPerMinute()
-                if let wait = inFlight.misses.take(perMinute: limit, now: ServerActivity.monotonicNanoseconds()) {
-                    counters.errors.increment()
-                    logger.debug("cache misses of a connection at the limit; refusing", metadata: ["limit": "\(limit)"])
-                    if answer {
-                        write(context, codec.failure(id, RPCError(.overloaded, "this connection asked for \(limit) tokens in a minute that were not cached (cache_misses_per_minute): try again in \(wait) s", data: ErrorData(retryAfter: wait, limit: limit))))
-                    }
-                    return
-                }
-            }
             let maxInFlightTotal = server.maxInFlightTotal
             guard server.activity.requestsInFlight < maxInFlightTotal else {
                 // Every connection's work together is capped; one caller pausing its own
@@ -280,13 +271,16 @@ final class RPCHandler: ChannelDuplexHandler {
             let bound = NIOLoopBound((self, context), eventLoop: loop)
             let key = inFlight.newKey()
             let origin = inFlight.origin
+            let allowance = mints ? inFlight.allowance : nil
             // Who asks, should the work show the user something (a notification): read then.
             let program: (@Sendable () -> RequestingProgram?)? = caller.peer?.credentials.map { [inspector = caller.inspector] cred in
                 { inspector.program(of: cred.pid) }
             }
             let task = Task {
                 let data = await Requester.$lookup.withValue(program.map(Requester.Lookup.init)) {
-                    await RequestOrigin.$current.withValue(origin) { await work() }
+                    await RequestOrigin.$current.withValue(origin) {
+                        await ProviderRequests.$allowance.withValue(allowance) { await work() }
+                    }
                 }
                 activity.finished()
                 loop.execute {

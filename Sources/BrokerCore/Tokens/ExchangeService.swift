@@ -88,6 +88,7 @@ public final class ExchangeService: RegistersMethods, Sendable {
         let metadata = try await provider.discovered()
         if provider.config.dpop != nil { try provider.checkOffersDPoP(metadata) }
         try await provider.checkBackoff()
+        try ProviderRequests.charge()
         account = try await refresher.withDPoPKey(account, provider: provider, metadata: metadata)
         let client = provider.client(provider.signer(of: account), metadata: metadata, clock: clock)
         let sentAt = clock.now()

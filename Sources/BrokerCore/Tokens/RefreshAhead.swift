@@ -48,8 +48,9 @@ final class RefreshAhead: Sendable {
             guard s.tasks[key] == nil else { return }
             let id = s.nextID
             s.nextID += 1
+            // The daemon's own work: not charged to the caller whose request started it.
             let task = Task { [weak self] in
-                await self?.loop(key, provider: provider)
+                await ProviderRequests.$allowance.withValue(nil) { await self?.loop(key, provider: provider) }
                 self?.state.withLock { s in
                     if s.tasks[key]?.id == id {
                         s.tasks[key] = nil

@@ -40,6 +40,7 @@ actor RefreshQueue {
     func run(_ key: CacheKey, origin: UInt64 = RequestOrigin.current,
              _ operation: @escaping @Sendable () async throws(BrokerError) -> CachedToken) async throws(BrokerError) -> CachedToken {
         let task: Task<CachedToken, any Error>
+        let joined = inflight[key] != nil
         if let shared = inflight[key] {
             task = shared
         } else {
@@ -60,6 +61,10 @@ actor RefreshQueue {
         if inflight[key] == task { inflight[key] = nil }
         switch result {
         case .success(let token): return token
+        case .failure(BrokerError.providerRequestsSpent) where joined:
+            // The caller that started the shared refresh had spent its allowance of
+            // requests to the provider (`ProviderRequests`); this one may still have its own.
+            return try await run(key, origin: origin, operation)
         case .failure(let error as BrokerError): throw error
         case .failure: throw BrokerError.internalError("a refresh failed unexpectedly")
         }

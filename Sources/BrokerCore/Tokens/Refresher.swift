@@ -66,6 +66,9 @@ final class Refresher: Sendable {
         }
         let metadata = try await provider.discovered()
         try await provider.checkBackoff()
+        if provider.config.dpop != nil { try provider.checkOffersDPoP(metadata) }
+        // The caller pays for the request now that it will be sent, before any token is dropped.
+        try ProviderRequests.charge()
         let chain = account.chain(for: key.resource, rule: provider.config.refreshTokens)
         let refreshToken = account.refreshToken(of: chain)
         // A provider that keeps one live access token per refresh token revokes the chain's
@@ -75,7 +78,6 @@ final class Refresher: Sendable {
         if provider.config.accessTokens == .onePerRefreshToken && !account.machine {
             revoked = cache.removeChain(chain, of: account.key, returning: key)
         }
-        if provider.config.dpop != nil { try provider.checkOffersDPoP(metadata) }
         let sentAt = clock.now()
         let response: TokenResponse
         account = try await withDPoPKey(account, provider: provider, metadata: metadata)
