@@ -25,6 +25,6 @@ struct AdoptedRequest: Sendable {
     let id: RequestID
     /// False for a notification (no id): carried out, never answered.
     let answer: Bool
-    /// Whether it is a cache miss the connection's `MissBudget` counts (`MethodTable.mints`).
+    /// Whether its work runs with the connection's `ConnectionAllowance` (`MethodTable.mints`).
     var mints = false
 }

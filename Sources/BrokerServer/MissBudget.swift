@@ -1,9 +1,9 @@
-/// One connection's allowance of requests the cache cannot answer (`[daemon]
-/// cache_misses_per_minute`): each may cost a request to the provider, and in the default
-/// `access_tokens = "one-per-refresh-token"` a refresh drops the account's other tokens,
-/// which other programs then have to refresh in turn. A token bucket: full at first,
-/// refilled evenly over a minute. A value on the connection's event loop; tests drive it
-/// with any clock.
+/// One connection's allowance of requests to the provider (`[daemon]
+/// cache_misses_per_minute`, charged through `ConnectionAllowance`): each costs the
+/// provider, and in the default `access_tokens = "one-per-refresh-token"` a refresh drops
+/// the account's other tokens, which other programs then have to refresh in turn. A token
+/// bucket: full at first, refilled evenly over a minute. A value (its owner locks it);
+/// tests drive it with any clock.
 struct MissBudget {
     private var available: Double?
     private var last: UInt64 = 0
