@@ -82,6 +82,60 @@ final class RefreshQueueTests: XCTestCase {
         XCTAssertEqual(probe.maxRunning.load(ordering: .sequentiallyConsistent), 1, "refreshes of one account never overlap")
     }
 
+    /// A caller that joined a refresh whose starter had spent its allowance of requests to
+    /// the provider (`ProviderRequests`, another connection's) is not refused for it: it
+    /// runs the refresh with its own allowance.
+    func testAJoinerRunsTheRefreshWithItsOwnAllowanceWhenTheStartersIsSpent() async throws {
+        let queue = RefreshQueue()
+        let key = CacheKey(account: AccountKey(provider: "p", subject: "s"), resource: "https://a", scopes: [])
+        let operation = { @Sendable () async throws(BrokerError) -> CachedToken in
+            try ProviderRequests.charge()
+            return CachedToken(accessToken: "t", tokenType: "Bearer", expiresAt: 1e10, scope: nil)
+        }
+        // The queue is busy, so the starter's refresh waits for its turn while the other joins.
+        let (release, releaser) = AsyncStream<Void>.makeStream()
+        let holding = Atomic(false)
+        let holder = Task {
+            await queue.exclusive {
+                holding.store(true, ordering: .sequentiallyConsistent)
+                for await _ in release { break }
+            }
+        }
+        while !holding.load(ordering: .sequentiallyConsistent) { await Task.yield() }
+        let starter = Task {
+            try await ProviderRequests.$allowance.withValue(Allowance(spent: true)) { try await queue.run(key, origin: 1, operation) }
+        }
+        while await queue.waitingCount < 1 { await Task.yield() }
+        let own = Allowance(spent: false)
+        let joiner = Task {
+            try await ProviderRequests.$allowance.withValue(own) { try await queue.run(key, origin: 2, operation) }
+        }
+        while await queue.joins < 1 { await Task.yield() }
+        releaser.finish()
+        await holder.value
+        do {
+            _ = try await starter.value
+            XCTFail("the starter's allowance is spent")
+        } catch {
+            XCTAssertEqual(error as? BrokerError, .providerRequestsSpent(limit: 1, retryAfter: 60))
+        }
+        let token = try await joiner.value
+        XCTAssertEqual(token.accessToken, "t")
+        XCTAssertEqual(own.taken.withLock { $0 }, 1, "the joiner paid for the refresh it ran")
+    }
+
+    /// A STUB allowance: spent, or counting what is taken.
+    final class Allowance: ProviderRequestAllowance {
+        let spent: Bool
+        let taken = Mutex(0)
+        init(spent: Bool) { self.spent = spent }
+        func take() -> ProviderRequestsSpent? {
+            if spent { return ProviderRequestsSpent(limit: 1, retryAfter: 60) }
+            taken.withLock { $0 += 1 }
+            return nil
+        }
+    }
+
     func testScopeOrderDoesNotSplitTheCache() {
         let a = AccountKey(provider: "p", subject: "s")
         XCTAssertEqual(CacheKey(account: a, resource: "r", scopes: ["b", "a", "a"]), CacheKey(account: a, resource: "r", scopes: ["a", "b"]))

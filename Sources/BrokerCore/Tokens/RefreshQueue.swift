@@ -36,6 +36,8 @@ actor RefreshQueue {
 
     /// Turns waiting now (for tests).
     var waitingCount: Int { waiting.values.reduce(0) { $0 + $1.count } }
+    /// Callers that joined a refresh in flight so far (for tests).
+    private(set) var joins = 0
 
     func run(_ key: CacheKey, origin: UInt64 = RequestOrigin.current,
              _ operation: @escaping @Sendable () async throws(BrokerError) -> CachedToken) async throws(BrokerError) -> CachedToken {
@@ -43,6 +45,7 @@ actor RefreshQueue {
         let joined = inflight[key] != nil
         if let shared = inflight[key] {
             task = shared
+            joins += 1
         } else {
             task = Task {
                 await self.turn(origin)
