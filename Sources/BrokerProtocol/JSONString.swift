@@ -37,6 +37,24 @@ public enum JSONString {
         out.append(UInt8(ascii: "\""))
     }
 
+    /// Appends `text` as a quoted JSON string to `out`; `plain` says `needsEscaping` already
+    /// found nothing to escape in it (a cached token, checked once when it was stored), so
+    /// its bytes are copied whole without looking at them again.
+    @inlinable
+    public static func append(_ text: String, plain: Bool, to out: inout [UInt8]) {
+        guard plain else { return append(text, to: &out) }
+        var text = text
+        out.append(UInt8(ascii: "\""))
+        text.withUTF8 { out.append(contentsOf: $0) }
+        out.append(UInt8(ascii: "\""))
+    }
+
+    /// Whether `text` holds a byte JSON must escape (`needsEscaping(_:)` on its UTF-8).
+    public static func needsEscaping(_ text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { needsEscaping(UnsafeRawBufferPointer($0)) }
+    }
+
     /// `text` as a quoted JSON string, for the few JSON texts built as strings.
     public static func quoted(_ text: String) -> String {
         var out: [UInt8] = []

@@ -51,6 +51,10 @@ public struct TokenGetResult: Codable, Sendable, Equatable {
     public var resource: String?
     public var provider: String
     public var account: String
+    /// True when `accessToken` is known to hold nothing JSON escapes (found once, when the
+    /// token entered the daemon's cache): the answer copies it whole. Not part of the JSON
+    /// and not compared; false (escape as usual) unless the daemon's cache says so.
+    package var accessTokenIsPlainJSON = false
 
     public init(accessToken: String, tokenType: String, expiresAt: Int64, scope: String?, resource: String?, provider: String, account: String) {
         self.accessToken = accessToken
@@ -67,5 +71,11 @@ public struct TokenGetResult: Codable, Sendable, Equatable {
         case tokenType = "token_type"
         case expiresAt = "expires_at"
         case scope, resource, provider, account
+    }
+
+    /// The token's members; `accessTokenIsPlainJSON`, a hint for writing it, is left out.
+    public static func == (a: TokenGetResult, b: TokenGetResult) -> Bool {
+        a.accessToken == b.accessToken && a.tokenType == b.tokenType && a.expiresAt == b.expiresAt && a.scope == b.scope
+            && a.resource == b.resource && a.provider == b.provider && a.account == b.account
     }
 }

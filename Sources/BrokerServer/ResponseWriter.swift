@@ -51,6 +51,11 @@ struct ResponseWriter {
     mutating func string(_ text: String) {
         JSONString.append(text, to: &bytes)
     }
+
+    /// `text` as a JSON string, copied whole when `plain` (known to need no escaping).
+    mutating func string(_ text: String, plain: Bool) {
+        JSONString.append(text, plain: plain, to: &bytes)
+    }
 }
 
 extension TokenGetResult: JSONWritable {
@@ -58,7 +63,7 @@ extension TokenGetResult: JSONWritable {
     func write(to out: inout ResponseWriter) {
         out.raw("{")
         out.key("access_token", first: true)
-        out.string(accessToken)
+        out.string(accessToken, plain: accessTokenIsPlainJSON)
         out.key("token_type")
         out.string(tokenType)
         out.key("expires_at")

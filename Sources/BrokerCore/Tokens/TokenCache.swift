@@ -1,4 +1,14 @@
+import BrokerProtocol
 import Synchronization
+
+extension TokenGetResult {
+    /// The answer for a cached token, carrying what the cache found about its escaping.
+    init(cached token: CachedToken, resource: String?, provider: String, account: String) {
+        self.init(accessToken: token.accessToken, tokenType: token.tokenType, expiresAt: Int64(token.expiresAt),
+                  scope: token.scope, resource: resource, provider: provider, account: account)
+        accessTokenIsPlainJSON = token.accessTokenIsPlainJSON
+    }
+}
 
 /// What a cached access token is filed under: one account, one resource, one scope set,
 /// one set of extra parameters.
@@ -46,7 +56,11 @@ struct ExchangeTarget: Hashable, Sendable {
 
 /// An access token in memory. Never written anywhere.
 struct CachedToken: Sendable {
-    var accessToken: String
+    let accessToken: String
+    /// Whether `accessToken` holds nothing JSON escapes, found once here: a token never
+    /// changes, and a cache hit's answer then copies it whole instead of scanning its
+    /// kilobyte again (`JSONString.append(_:plain:to:)`).
+    let accessTokenIsPlainJSON: Bool
     var tokenType: String
     /// Unix seconds: `expiry(sentAt:expiresIn:)`, a whole second.
     var expiresAt: Double
@@ -54,6 +68,15 @@ struct CachedToken: Sendable {
     /// The refresh-token chain that minted it: nil for the account's shared refresh token,
     /// else the resource whose own refresh token it was (`refresh_tokens = "one-per-resource"`).
     var chain: String? = nil
+
+    init(accessToken: String, tokenType: String, expiresAt: Double, scope: String? = nil, chain: String? = nil) {
+        self.accessToken = accessToken
+        self.accessTokenIsPlainJSON = !JSONString.needsEscaping(accessToken)
+        self.tokenType = tokenType
+        self.expiresAt = expiresAt
+        self.scope = scope
+        self.chain = chain
+    }
 
     /// When a token the provider said lives `expiresIn` seconds expires: counted from the
     /// whole second before the one its request was sent in. Providers compute `exp` in

@@ -158,10 +158,7 @@ public final class TokensService: RegistersMethods, Sendable {
     }
 
     func result(_ token: CachedToken, key: CacheKey, account: Account) -> TokenGetResult {
-        TokenGetResult(
-            accessToken: token.accessToken, tokenType: token.tokenType, expiresAt: Int64(token.expiresAt),
-            scope: token.scope, resource: key.resource, provider: key.account.provider,
-            account: account.displayName)
+        TokenGetResult(cached: token, resource: key.resource, provider: key.account.provider, account: account.displayName)
     }
 
     /// Extra token parameters: none of the protocol's own names, and a sensible size.
