@@ -111,6 +111,10 @@ struct MethodTable: MethodRegistrar, Sendable {
 
     /// Installs a service's method. The scanned reading of its params, when the scanner
     /// reads them (`ScannableParams`), is chosen here, once.
+    /// Specialised for `token.get`: services register through the generic `MethodRegistrar`,
+    /// so without it the handler of every cache hit ran as unspecialised generic code
+    /// (metadata lookups, value witnesses, a dynamic cast to `JSONWritable` per answer).
+    @_specialize(exported: false, where P == TokenGetParams, R == TokenGetResult)
     mutating func add<P: Decodable & Sendable, R: Encodable & Sendable>(_ spec: MethodSpec<P, R>) {
         let method = spec.method
         note(method, spec.access)

@@ -40,10 +40,13 @@ struct ResponseWriter {
         text.withUTF8 { bytes.append(contentsOf: $0) }
     }
 
-    /// `"key":` before a member; `first` leaves out the comma.
-    mutating func key(_ name: String, first: Bool = false) {
+    /// `"key":` before a member; `first` leaves out the comma. Member names are the
+    /// writer's own constants, which need no escaping: copied as they are.
+    mutating func key(_ name: StaticString, first: Bool = false) {
         if !first { bytes.append(UInt8(ascii: ",")) }
-        string(name)
+        bytes.append(UInt8(ascii: "\""))
+        name.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        bytes.append(UInt8(ascii: "\""))
         bytes.append(UInt8(ascii: ":"))
     }
 
