@@ -65,7 +65,7 @@ extension FrontDoor {
         // Rules may come in between the check above and the handler's own: then, as on any
         // connection opened before them, the request is refused and the connection closed.
         var identified = false
-        let reply = handler(RequestLine(scanned: scanned, bytes: ByteBuffer(bytes: line)), id, codec, { _ throws(BrokerError) in
+        let reply = handler(RequestLine(scanned: scanned, borrowing: line), id, codec, { _ throws(BrokerError) in
             identified = true
             throw PeerIdentity.openedBeforeRulesError
         }, nil)

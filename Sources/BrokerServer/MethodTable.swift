@@ -48,8 +48,36 @@ final class RPCCodec {
 /// for JSONDecoder otherwise.
 struct RequestLine {
     let scanned: ScannedRequest?
-    let bytes: ByteBuffer
-    var data: Data { Data(bytes.readableBytesView) }
+    private let bytes: Bytes
+
+    private enum Bytes {
+        case buffer(ByteBuffer)
+        case borrowed(UnsafeRawBufferPointer)
+    }
+
+    /// A line NIO framed, in its buffer.
+    init(scanned: ScannedRequest?, bytes: ByteBuffer) {
+        self.scanned = scanned
+        self.bytes = .buffer(bytes)
+    }
+
+    /// A line in the front door's read buffer, read where it lies: no copy per request.
+    /// Valid only while the handler runs, which is all a handler reads it for (the work of
+    /// a later answer keeps the decoded params, never the line).
+    init(scanned: ScannedRequest?, borrowing bytes: UnsafeRawBufferPointer) {
+        self.scanned = scanned
+        self.bytes = .borrowed(bytes)
+    }
+
+    /// Calls `body` with the line's bytes.
+    func withUnsafeBytes<T>(_ body: (UnsafeRawBufferPointer) -> T) -> T {
+        switch bytes {
+        case .buffer(let buffer): buffer.withUnsafeReadableBytes(body)
+        case .borrowed(let raw): body(raw)
+        }
+    }
+
+    var data: Data { withUnsafeBytes { Data($0) } }
 }
 
 /// Params the one-pass scanner reads (`RequestScanner`): a server concern keyed by the
@@ -224,7 +252,7 @@ extension MethodTable {
         let question: (@Sendable (String) -> PolicyQuestion?)? = if case .checked(_, let ask) = spec.access { ask } else { nil }
         let (gate, answer) = (self.gate, spec.answer)
         handlers[method] = { line, id, codec, identify, _ in
-            defer { line.bytes.withUnsafeReadableBytes { SecretBytes.wipe(UnsafeMutableRawBufferPointer(mutating: $0)) } }
+            defer { line.withUnsafeBytes { SecretBytes.wipe(UnsafeMutableRawBufferPointer(mutating: $0)) } }
             var data = line.data
             defer { data.withUnsafeMutableBytes { SecretBytes.wipe($0) } }
             let target: AnswerTarget
@@ -244,7 +272,7 @@ extension MethodTable {
                     return .now(codec.failure(id, error.rpcError))
                 }
             }
-            guard let value = line.bytes.withUnsafeReadableBytes({ SecretAnswer.value(in: $0) }) else {
+            guard let value = line.withUnsafeBytes({ SecretAnswer.value(in: $0) }) else {
                 return .now(codec.failure(id, RPCError(.invalidParams, "invalid params for \(method): value must be a string")))
             }
             do throws(BrokerError) {

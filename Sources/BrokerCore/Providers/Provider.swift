@@ -40,6 +40,14 @@ actor Provider {
 
     nonisolated var name: String { config.name }
 
+    /// Whether callers may ask this provider for a token of `resource`, `scopes` and extra
+    /// parameters of these names (`ProviderConfig`'s checks). Asked here, on the provider,
+    /// for the cache hit's sake: read through `provider.config` from outside, the whole
+    /// configuration was copied (and released) on every request.
+    nonisolated func grants(resource: String?, scopes: [String], paramNames: Dictionary<String, String>.Keys?) -> Bool {
+        config.serves(resource: resource) && config.allows(scopes: scopes) && (paramNames.map { config.allows(paramNames: $0) } ?? true)
+    }
+
     /// The discovery document with the endpoints set in config.toml put in; concurrent
     /// first callers share one fetch.
     func discovered() async throws(BrokerError) -> ProviderMetadata {

@@ -54,9 +54,7 @@ public final class TokensService: RegistersMethods, Sendable {
         // out-of-range min_ttl included (it is refused there, cached or not).
         if let minTTL = request.minTTL, !TokenGetParams.minTTLRange.contains(minTTL) { return nil }
         guard case .found(let provider, let account) = accounts.resolve(provider: request.provider, account: request.account),
-              provider.config.serves(resource: request.resource),
-              provider.config.allows(scopes: request.scopes ?? []),
-              request.params.map({ provider.config.allows(paramNames: $0.keys) }) ?? true,
+              provider.grants(resource: request.resource, scopes: request.scopes ?? [], paramNames: request.params?.keys),
               account.state == .ready
         else { return nil }
         let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [], params: request.params)
