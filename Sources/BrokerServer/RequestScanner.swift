@@ -41,7 +41,9 @@ struct ScannedRequest {
     static func scan(_ bytes: UnsafeRawBufferPointer) -> ScannedRequest? {
         var s = Scanner(bytes: bytes)
         var request = ScannedRequest()
-        var seen: [String] = []
+        // Room for the usual members at once: growing one by one reallocated twice per request.
+        var seen: [ScannedKey] = []
+        seen.reserveCapacity(8)
         guard s.object({ key, s in
             guard seen.count < maximumMembers, !seen.contains(key) else { return false }
             seen.append(key)
@@ -67,17 +69,18 @@ struct ScannedRequest {
                     return true
                 }
                 var members: [(key: String, value: ScannedValue)] = []
+                members.reserveCapacity(4)
                 guard s.object({ key, s in
-                    guard members.count < maximumMembers, !members.contains(where: { $0.key == key }) else { return false }
+                    guard members.count < maximumMembers, !members.contains(where: { key == $0.key }) else { return false }
                     // `login.answer`'s value may be a password: never made a String here
                     // (its heap copy would outlive the request); `SecretAnswer` reads it.
                     if key == "value" {
                         guard s.skipString() else { return false }
-                        members.append((key, .other))
+                        members.append((key.string, .other))
                         return true
                     }
                     guard let v = s.value() else { return false }
-                    members.append((key, v))
+                    members.append((key.string, v))
                     return true
                 }) else { return false }
                 request.params = members
@@ -90,6 +93,32 @@ struct ScannedRequest {
         guard s.atEnd else { return nil }
         return request
     }
+}
+
+/// A member name as it lies in the line (ASCII, no escapes: what `Scanner.string()` reads),
+/// compared there without making a String of it. Valid only while the line's bytes are.
+struct ScannedKey: Equatable {
+    let bytes: UnsafeRawBufferPointer
+
+    static func == (a: ScannedKey, b: ScannedKey) -> Bool {
+        a.bytes.count == b.bytes.count && a.bytes.elementsEqual(b.bytes)
+    }
+
+    static func == (a: ScannedKey, name: StaticString) -> Bool {
+        a.bytes.count == name.utf8CodeUnitCount
+            && a.bytes.elementsEqual(UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+    }
+
+    static func == (a: ScannedKey, name: String) -> Bool {
+        var name = name
+        return name.withUTF8 { a == ScannedKey(bytes: UnsafeRawBufferPointer($0)) }
+    }
+
+    /// `switch key { case "jsonrpc": … }`.
+    static func ~= (name: StaticString, key: ScannedKey) -> Bool { key == name }
+
+    /// The name as a String, for what outlives the line (the params' member names).
+    var string: String { String(decoding: bytes, as: UTF8.self) }
 }
 
 /// A strict reader of the JSON subset above over raw bytes.
@@ -116,12 +145,12 @@ private struct Scanner {
     }
 
     /// `{ "key": value, … }`, calling `member` with the scanner positioned before each value.
-    mutating func object(_ member: (String, inout Scanner) -> Bool) -> Bool {
+    mutating func object(_ member: (ScannedKey, inout Scanner) -> Bool) -> Bool {
         guard expect(UInt8(ascii: "{")) else { return false }
         if expect(UInt8(ascii: "}")) { return true }
         while true {
             skipSpace()
-            guard let key = string(), expect(UInt8(ascii: ":")), member(key, &self) else { return false }
+            guard let key = stringBytes(), expect(UInt8(ascii: ":")), member(ScannedKey(bytes: key), &self) else { return false }
             if expect(UInt8(ascii: ",")) { continue }
             return expect(UInt8(ascii: "}"))
         }
@@ -129,6 +158,11 @@ private struct Scanner {
 
     /// A string without escapes and in ASCII (what requests hold); nil for anything else.
     mutating func string() -> String? {
+        stringBytes().map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// The bytes between the quotes of a string `string()` reads, where they lie.
+    mutating func stringBytes() -> UnsafeRawBufferPointer? {
         guard peek == UInt8(ascii: "\"") else { return nil }
         let start = index + 1
         var i = start
@@ -136,7 +170,7 @@ private struct Scanner {
             let b = bytes[i]
             if b == UInt8(ascii: "\"") {
                 index = i + 1
-                return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<i]), as: UTF8.self)
+                return UnsafeRawBufferPointer(rebasing: bytes[start..<i])
             }
             // Escapes, control characters and non-ASCII go to JSONDecoder.
             guard b >= 0x20, b < 0x80, b != UInt8(ascii: "\\") else { return nil }
@@ -191,7 +225,7 @@ private struct Scanner {
             }
         case UInt8(ascii: "{"):
             guard depth < 16 else { return nil }
-            var keys: [String] = []
+            var keys: [ScannedKey] = []
             let ok = object { key, s in
                 guard keys.count < ScannedRequest.maximumMembers, !keys.contains(key) else { return false }
                 keys.append(key)
