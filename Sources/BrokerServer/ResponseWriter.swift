@@ -25,7 +25,7 @@ struct ResponseWriter {
         var out = ResponseWriter(capacity: 1536)
         out.raw(#"{"jsonrpc":"2.0","id":"#)
         switch id {
-        case .number(let n): out.raw(String(n))
+        case .number(let n): out.integer(n)
         case .string(let s): out.string(s)
         case .null: out.raw("null")
         }
@@ -35,19 +35,26 @@ struct ResponseWriter {
         return Data(out.bytes)
     }
 
-    mutating func raw(_ text: String) {
-        var text = text
-        text.withUTF8 { bytes.append(contentsOf: $0) }
+    /// JSON text of the writer's own (punctuation, member names), copied as it is: one
+    /// append of a constant, no String made or escaped per answer.
+    mutating func raw(_ text: StaticString) {
+        bytes.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
     }
 
-    /// `"key":` before a member; `first` leaves out the comma. Member names are the
-    /// writer's own constants, which need no escaping: copied as they are.
-    mutating func key(_ name: StaticString, first: Bool = false) {
-        if !first { bytes.append(UInt8(ascii: ",")) }
-        bytes.append(UInt8(ascii: "\""))
-        name.withUTF8Buffer { bytes.append(contentsOf: $0) }
-        bytes.append(UInt8(ascii: "\""))
-        bytes.append(UInt8(ascii: ":"))
+    /// `n` in decimal, as `String(n)` writes it, without making the String.
+    mutating func integer(_ n: Int64) {
+        if n < 0 { bytes.append(UInt8(ascii: "-")) }
+        // The magnitude as UInt64: -Int64.min does not fit Int64.
+        var m = n.magnitude
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var i = 20
+            repeat {
+                i -= 1
+                digits[i] = UInt8(ascii: "0") + UInt8(m % 10)
+                m /= 10
+            } while m > 0
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[i..<20]))
+        }
     }
 
     /// `text` as a JSON string, by the package's one escaper (BrokerProtocol's JSONString).
@@ -64,24 +71,23 @@ struct ResponseWriter {
 extension TokenGetResult: JSONWritable {
     /// The members JSONEncoder would write, in the same order; absent optionals are left out.
     func write(to out: inout ResponseWriter) {
-        out.raw("{")
-        out.key("access_token", first: true)
+        out.raw(#"{"access_token":"#)
         out.string(accessToken, plain: accessTokenIsPlainJSON)
-        out.key("token_type")
+        out.raw(#","token_type":"#)
         out.string(tokenType)
-        out.key("expires_at")
-        out.raw(String(expiresAt))
+        out.raw(#","expires_at":"#)
+        out.integer(expiresAt)
         if let scope {
-            out.key("scope")
+            out.raw(#","scope":"#)
             out.string(scope)
         }
         if let resource {
-            out.key("resource")
+            out.raw(#","resource":"#)
             out.string(resource)
         }
-        out.key("provider")
+        out.raw(#","provider":"#)
         out.string(provider)
-        out.key("account")
+        out.raw(#","account":"#)
         out.string(account)
         out.raw("}")
     }

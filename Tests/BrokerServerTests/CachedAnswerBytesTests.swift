@@ -89,6 +89,16 @@ final class CachedAnswerBytesTests: XCTestCase {
         }
     }
 
+    func testNumbersAreWrittenAsBefore() {
+        // The id and expires_at are written without making a String of them: the same digits.
+        for n: Int64 in [0, 7, -1, 10, 99, 1_764_000_000, -1_764_000_000, Int64.max, Int64.min] {
+            let result = TokenGetResult(accessToken: "t", tokenType: "Bearer", expiresAt: n, scope: nil, resource: "r",
+                                        provider: "corp", account: "alice")
+            XCTAssertEqual(String(decoding: answer(.number(n), result), as: UTF8.self),
+                           String(decoding: encoded(.number(n), result), as: UTF8.self))
+        }
+    }
+
     func testAResultMadeElsewhereIsEscapedAsBefore() throws {
         // A result not from the cache (a refresh's, a client's) knows nothing of its token: escaped in full.
         for text in Self.tokens {
