@@ -62,10 +62,13 @@ extension FrontDoor {
         // An answer to a sign-in's question may be a password: the read buffer keeps no copy.
         defer { if method == RPCMethod.loginAnswer.rawValue { SecretBytes.wipe(UnsafeMutableRawBufferPointer(mutating: chunk)) } }
         let id = scanned.id ?? .null
+        let hasID = scanned.hasID
         // Rules may come in between the check above and the handler's own: then, as on any
         // connection opened before them, the request is refused and the connection closed.
         var identified = false
-        let reply = handler(RequestLine(scanned: scanned, borrowing: line), id, codec, { _ throws(BrokerError) in
+        // The scanned request is handed over, not copied: its copy and that copy's
+        // destruction were ~400 instructions per request.
+        let reply = handler(RequestLine(scanned: consume scanned, borrowing: line), id, codec, { _ throws(BrokerError) in
             identified = true
             throw PeerIdentity.openedBeforeRulesError
         }, nil)
@@ -76,9 +79,9 @@ extension FrontDoor {
                 return answer(connection, data)
             }
             // A notification (no id) is carried out but never answered (JSON-RPC 2.0 §4.1).
-            return scanned.hasID ? answer(connection, data) : true
+            return hasID ? answer(connection, data) : true
         case .later, .untilClosed:
-            give(connection, Handover(adopted: AdoptedRequest(reply: reply, id: id, answer: scanned.hasID, mints: table.mints(method))))
+            give(connection, Handover(adopted: AdoptedRequest(reply: reply, id: id, answer: hasID, mints: table.mints(method))))
             return false
         }
     }
