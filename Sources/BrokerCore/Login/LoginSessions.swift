@@ -49,8 +49,9 @@ final class LoginSessions: Sendable {
         Task {
             _ = await session.task.result
             session.markOver()
-            self.running.wrappingSubtract(1, ordering: .relaxed)
+            // Counted as running until its bookkeeping is done: no sign-in is in neither count.
             self.finished(session)
+            self.running.wrappingSubtract(1, ordering: .relaxed)
         }
     }
 
