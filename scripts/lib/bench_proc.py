@@ -36,6 +36,22 @@ def minor_faults(pid):
         return int(f.read().rsplit(")", 1)[1].split()[7])
 
 
+def thread_cpu(pid, name):
+    """(ns on a CPU, ns waiting in the run queue for one) of the process's thread called
+    `name`, from /proc/PID/task/TID/schedstat; (0, 0) when there is no such thread."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if f.read().strip() != name:
+                    continue
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                ran, waited = f.read().split()[:2]
+            return int(ran), int(waited)
+        except FileNotFoundError:
+            continue
+    return 0, 0
+
+
 def keep_smaps(pid, suffix):
     """With AUTHBENCH_SMAPS=FILE set, copies the process's /proc/PID/smaps to FILE+suffix and
     its threads' names to FILE+suffix+".threads", to see where its memory is

@@ -60,6 +60,11 @@ def table(r):
         b, e = q["broker"], q["echo"]
         row(f"first request after {quiet} s quiet, new connection, median", us(b["p50_us"]), us(e["p50_us"]),
             f"{b['p50_us'] / e['p50_us']:.2f}×", "≤ 2× floor", b["p50_us"] <= 2 * e["p50_us"])
+        row("… its rounds, fastest and slowest", f"{us(b['min_us'])}–{us(b['max_us'])}", f"{us(e['min_us'])}–{us(e['max_us'])}")
+        d = q.get("daemon")
+        if d:
+            row("… the daemon in those rounds: refreshes, faults", f"{d['refreshes']} refreshes", f"{d['minor_faults']} minor faults")
+            row("… its front door per connection: on a CPU, waiting for one", us(d["door_run_us"]), f"waiting {us(d['door_wait_us'])}")
     q = r["quiet"]["7_process"]
     row("authctl token after 7 s quiet, whole process, median", ms(q["authctl"]["p50_us"] / 1000),
         f"C {ms(q['c_client']['p50_us'] / 1000)}", f"{q['authctl']['p50_us'] / q['c_client']['p50_us']:.2f}×")
