@@ -78,7 +78,7 @@ final class MethodAccessTests: XCTestCase {
 
     /// The daemon's method table over a real `Broker`, its services counted.
     private static func table(rules: String) throws -> (MethodTable, Calls) {
-        let config = try ConfigLoader.parse("""
+        let broker = try testBroker("""
             [daemon]
             store = "memory"
 
@@ -88,20 +88,11 @@ final class MethodAccessTests: XCTestCase {
             resources = ["https://api"]
 
             \(rules)
-            """, file: "config.toml")
-        let broker = Broker(config: config, store: MemoryStore(), transport: Unreachable(), socketPath: "/nonexistent/socket",
-                            logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+            """)
         let calls = Calls()
         var recording = RecordingRegistrar(table: MethodTable(gate: broker.gate), calls: calls)
         broker.register(into: &recording)
         return (recording.table, calls)
-    }
-}
-
-/// A STUB provider that cannot be reached: no request in these tests should get that far.
-private struct Unreachable: HTTPTransport {
-    func send(_ request: HTTPRequest) async throws(OAuthError) -> HTTPResponse {
-        throw .unreachable("the STUB provider cannot be reached")
     }
 }
 

@@ -74,7 +74,8 @@ final class ProviderRequestBudgetTests: XCTestCase {
     /// account at `provider`, `cache_misses_per_minute = limit`, and a clock that stands
     /// still (the back-off does not run out under a slow machine).
     private static func connection(limit: Int, provider: BudgetStubProvider) async throws -> NIOAsyncTestingChannel {
-        let config = try ConfigLoader.parse("""
+        let store = MemoryStore()
+        let broker = try testBroker("""
             [daemon]
             store = "memory"
             cache_misses_per_minute = \(limit)
@@ -83,13 +84,10 @@ final class ProviderRequestBudgetTests: XCTestCase {
             issuer = "\(BudgetStubProvider.issuer)"
             client_id = "authbroker"
             resources = ["https://a", "https://b", "https://c"]
-            """, file: "config.toml")
-        let store = MemoryStore()
+            """, store: store, transport: provider, clock: WallClock { 1_800_000_000 })
         let account = Account(key: AccountKey(provider: "corp", subject: "sub-alice"), issuer: BudgetStubProvider.issuer,
                               clientID: "authbroker", username: "alice", refreshToken: "refresh-0", idToken: nil, state: .ready)
         try await store.save(AccountSecret.credential(for: account))
-        let broker = Broker(config: config, store: store, transport: provider, socketPath: "/nonexistent/socket",
-                            clock: WallClock { 1_800_000_000 }, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
         await broker.start()
         // Answers that come later are written from another thread: a thread-safe test loop.
         let channel = NIOAsyncTestingChannel()

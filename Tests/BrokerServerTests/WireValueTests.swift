@@ -13,19 +13,16 @@ import XCTest
 /// what was sent.
 final class WireValueTests: XCTestCase {
     /// The daemon's own method table over a real broker (memory store, one provider; no
-    /// request reaches the provider, so the transport is never used).
+    /// request reaches the provider: its STUB transport cannot be reached).
     private func daemonTable() throws -> MethodTable {
-        let config = try ConfigLoader.parse("""
+        MethodTable.broker(try testBroker("""
             [daemon]
             store = "memory"
 
             [providers.corp]
             issuer = "https://idp.invalid"
             client_id = "authbroker"
-            """, file: "config.toml")
-        let broker = Broker(config: config, store: MemoryStore(), transport: NetworkTransport(timeout: 1), socketPath: "/nonexistent/socket",
-                            logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
-        return MethodTable.broker(broker)
+            """))
     }
 
     private func answer(_ table: MethodTable, _ line: String) async throws -> [String: Any] {
