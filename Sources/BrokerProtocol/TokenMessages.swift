@@ -55,6 +55,10 @@ public struct TokenGetResult: Codable, Sendable, Equatable {
     /// token entered the daemon's cache): the answer copies it whole. Not part of the JSON
     /// and not compared; false (escape as usual) unless the daemon's cache says so.
     package var accessTokenIsPlainJSON = false
+    /// Set on a cache hit's answer: what it rests on, so that the front door may answer the
+    /// same request with the same bytes while that holds (`CacheHitStamp`). Not part of the
+    /// JSON and not compared.
+    package var cacheHit: CacheHitStamp?
 
     public init(accessToken: String, tokenType: String, expiresAt: Int64, scope: String?, resource: String?, provider: String, account: String) {
         self.accessToken = accessToken

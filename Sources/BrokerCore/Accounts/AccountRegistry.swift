@@ -4,18 +4,32 @@ import Synchronization
 /// cache hits on event-loop threads never wait for an actor.
 final class AccountRegistry: Sendable {
     private let accounts = Mutex<[AccountKey: Account]>([:])
+    /// Bumped under the lock by every change (`TokensService.generation`).
+    private let changes = Atomic<UInt64>(0)
+
+    /// Changes with every put, removal, replacement or update (never goes back).
+    var generation: UInt64 { changes.load(ordering: .acquiring) }
+
+    /// Runs `body` on the accounts under the lock and counts it as a change.
+    private func changing<T>(_ body: (inout [AccountKey: Account]) -> T) -> T {
+        accounts.withLock { all in
+            let result = body(&all)
+            changes.wrappingAdd(1, ordering: .releasing)
+            return result
+        }
+    }
 
     subscript(key: AccountKey) -> Account? {
         accounts.withLock { $0[key] }
     }
 
     func put(_ account: Account) {
-        accounts.withLock { $0[account.key] = account }
+        changing { $0[account.key] = account }
     }
 
     @discardableResult
     func remove(_ key: AccountKey) -> Account? {
-        accounts.withLock { $0.removeValue(forKey: key) }
+        changing { $0.removeValue(forKey: key) }
     }
 
     /// Replaces every account of `providers` with what `next` makes of them, in one step
@@ -23,7 +37,7 @@ final class AccountRegistry: Sendable {
     /// Returns the accounts that were there before and are gone now.
     @discardableResult
     func replace(providers: Set<String>, _ next: ([Account]) -> [Account]) -> [Account] {
-        accounts.withLock { all in
+        changing { all in
             let before = all.values.filter { providers.contains($0.key.provider) }
             let after = next(before)
             for account in before { all[account.key] = nil }
@@ -34,7 +48,7 @@ final class AccountRegistry: Sendable {
     }
 
     func update(_ key: AccountKey, _ change: (inout Account) -> Void) {
-        accounts.withLock { all in
+        changing { all in
             if var a = all[key] {
                 change(&a)
                 all[key] = a

@@ -47,6 +47,9 @@ public final class AccountsService: RegistersMethods, Sendable {
 
     subscript(key: AccountKey) -> Account? { registry[key] }
 
+    /// Changes with every change to the accounts (never goes back): part of `TokensService.generation`.
+    var generation: UInt64 { registry.generation }
+
     func put(_ account: Account) { registry.put(account) }
 
     @discardableResult

@@ -17,6 +17,9 @@ import Synchronization
 /// `IDTokenVerifier` (JWKS cache), the last reload's refusal.
 public final class ProvidersService: PolicySource, RegistersMethods, Sendable {
     private let table: Mutex<ProviderTable>
+    /// Bumped under the table's lock each time the table is replaced (reload, a stored
+    /// client secret): part of `TokensService.generation`.
+    private let changes = Atomic<UInt64>(0)
     private let transport: any HTTPTransport
     private let clock: WallClock
     /// Told when a provider stops answering and when it answers again.
@@ -47,6 +50,9 @@ public final class ProvidersService: PolicySource, RegistersMethods, Sendable {
     public var callerPolicy: CallerPolicy { table.withLock { $0.config.policy } }  // not `config`: no copy of the whole configuration
 
     public var confirmTimeout: Int { table.withLock { $0.config.daemon.confirmTimeout } }
+
+    /// Changes each time the configuration in force or the providers are replaced (never goes back).
+    var generation: UInt64 { changes.load(ordering: .acquiring) }
 
     /// `[daemon] refresh_margin`, read on every cache hit: one lock, no copy.
     var refreshMargin: Int { table.withLock { $0.config.daemon.refreshMargin } }
@@ -91,6 +97,7 @@ public final class ProvidersService: PolicySource, RegistersMethods, Sendable {
         table.withLock { t in
             t = ProviderTable(config: new ?? t.config, storedSecrets: t.storedSecrets.merging(secrets) { $1 },
                               keeping: t.providers, transport: transport, clock: clock, events: events)
+            changes.wrappingAdd(1, ordering: .releasing)
         }
     }
 

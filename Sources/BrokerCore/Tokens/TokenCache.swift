@@ -111,6 +111,22 @@ final class TokenCache: Sendable {
     /// after its `exp`, and the answer's `expires_at` (whole seconds) would already be past.
     static let reserve: Double = 1
     private let entries = Mutex(Entries())
+    /// Bumped under the lock by every change to the entries: a cache hit's answer read at
+    /// one generation is still the answer while the generation is the same
+    /// (`TokensService.generation`, `CacheHitStamp`).
+    private let changes = Atomic<UInt64>(0)
+
+    /// Changes with every store, removal or restore (never goes back).
+    var generation: UInt64 { changes.load(ordering: .acquiring) }
+
+    /// Runs `body` on the entries under the lock and counts it as a change.
+    private func changing<T>(_ body: (inout Entries) -> T) -> T {
+        entries.withLock { all in
+            let result = body(&all)
+            changes.wrappingAdd(1, ordering: .releasing)
+            return result
+        }
+    }
 
     /// The token if it still has more than `minimumLife` seconds (and more than `reserve`)
     /// to live.
@@ -122,7 +138,7 @@ final class TokenCache: Sendable {
     }
 
     func store(_ token: CachedToken, for key: CacheKey, now: Double) {
-        entries.withLock { all in
+        changing { all in
             all.byKey[key] = token
             if all.byKey.count >= all.nextSweep {
                 // An expired token is never served (not even while the provider is down).
@@ -150,7 +166,7 @@ final class TokenCache: Sendable {
     var count: Int { entries.withLock { $0.byKey.count } }
 
     func removeAll(for account: AccountKey) {
-        entries.withLock { all in
+        changing { all in
             all.byKey = all.byKey.filter { $0.key.account != account }
         }
     }
@@ -159,7 +175,7 @@ final class TokenCache: Sendable {
     /// was at `key`: the provider revokes them all when that chain is refreshed
     /// (`access_tokens = "one-per-refresh-token"`).
     func removeChain(_ chain: String?, of account: AccountKey, returning key: CacheKey) -> CachedToken? {
-        entries.withLock { all in
+        changing { all in
             let previous = all.byKey[key]
             all.byKey = all.byKey.filter { $0.key.account != account || $0.value.chain != chain }
             return previous
@@ -169,7 +185,7 @@ final class TokenCache: Sendable {
     /// Puts back a token taken by `removeChain` when the refresh that took it failed before
     /// anything newer was stored there.
     func restore(_ token: CachedToken, at key: CacheKey) {
-        entries.withLock { all in
+        changing { all in
             if all.byKey[key] == nil { all.byKey[key] = token }
         }
     }
@@ -177,7 +193,7 @@ final class TokenCache: Sendable {
     /// Drops the token at `key`, but only while it is still `token` when one is given (so a
     /// rejection never drops the newer token a refresh has put there since). True if dropped.
     func remove(_ key: CacheKey, ifHolding token: String? = nil) -> Bool {
-        entries.withLock { all in
+        changing { all in
             guard let held = all.byKey[key], token == nil || held.accessToken == token else { return false }
             all.byKey[key] = nil
             return true

@@ -49,6 +49,8 @@ public final class TokensService: RegistersMethods, Sendable {
     /// (or the request fails), in which case the caller goes on to `token(_:)`.
     public func cachedToken(_ request: TokenGetParams) -> TokenGetResult? {
         counters.tokenRequests.increment()
+        // Read before anything the answer rests on: a change after this makes the stamp stale.
+        let generation = self.generation
         // Runs on the event loop for every request: short locks, no sorted copies, no
         // thrown errors. Anything unusual returns nil and `token(_:)` answers it, an
         // out-of-range min_ttl included (it is refused there, cached or not).
@@ -62,8 +64,37 @@ public final class TokensService: RegistersMethods, Sendable {
         let minimumLife = Double(max(margin, request.minTTL ?? 0))
         guard let token = cache.lookup(key, now: clock.now(), minimumLife: minimumLife) else { return nil }
         counters.cacheHits.increment()
-        ahead.askedFor(key, provider: provider)
-        return result(token, key: key, account: account)
+        var answer = result(token, key: key, account: account)
+        if provider.config.refreshAhead {
+            // Each request must be noted for the background refresh: no stamp, so the
+            // front door never answers this request without asking here.
+            ahead.askedFor(key, provider: provider)
+        } else {
+            answer.cacheHit = CacheHitStamp(generation: generation, expiresAt: token.expiresAt,
+                                            minimumLife: max(minimumLife, TokenCache.reserve))
+        }
+        return answer
+    }
+
+    /// Changes whenever anything a cache hit's answer rests on may have changed: a token
+    /// stored, refreshed, rejected or dropped, an account added, changed or signed out, the
+    /// configuration reloaded. Each part only ever grows, so their sum is unchanged only
+    /// while none of them changed.
+    var generation: UInt64 {
+        cache.generation &+ accounts.generation &+ providers.generation
+    }
+
+    /// Whether the request a cache hit answered (`cachedToken`'s `cacheHit`) would be
+    /// answered with the same bytes now: nothing it rests on changed, and the token still
+    /// has the life the request needs, by the same test as the cache's. Counts the request
+    /// and the hit when it would, as `cachedToken` does. Nothing in the answer depends on
+    /// the time (`expires_at` is absolute): a stamp stays good across seconds until the
+    /// token's life runs short.
+    package func stillServes(_ stamp: CacheHitStamp) -> Bool {
+        guard generation == stamp.generation, stamp.expiresAt - clock.now() > stamp.minimumLife else { return false }
+        counters.tokenRequests.increment()
+        counters.cacheHits.increment()
+        return true
     }
 
     /// A token for the request: from the cache when it has enough life left, otherwise
