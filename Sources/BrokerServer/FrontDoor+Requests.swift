@@ -18,7 +18,7 @@ extension FrontDoor {
     func readRequest(_ connection: Connection) -> Bool {
         var n: Int
         repeat {
-            n = read(connection.fd, buffer.baseAddress, buffer.count)
+            n = read(connection.fd, scratch.buffer.baseAddress, scratch.buffer.count)
         } while n < 0 && errno == EINTR
         if n < 0 {
             if errno == EAGAIN || errno == EWOULDBLOCK { return true }
@@ -30,10 +30,10 @@ extension FrontDoor {
             hangUp(connection)
             return false
         }
-        let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
+        let chunk = UnsafeRawBufferPointer(rebasing: scratch.buffer[0..<n])
         // One whole line and nothing after it, the way callers ask: handled here. Anything
         // else is NIO's to frame (a line in pieces, several lines, one longer than a read).
-        guard n < buffer.count,
+        guard n < scratch.buffer.count,
               case .line(let length, let consumed) = LineFraming.next(chunk, maxLength: BrokerServer.maxLineLength),
               consumed == n
         else {
@@ -50,6 +50,18 @@ extension FrontDoor {
     /// goes unread, one whose answer comes later goes as taken in (`AdoptedRequest`).
     private func serve(_ connection: Connection, line: UnsafeRawBufferPointer, chunk: UnsafeRawBufferPointer) -> Bool {
         if LineFraming.isBlank(line) { return true }
+        // The same request as the last cache hit's, answered the same while that answer
+        // stands: the stamp is asked each time, and counts the hit as the cache would.
+        if let stillServes = table.stillServes, let id = scratch.memo.id(ifSameRequest: line) {
+            if table.callerPolicy().isOpen, let stamp = scratch.memo.stamp, stillServes(stamp) {
+                counters.requests.increment()
+                activity.touch()
+                scratch.memo.writeHead(id)
+                let sent = scratch.memo.withAnswer { head, rest in send(connection.fd, head, rest) }
+                return answered(connection, sent)
+            }
+            scratch.memo.clear()
+        }
         guard let scanned = ScannedRequest.scan(line), scanned.jsonrpc == "2.0",
               let method = scanned.method, let handler = table[method],
               table.callerPolicy().isOpen
@@ -63,6 +75,9 @@ extension FrontDoor {
         defer { if method == RPCMethod.loginAnswer.rawValue { SecretBytes.wipe(UnsafeMutableRawBufferPointer(mutating: chunk)) } }
         let id = scanned.id ?? .null
         let hasID = scanned.hasID
+        let idRange = scanned.idRange
+        let codec = scratch.codec
+        codec.lastHit = nil
         // Rules may come in between the check above and the handler's own: then, as on any
         // connection opened before them, the request is refused and the connection closed.
         var identified = false
@@ -79,7 +94,11 @@ extension FrontDoor {
                 return answer(connection, data)
             }
             // A notification (no id) is carried out but never answered (JSON-RPC 2.0 §4.1).
-            return hasID ? answer(connection, data) : true
+            guard hasID else { return true }
+            if table.stillServes != nil, let hit = codec.lastHit, let idRange {
+                scratch.memo.keep(line: line, idRange: idRange, answer: data, resultStart: hit.resultStart, stamp: hit.stamp)
+            }
+            return answer(connection, data)
         case .later, .untilClosed:
             give(connection, Handover(adopted: AdoptedRequest(reply: reply, id: id, answer: hasID, mints: table.mints(method))))
             return false
@@ -89,42 +108,67 @@ extension FrontDoor {
     /// Writes one answer line. What the socket does not take waits in `unsent`, and the
     /// lifecycle waits to write: nothing more is read until it is out. Returns false when the connection was closed.
     private func answer(_ connection: Connection, _ data: Data) -> Bool {
-        var newline = UInt8(ascii: "\n")
-        let total = data.count + 1
-        let sent: Int = data.withUnsafeBytes { json in
-            withUnsafeMutablePointer(to: &newline) { nl in
-                var parts = [
-                    iovec(iov_base: UnsafeMutableRawPointer(mutating: json.baseAddress), iov_len: json.count),
-                    iovec(iov_base: UnsafeMutableRawPointer(nl), iov_len: 1),
-                ]
-                return parts.withUnsafeMutableBufferPointer { iov in
-                    var message = msghdr()
-                    message.msg_iov = iov.baseAddress
-                    message.msg_iovlen = 2
-                    var n: Int
-                    repeat {
-                        n = sendmsg(connection.fd, &message, CInt(MSG_NOSIGNAL))
-                    } while n < 0 && errno == EINTR
-                    return n
-                }
-            }
+        let sent = data.withUnsafeBytes { json in
+            send(connection.fd, json, UnsafeRawBufferPointer(start: Self.newline.utf8Start, count: 1))
         }
-        if sent == total {
-            return perform(connection, connection.life.writeDrained(now: ServerActivity.monotonicNanoseconds()))
+        return answered(connection, sent)
+    }
+
+    private static let newline: StaticString = "\n"
+
+    /// What became of an answer written with `send`.
+    enum Sent {
+        /// The socket took it all.
+        case all
+        /// The peer is gone.
+        case failed
+        /// The socket took only part: the rest.
+        case partly([UInt8])
+    }
+
+    /// Writes `first` and `second` as one answer with one `sendmsg`; copies what the socket
+    /// did not take. Touches nothing of the front door's: its callers may lend it their bytes.
+    func send(_ fd: CInt, _ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer) -> Sent {
+        var parts = (
+            iovec(iov_base: UnsafeMutableRawPointer(mutating: first.baseAddress), iov_len: first.count),
+            iovec(iov_base: UnsafeMutableRawPointer(mutating: second.baseAddress), iov_len: second.count))
+        let total = first.count + second.count
+        let n: Int = withUnsafeMutableBytes(of: &parts) { raw in
+            var message = msghdr()
+            message.msg_iov = raw.baseAddress?.assumingMemoryBound(to: iovec.self)
+            message.msg_iovlen = 2
+            var n: Int
+            repeat {
+                n = sendmsg(fd, &message, CInt(MSG_NOSIGNAL))
+            } while n < 0 && errno == EINTR
+            return n
         }
-        if sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK {
-            hangUp(connection)  // the peer is gone
-            return false
-        }
-        let done = max(sent, 0)
+        if n == total { return .all }
+        if n < 0 && errno != EAGAIN && errno != EWOULDBLOCK { return .failed }
+        let done = max(n, 0)
         var rest = [UInt8]()
         rest.reserveCapacity(total - done)
-        if done < data.count { rest.append(contentsOf: data[data.startIndex + done ..< data.endIndex]) }
-        rest.append(newline)
-        connection.unsent = rest
-        connection.life.writeBlocked(progress: false, now: ServerActivity.monotonicNanoseconds())
-        register(connection, events: Self.watched | EPOLLOUT.rawValue)
-        return held[connection.fd] != nil
+        if done < first.count { rest.append(contentsOf: UnsafeRawBufferPointer(rebasing: first[done...])) }
+        rest.append(contentsOf: UnsafeRawBufferPointer(rebasing: second[max(0, done - first.count)...]))
+        return .partly(rest)
+    }
+
+    /// Does what follows an answer's write: the lifecycle's next step when it went out
+    /// whole, else waits for the socket with the rest in `unsent`. Returns false when the
+    /// connection is no longer the front door's.
+    func answered(_ connection: Connection, _ sent: Sent) -> Bool {
+        switch sent {
+        case .all:
+            return perform(connection, connection.life.writeDrained(now: ServerActivity.monotonicNanoseconds()))
+        case .failed:
+            hangUp(connection)  // the peer is gone
+            return false
+        case .partly(let rest):
+            connection.unsent = rest
+            connection.life.writeBlocked(progress: false, now: ServerActivity.monotonicNanoseconds())
+            register(connection, events: Self.watched | EPOLLOUT.rawValue)
+            return held[connection.fd] != nil
+        }
     }
 
     /// Writes what waits in `unsent`; once all is out, does what the lifecycle says next

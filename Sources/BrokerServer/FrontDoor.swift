@@ -59,6 +59,16 @@ final class FrontDoor: @unchecked Sendable {
         }
     }
 
+    /// What the front door reads and answers requests with: the read buffer, the codec the
+    /// handlers write with, and the memo of the last cache hit's answer.
+    struct Scratch {
+        /// One read's worth: a request line longer than this goes to NIO, which frames it.
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 16)
+        let codec = RPCCodec()
+        /// The last cache hit's answer, for the same request again (`AnswerMemo`).
+        var memo = AnswerMemo()
+    }
+
     let listening: CInt
     private let poller: Poller
     let table: MethodTable
@@ -68,9 +78,8 @@ final class FrontDoor: @unchecked Sendable {
     /// Gives a connection to NIO (`BrokerServer.handOver`).
     let handOver: @Sendable (CInt, Handover) -> Void
     let held: HeldConnections
-    /// One read's worth: a request line longer than this goes to NIO, which frames it.
-    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 16)
-    let codec = RPCCodec()
+    /// What requests are read and answered with, one at a time on the front door's thread.
+    var scratch = Scratch()
     private var thread: pthread_t?
     /// Refusals past the limits, and the descriptor held for them.
     private let refusals: AcceptRefusals
@@ -91,7 +100,7 @@ final class FrontDoor: @unchecked Sendable {
 
     deinit {
         poller.close()
-        buffer.deallocate()
+        scratch.buffer.deallocate()
     }
 
     /// Starts the front door's thread.
@@ -220,12 +229,12 @@ final class FrontDoor: @unchecked Sendable {
     private func refuse(_ fd: CInt, _ error: RPCError, log message: Logger.Message, _ metadata: Logger.Metadata) {
         counters.errors.increment()
         refusals.log.refused(message, metadata, logger: logger)
-        var line = codec.failure(.null, error)
+        var line = scratch.codec.failure(.null, error)
         line.append(UInt8(ascii: "\n"))
         _ = line.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, CInt(MSG_NOSIGNAL | MSG_DONTWAIT)) }
         // A few reads at most: a caller that keeps writing must not hold the thread.
         for _ in 0..<4 {
-            guard recv(fd, buffer.baseAddress, buffer.count, CInt(MSG_DONTWAIT)) == buffer.count else { break }
+            guard recv(fd, scratch.buffer.baseAddress, scratch.buffer.count, CInt(MSG_DONTWAIT)) == scratch.buffer.count else { break }
         }
         Glibc.close(fd)
     }

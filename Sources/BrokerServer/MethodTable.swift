@@ -30,10 +30,20 @@ final class RPCCodec {
         return encoder
     }()
 
+    /// The last `success` that answered a cache hit: what it rests on, and where the part
+    /// of its bytes after the id begins. The front door clears it before a request and reads
+    /// it after (`AnswerMemo`).
+    var lastHit: (stamp: CacheHitStamp, resultStart: Int)?
+
     init() {}
 
     func success<R: Encodable & Sendable>(_ id: RequestID, _ result: R) -> Data {
-        if let writable = result as? any JSONWritable { return ResponseWriter.success(id, writable) }
+        if let writable = result as? any JSONWritable {
+            var resultStart = 0
+            let data = ResponseWriter.success(id, writable, resultStart: &resultStart)
+            if let stamp = writable.cacheHit { lastHit = (stamp, resultStart) }
+            return data
+        }
         return (try? encoder.encode(Response(id: id, result: result))) ?? failure(id, RPCError(.internalError, "the result could not be encoded"))
     }
 
@@ -105,6 +115,9 @@ struct MethodTable: MethodRegistrar, Sendable {
     let gate: CallerGate
     /// The `[[allow]]` policy in force now: with rules, the caller is identified at accept.
     let callerPolicy: @Sendable () -> CallerPolicy
+    /// Whether a cache hit's answer still stands (`TokensService.stillServes`), counting
+    /// the hit when it does; nil (no memo of answers) where no broker stands behind the table.
+    var stillServes: (@Sendable (CacheHitStamp) -> Bool)?
     /// `cache_misses_per_minute` now (0: no limit), read on each miss.
     var cacheMissesPerMinute: @Sendable () -> Int = { 0 }
     /// Methods whose answers that come later may cost a request to the provider (a token
@@ -288,6 +301,8 @@ extension MethodTable {
         var t = MethodTable(gate: broker.gate)
         let providers = broker.providers
         t.cacheMissesPerMinute = { providers.cacheMissesPerMinute }
+        let tokens = broker.tokens
+        t.stillServes = { tokens.stillServes($0) }
         broker.register(into: &t)
         return t
     }

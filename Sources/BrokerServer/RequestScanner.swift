@@ -24,6 +24,9 @@ struct ScannedRequest {
     var jsonrpc: String?
     var id: RequestID?
     var hasID = false
+    /// Where the id's value lies in the line (its first byte to one past its last): the rest
+    /// of the line is what the answer depends on (`AnswerMemo`).
+    var idRange: Range<Int>?
     var method: String?
     /// nil when the request has no `params` or `params` is null.
     var params: [(key: String, value: ScannedValue)]?
@@ -53,6 +56,9 @@ struct ScannedRequest {
                 if case .string(let text) = v { request.jsonrpc = text }
             case "id":
                 request.hasID = true
+                s.skipSpace()
+                let start = s.index
+                defer { request.idRange = start..<s.index }
                 switch s.value() {
                 case .int(let n)?: request.id = .number(n)
                 case .string(let text)?: request.id = .string(text)

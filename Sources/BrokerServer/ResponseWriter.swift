@@ -11,6 +11,12 @@ import Foundation
 protocol JSONWritable {
     /// Writes the value as one JSON object.
     func write(to out: inout ResponseWriter)
+    /// What the answer rests on when it is a cache hit's (`AnswerMemo`); nil otherwise.
+    var cacheHit: CacheHitStamp? { get }
+}
+
+extension JSONWritable {
+    var cacheHit: CacheHitStamp? { nil }
 }
 
 /// Builds one JSON-RPC response line's bytes. Strings are escaped as JSON requires (quote,
@@ -22,17 +28,35 @@ struct ResponseWriter {
 
     /// `{"jsonrpc":"2.0","id":…,"result":…}`.
     static func success(_ id: RequestID, _ result: some JSONWritable) -> Data {
+        var resultStart = 0
+        return success(id, result, resultStart: &resultStart)
+    }
+
+    /// `success(_:_:)`, and where what follows the id begins (`,"result":…`): the part of
+    /// the answer that does not depend on the id.
+    static func success(_ id: RequestID, _ result: some JSONWritable, resultStart: inout Int) -> Data {
         var out = ResponseWriter(capacity: 1536)
-        out.raw(#"{"jsonrpc":"2.0","id":"#)
-        switch id {
-        case .number(let n): out.integer(n)
-        case .string(let s): out.string(s)
-        case .null: out.raw("null")
-        }
+        out.head(id)
+        resultStart = out.bytes.count
         out.raw(#","result":"#)
         result.write(to: &out)
         out.raw("}")
         return Data(out.bytes)
+    }
+
+    /// An answer's beginning, up to its id: `{"jsonrpc":"2.0","id":…`.
+    mutating func head(_ id: RequestID) {
+        raw(#"{"jsonrpc":"2.0","id":"#)
+        switch id {
+        case .number(let n): integer(n)
+        case .string(let s): string(s)
+        case .null: raw("null")
+        }
+    }
+
+    /// Empties the writer, keeping its room, to write another answer.
+    mutating func clear() {
+        bytes.removeAll(keepingCapacity: true)
     }
 
     /// JSON text of the writer's own (punctuation, member names), copied as it is: one

@@ -29,7 +29,9 @@ final class FrontDoorRig {
     ///   - size: the length of the access token `token.get` answers with at once, for any
     ///     resource but "later", which is answered later (so handed to NIO).
     ///   - policy: the `[[allow]]` rules the method table's caller gate holds (none: open).
-    init(answering size: Int = 16, idle: Double = 60, stall: Double = 10, policy: CallerPolicy = CallerPolicy()) throws {
+    ///   - table: the method table instead (a real broker's, `MethodTable.broker`), with its counters.
+    init(answering size: Int = 16, idle: Double = 60, stall: Double = 10, policy: CallerPolicy = CallerPolicy(),
+         table given: MethodTable? = nil, counters: BrokerCounters = BrokerCounters()) throws {
         folder = NSTemporaryDirectory() + "frontdoor-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         XCTAssertEqual(mkdir(folder, 0o700), 0)
         path = folder + "/socket"
@@ -46,7 +48,7 @@ final class FrontDoorRig {
                        slow: { _ throws(BrokerError) in throw BrokerError.internalError("not here") }))
         let handovers = self.handovers
         door = try FrontDoor(
-            listening: fd, table: table, counters: BrokerCounters(), activity: activity, logger: Logger(label: "test"),
+            listening: fd, table: given ?? table, counters: counters, activity: activity, logger: Logger(label: "test"),
             limits: .init(maxConnections: 10, idleTimeout: UInt64(idle * 1e9), stallTimeout: UInt64(stall * 1e9)),
             handOver: { fd, handover in
                 handovers.append(handover)

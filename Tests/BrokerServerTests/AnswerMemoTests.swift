@@ -1,0 +1,182 @@
+@testable import BrokerCore
+import BrokerProtocol
+@testable import BrokerServer
+import Foundation
+import Logging
+import SecretStore
+import Synchronization
+import XCTest
+
+/// The front door's memo of the last cache hit's answer (`AnswerMemo`), over a real broker's
+/// method table and a real Unix socket: the same request is answered with exactly the bytes
+/// the full path writes, whatever its id, and never once the answer no longer stands — a
+/// token replaced, rejected or signed out, a reload, the token's life running short. The
+/// broker's provider is the STUB that cannot be reached: a request the cache cannot answer
+/// goes to NIO (recorded by the rig), which is how a miss shows here.
+final class AnswerMemoTests: XCTestCase {
+    /// A clock the test moves.
+    final class Clock: Sendable {
+        private let seconds = Mutex<Double>(1_800_000_000)
+        var now: Double { seconds.withLock { $0 } }
+        var wall: WallClock { WallClock { [self] in now } }
+        func advance(_ by: Double) { seconds.withLock { $0 += by } }
+    }
+
+    static let alice = AccountKey(provider: "corp", subject: "sub-alice")
+    static let api = TokenGetParams(resource: "https://api")
+
+    static func config(margin: Int) -> String {
+        """
+        [daemon]
+        store = "memory"
+        refresh_margin = \(margin)
+
+        [providers.corp]
+        issuer = "https://idp.example"
+        client_id = "authbroker"
+        resources = ["https://api", "https://git"]
+        """
+    }
+
+    let clock = Clock()
+    var broker: Broker!
+    var rig: FrontDoorRig!
+
+    /// A broker with alice signed in (from the store, as after a restart) and a token for
+    /// https://api cached, and a front door over its methods.
+    override func setUp() async throws {
+        let store = MemoryStore()
+        let account = Account(key: Self.alice, issuer: "https://idp.example", clientID: "authbroker", username: "alice",
+                              refreshToken: "refresh-0", idToken: nil, state: .ready)
+        try await store.save(AccountSecret.credential(for: account))
+        broker = try testBroker(Self.config(margin: 60), store: store, clock: clock.wall)
+        await broker.start()
+        cache("token-1", for: "https://api")
+        rig = try FrontDoorRig(table: MethodTable.broker(broker), counters: broker.counters)
+    }
+
+    override func tearDown() {
+        rig = nil
+        broker = nil
+    }
+
+    /// Puts a token that lives an hour in the cache, as a refresh does.
+    private func cache(_ token: String, for resource: String) {
+        broker.tokens.cache.store(CachedToken(accessToken: token, tokenType: "Bearer", expiresAt: clock.now + 3600),
+                                  for: CacheKey(account: Self.alice, resource: resource, scopes: []), now: clock.now)
+    }
+
+    private static func line(id: String, resource: String = "https://api") -> Data {
+        Data(#"{"jsonrpc":"2.0","id":\#(id),"method":"token.get","params":{"resource":"\#(resource)"}}"#.utf8 + [0x0A])
+    }
+
+    /// The answer the full path writes for `params` with `id` now.
+    private func fullAnswer(_ id: RequestID, _ params: TokenGetParams = api) throws -> String {
+        let result = try XCTUnwrap(broker.tokens.cachedToken(params), "a cache hit")
+        return String(decoding: RPCCodec().success(id, result), as: UTF8.self)
+    }
+
+    private func ask(_ client: FileHandle, id: String, resource: String = "https://api") -> String? {
+        client.write(Self.line(id: id, resource: resource))
+        return client.readLines(1).first
+    }
+
+    private var handovers: Int { rig.handovers.withLock { $0.count } }
+
+    func testTheSameRequestIsAnsweredWithTheFullPathsBytesWhateverItsID() throws {
+        let client = try rig.connect()
+        let ids: [(String, RequestID)] = [
+            ("1", .number(1)), ("2", .number(2)), ("-0", .number(0)), ("-7", .number(-7)),
+            ("123456789012345678", .number(123_456_789_012_345_678)), (#""abc""#, .string("abc")), (#""""#, .string("")),
+            (#""a/b c""#, .string("a/b c")), ("null", .null), ("1", .number(1)), ("1 ", .number(1)), ("2", .number(2)),
+        ]
+        for (text, id) in ids {
+            let got = ask(client, id: text)
+            XCTAssertEqual(got, try fullAnswer(id), "id \(text)")
+        }
+        XCTAssertEqual(handovers, 0)
+        // A new connection asking the same is answered the same.
+        let other = try rig.connect()
+        XCTAssertEqual(ask(other, id: "9"), try fullAnswer(.number(9)))
+    }
+
+    func testAnIDTheScannerDoesNotReadGoesToNIOAsBefore() throws {
+        let client = try rig.connect()
+        XCTAssertNotNil(ask(client, id: "1"))
+        // Nineteen digits, a fraction, an escape: not ids the fast path reads.
+        for id in ["1234567890123456789", "1.5", #""a\"b""#, "01", "[1]"] {
+            let other = try rig.connect()
+            other.write(Self.line(id: id))
+            XCTAssertTrue(other.closedByPeer(), "id \(id): handed over")
+        }
+        XCTAssertEqual(handovers, 5)
+    }
+
+    func testEachAnswerCountsAsARequestAndACacheHit() throws {
+        let before = broker.counters.snapshot()
+        let client = try rig.connect()
+        for id in 1...5 { XCTAssertNotNil(ask(client, id: "\(id)")) }
+        let after = broker.counters.snapshot()
+        XCTAssertEqual(after.requests - before.requests, 5)
+        XCTAssertEqual(after.tokenRequests - before.tokenRequests, 5)
+        XCTAssertEqual(after.cacheHits - before.cacheHits, 5)
+    }
+
+    func testADifferentRequestGetsItsOwnAnswer() throws {
+        cache("token-git", for: "https://git")
+        let client = try rig.connect()
+        XCTAssertEqual(ask(client, id: "1"), try fullAnswer(.number(1)))
+        XCTAssertEqual(ask(client, id: "2", resource: "https://git"), try fullAnswer(.number(2), TokenGetParams(resource: "https://git")))
+        XCTAssertEqual(ask(client, id: "3"), try fullAnswer(.number(3)))
+        XCTAssertTrue(try fullAnswer(.number(3)).contains("token-1"))
+    }
+
+    func testATokenReplacedInTheCacheIsAnsweredAtOnce() throws {
+        let client = try rig.connect()
+        XCTAssertEqual(ask(client, id: "1")?.contains("token-1"), true)
+        cache("token-2", for: "https://api")  // a refresh
+        XCTAssertEqual(ask(client, id: "2"), try fullAnswer(.number(2)))
+        XCTAssertEqual(ask(client, id: "3")?.contains("token-2"), true)
+    }
+
+    func testARejectedTokenIsNotAnsweredAgain() throws {
+        let client = try rig.connect()
+        XCTAssertEqual(ask(client, id: "1")?.contains("token-1"), true)
+        XCTAssertEqual(try broker.tokens.rejectToken(TokenRejectParams(accessToken: "token-1")), TokenRejectResult(dropped: true))
+        client.write(Self.line(id: "2"))
+        XCTAssertTrue(client.closedByPeer(), "a miss: handed to NIO for the refresh")
+        XCTAssertEqual(handovers, 1)
+    }
+
+    func testASignedOutAccountsTokenIsNotAnsweredAgain() async throws {
+        let client = try rig.connect()
+        XCTAssertEqual(ask(client, id: "1")?.contains("token-1"), true)
+        _ = try await broker.signOut.logout(LogoutParams(local: true))
+        client.write(Self.line(id: "2"))
+        XCTAssertTrue(client.closedByPeer(), "no account: handed to NIO, which answers the error")
+        XCTAssertEqual(handovers, 1)
+    }
+
+    func testAfterAReloadTheRequestIsAnsweredAsTheNewConfigurationSays() async throws {
+        let client = try rig.connect()
+        XCTAssertEqual(ask(client, id: "1")?.contains("token-1"), true)
+        // A margin longer than the token's life: the cache no longer serves it.
+        _ = try await broker.reload(try ConfigLoader.parse(Self.config(margin: 3700), file: "config.toml"))
+        client.write(Self.line(id: "2"))
+        XCTAssertTrue(client.closedByPeer(), "a miss: handed to NIO for the refresh")
+        XCTAssertEqual(handovers, 1)
+    }
+
+    func testATokenWhoseLifeRanShortIsNotAnsweredAgain() throws {
+        let client = try rig.connect()
+        XCTAssertEqual(ask(client, id: "1")?.contains("token-1"), true)
+        // Seconds later, the same bytes (the answer holds no time of its own).
+        clock.advance(2.5)
+        XCTAssertEqual(ask(client, id: "2"), try fullAnswer(.number(2)))
+        // Inside the margin: the cache would refresh it.
+        clock.advance(3600 - 60 - 2.5)
+        client.write(Self.line(id: "3"))
+        XCTAssertTrue(client.closedByPeer(), "a miss: handed to NIO for the refresh")
+        XCTAssertEqual(handovers, 1)
+    }
+}
