@@ -34,19 +34,9 @@ struct AnswerMemo {
     private var rest: [UInt8] = []
     /// What the answer rests on; nil: nothing kept.
     private(set) var stamp: CacheHitStamp?
-    /// The beginning of the answer for the id being answered, up to that id.
-    private var head = ResponseWriter(capacity: 64)
 
-    /// Writes the beginning of the answer for `id` (`withAnswer` lends it).
-    mutating func writeHead(_ id: RequestID) {
-        head.clear()
-        head.head(id)
-    }
-
-    /// Lends the answer's two parts: its beginning for the id (`writeHead`) and the rest.
-    func withAnswer<T>(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> T) -> T {
-        head.bytes.withUnsafeBytes { head in rest.withUnsafeBytes { body(head, $0) } }
-    }
+    /// Every answer's beginning, up to its id (`ResponseWriter.head`).
+    private static let head: StaticString = #"{"jsonrpc":"2.0","id":"#
 
     /// Keeps `answer`, the answer of `line`, whose id lies at `idRange` in the line and whose
     /// part after the id begins at `resultStart`. Reuses its room: no allocation once warm.
@@ -69,16 +59,29 @@ struct AnswerMemo {
         stamp = nil
     }
 
-    /// The id of `line` when it is the kept line but for its id, else nil. The id must be one
-    /// value the scanner reads as an id, of its forms exactly (`RequestScanner`): null, an
-    /// integer of at most 18 digits, or a string of printable ASCII without escapes.
-    func id(ifSameRequest line: UnsafeRawBufferPointer) -> RequestID? {
-        guard stamp != nil, line.count > prefix.count + suffix.count else { return nil }
+    /// The kept answer for `line`, when `line` is the kept line but for its id and
+    /// `stands(stamp)`: `body` is lent its three parts — the beginning up to the id, the id
+    /// as the full path writes it, and the rest with the newline — and its result returned.
+    /// Nil otherwise; an answer that no longer stands is forgotten.
+    mutating func answer<T>(_ line: UnsafeRawBufferPointer, stands: (CacheHitStamp) -> Bool,
+                            _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> T) -> T? {
+        guard let stamp, let id = id(ifSameRequest: line) else { return nil }
+        guard stands(stamp) else {
+            clear()
+            return nil
+        }
+        return rest.withUnsafeBytes { body(UnsafeRawBufferPointer(start: Self.head.utf8Start, count: Self.head.utf8CodeUnitCount), id, $0) }
+    }
+
+    /// The id of `line` as the full path writes it (`ResponseWriter.head`), when `line` is
+    /// the kept line but for its id; else nil.
+    func id(ifSameRequest line: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+        guard line.count > prefix.count + suffix.count else { return nil }
         let end = line.count - suffix.count
         guard Self.same(prefix, UnsafeRawBufferPointer(rebasing: line[0..<prefix.count])),
               Self.same(suffix, UnsafeRawBufferPointer(rebasing: line[end...]))
         else { return nil }
-        return Self.id(UnsafeRawBufferPointer(rebasing: line[prefix.count..<end]))
+        return Self.written(id: UnsafeRawBufferPointer(rebasing: line[prefix.count..<end]))
     }
 
     /// Whether `bytes` holds what `kept` holds (both of `kept.count` bytes).
@@ -89,24 +92,28 @@ struct AnswerMemo {
         }
     }
 
-    /// One whole id value, as the scanner reads it, or nil.
-    static func id(_ value: UnsafeRawBufferPointer) -> RequestID? {
+    private static let zero: StaticString = "0"
+
+    /// `value` as the full path writes it when it is one whole id of the forms the scanner
+    /// reads (`RequestScanner`), else nil: null; an integer of at most 18 digits,
+    /// `-?(0|[1-9][0-9]*)`, written back as it is but for `-0`, which is 0; a string of
+    /// printable ASCII without `"` or `\`, which JSON escapes nothing of, so it is
+    /// written back as it is too.
+    static func written(id value: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
         guard let first = value.first else { return nil }
         if first == UInt8(ascii: "\"") {
             guard value.count >= 2, value[value.count - 1] == UInt8(ascii: "\"") else { return nil }
             let text = UnsafeRawBufferPointer(rebasing: value[1..<(value.count - 1)])
             guard text.allSatisfy({ $0 >= 0x20 && $0 < 0x80 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) else { return nil }
-            return .string(String(decoding: text, as: UTF8.self))
+            return value
         }
-        if value.elementsEqual("null".utf8) { return .null }
-        // -?(0|[1-9][0-9]*), at most 18 digits: what the scanner reads as an id that fits Int64.
+        if value.elementsEqual("null".utf8) { return value }
         let negative = first == UInt8(ascii: "-")
         let digits = UnsafeRawBufferPointer(rebasing: value[(negative ? 1 : 0)...])
         guard (1...18).contains(digits.count), digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
               !(digits.count > 1 && digits[0] == UInt8(ascii: "0"))
         else { return nil }
-        var n: Int64 = 0
-        for d in digits { n = n * 10 + Int64(d - UInt8(ascii: "0")) }
-        return .number(negative ? -n : n)
+        if negative && digits[0] == UInt8(ascii: "0") { return UnsafeRawBufferPointer(start: zero.utf8Start, count: 1) }
+        return value
     }
 }

@@ -52,15 +52,15 @@ extension FrontDoor {
         if LineFraming.isBlank(line) { return true }
         // The same request as the last cache hit's, answered the same while that answer
         // stands: the stamp is asked each time, and counts the hit as the cache would.
-        if let stillServes = table.stillServes, let id = scratch.memo.id(ifSameRequest: line) {
-            if table.callerPolicy().isOpen, let stamp = scratch.memo.stamp, stillServes(stamp) {
-                counters.requests.increment()
-                activity.touch()
-                scratch.memo.writeHead(id)
-                let sent = scratch.memo.withAnswer { head, rest in send(connection.fd, head, rest) }
-                return answered(connection, sent)
-            }
-            scratch.memo.clear()
+        // The caller gate has nothing to ask while no rule is in force, and only then does
+        // the front door serve a request itself.
+        if let stillServes = table.stillServes,
+           let sent = scratch.memo.answer(line, stands: { table.callerPolicy().isOpen && stillServes($0) }, { head, id, rest in
+               counters.requests.increment()
+               activity.touch()
+               return send(connection.fd, head, id, rest)
+           }) {
+            return answered(connection, sent)
         }
         guard let scanned = ScannedRequest.scan(line), scanned.jsonrpc == "2.0",
               let method = scanned.method, let handler = table[method],
@@ -109,7 +109,7 @@ extension FrontDoor {
     /// lifecycle waits to write: nothing more is read until it is out. Returns false when the connection was closed.
     private func answer(_ connection: Connection, _ data: Data) -> Bool {
         let sent = data.withUnsafeBytes { json in
-            send(connection.fd, json, UnsafeRawBufferPointer(start: Self.newline.utf8Start, count: 1))
+            send(connection.fd, json, UnsafeRawBufferPointer(start: Self.newline.utf8Start, count: 1), UnsafeRawBufferPointer(start: nil, count: 0))
         }
         return answered(connection, sent)
     }
@@ -126,17 +126,18 @@ extension FrontDoor {
         case partly([UInt8])
     }
 
-    /// Writes `first` and `second` as one answer with one `sendmsg`; copies what the socket
-    /// did not take. Touches nothing of the front door's: its callers may lend it their bytes.
-    func send(_ fd: CInt, _ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer) -> Sent {
+    /// Writes the three parts as one answer with one `sendmsg`; copies what the socket did
+    /// not take. Touches nothing of the front door's: its callers may lend it their bytes.
+    func send(_ fd: CInt, _ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer, _ c: UnsafeRawBufferPointer) -> Sent {
         var parts = (
-            iovec(iov_base: UnsafeMutableRawPointer(mutating: first.baseAddress), iov_len: first.count),
-            iovec(iov_base: UnsafeMutableRawPointer(mutating: second.baseAddress), iov_len: second.count))
-        let total = first.count + second.count
+            iovec(iov_base: UnsafeMutableRawPointer(mutating: a.baseAddress), iov_len: a.count),
+            iovec(iov_base: UnsafeMutableRawPointer(mutating: b.baseAddress), iov_len: b.count),
+            iovec(iov_base: UnsafeMutableRawPointer(mutating: c.baseAddress), iov_len: c.count))
+        let total = a.count + b.count + c.count
         let n: Int = withUnsafeMutableBytes(of: &parts) { raw in
             var message = msghdr()
             message.msg_iov = raw.baseAddress?.assumingMemoryBound(to: iovec.self)
-            message.msg_iovlen = 2
+            message.msg_iovlen = c.isEmpty ? 2 : 3
             var n: Int
             repeat {
                 n = sendmsg(fd, &message, CInt(MSG_NOSIGNAL))
@@ -145,11 +146,13 @@ extension FrontDoor {
         }
         if n == total { return .all }
         if n < 0 && errno != EAGAIN && errno != EWOULDBLOCK { return .failed }
-        let done = max(n, 0)
+        var skip = max(n, 0)
         var rest = [UInt8]()
-        rest.reserveCapacity(total - done)
-        if done < first.count { rest.append(contentsOf: UnsafeRawBufferPointer(rebasing: first[done...])) }
-        rest.append(contentsOf: UnsafeRawBufferPointer(rebasing: second[max(0, done - first.count)...]))
+        rest.reserveCapacity(total - skip)
+        for part in [a, b, c] {
+            if skip < part.count { rest.append(contentsOf: UnsafeRawBufferPointer(rebasing: part[skip...])) }
+            skip = max(0, skip - part.count)
+        }
         return .partly(rest)
     }
 

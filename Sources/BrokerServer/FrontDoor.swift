@@ -61,7 +61,7 @@ final class FrontDoor: @unchecked Sendable {
 
     /// What the front door reads and answers requests with: the read buffer, the codec the
     /// handlers write with, and the memo of the last cache hit's answer.
-    struct Scratch {
+    final class Scratch {
         /// One read's worth: a request line longer than this goes to NIO, which frames it.
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 16)
         let codec = RPCCodec()
@@ -79,7 +79,7 @@ final class FrontDoor: @unchecked Sendable {
     let handOver: @Sendable (CInt, Handover) -> Void
     let held: HeldConnections
     /// What requests are read and answered with, one at a time on the front door's thread.
-    var scratch = Scratch()
+    let scratch = Scratch()
     private var thread: pthread_t?
     /// Refusals past the limits, and the descriptor held for them.
     private let refusals: AcceptRefusals

@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The framing rule of the protocol, free of NIO so the fuzzer can drive the very code the
 /// daemon runs: a line ends at `\n`, a `\r` before it is dropped, and a line longer than
 /// the cap is refused before anything is decoded.
@@ -18,11 +22,18 @@ enum LineFraming {
     }
 
     static func next(_ bytes: UnsafeRawBufferPointer, maxLength: Int) -> Next {
-        guard let newline = bytes.firstIndex(of: UInt8(ascii: "\n")) else {
+        guard let newline = newline(in: bytes) else {
             return bytes.count > maxLength ? .tooLong : .needMoreData
         }
         if newline > maxLength { return .tooLong }
         let length = newline > 0 && bytes[newline - 1] == UInt8(ascii: "\r") ? newline - 1 : newline
         return .line(length: length, consumed: newline + 1)
+    }
+
+    /// Where the first `\n` is: `memchr`, a word at a time, instead of the generic
+    /// `firstIndex(of:)`'s byte loop (~800 instructions per request line).
+    private static func newline(in bytes: UnsafeRawBufferPointer) -> Int? {
+        guard let base = bytes.baseAddress, let found = memchr(base, 0x0A, bytes.count) else { return nil }
+        return UnsafeRawPointer(found) - base
     }
 }

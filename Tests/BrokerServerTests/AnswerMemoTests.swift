@@ -112,6 +112,16 @@ final class AnswerMemoTests: XCTestCase {
         XCTAssertEqual(handovers, 5)
     }
 
+    func testAKeptAnswerLargerThanTheSocketTakesAtOnceArrivesWhole() throws {
+        // A 1 MiB token: each answer waits for the socket to drain, in parts.
+        cache(String(repeating: "t", count: 1 << 20), for: "https://api")
+        let client = try rig.connect()
+        for id in 1...3 {
+            XCTAssertEqual(ask(client, id: "\(id)"), try fullAnswer(.number(Int64(id))), "answer \(id)")
+        }
+        XCTAssertEqual(handovers, 0)
+    }
+
     func testEachAnswerCountsAsARequestAndACacheHit() throws {
         let before = broker.counters.snapshot()
         let client = try rig.connect()
