@@ -55,7 +55,7 @@ extension FrontDoor {
         // The caller gate has nothing to ask while no rule is in force, and only then does
         // the front door serve a request itself.
         if let stillServes = table.stillServes,
-           let sent = scratch.memo.answer(line, stands: { table.callerPolicy().isOpen && stillServes($0) }, { head, id, rest in
+           let sent = scratch.memo.answer(line, stands: { table.gate.isOpen && stillServes($0) }, { head, id, rest in
                counters.requests.increment()
                activity.touch()
                return send(connection.fd, head, id, rest)
@@ -64,7 +64,7 @@ extension FrontDoor {
         }
         guard let scanned = ScannedRequest.scan(line), scanned.jsonrpc == "2.0",
               let method = scanned.method, let handler = table[method],
-              table.callerPolicy().isOpen
+              table.gate.isOpen
         else {
             give(connection, Handover(unread: ByteBuffer(bytes: chunk)))
             return false

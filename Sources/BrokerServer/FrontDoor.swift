@@ -198,7 +198,7 @@ final class FrontDoor: @unchecked Sendable {
             return refuse(fd, RPCError(.overloaded, "authbrokerd has \(max) connections open already; close some and try again", data: ErrorData(limit: max)),
                           log: "connection limit reached; refusing connections", ["limit": "\(max)"])
         }
-        guard table.callerPolicy().isOpen else { return handOver(fd, Handover(descriptor: fd)) }
+        guard table.gate.isOpen else { return handOver(fd, Handover(descriptor: fd)) }
         activity.opened()
         let connection = held.add(fd, now: ServerActivity.monotonicNanoseconds())
         // The client has usually written its request by the time the daemon woke up.

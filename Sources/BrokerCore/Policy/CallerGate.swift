@@ -15,6 +15,12 @@ public protocol PolicySource: Sendable {
     func defaultProviderName() -> String?
     /// `[daemon] confirm_timeout`, in seconds.
     var confirmTimeout: Int { get }
+    /// Whether no rule is in force (`callerPolicy.isOpen`), without copying the policy.
+    var callerPolicyIsOpen: Bool { get }
+}
+
+extension PolicySource {
+    public var callerPolicyIsOpen: Bool { callerPolicy.isOpen }
 }
 
 /// The caller policy in one place: the server asks it about every request, with the
@@ -38,6 +44,10 @@ public final class CallerGate: Sendable {
     /// The `[[allow]]` rules in force.
     public var policy: CallerPolicy { source.callerPolicy }
 
+    /// Whether no rule is in force: asked of every request the front door serves, so read
+    /// without a lock or a copy of the policy.
+    public var isOpen: Bool { source.callerPolicyIsOpen }
+
     /// Decides one request. Cheap enough for every request: with no rules nothing is read
     /// (the caller is not even identified).
     /// - Returns: the question to ask the user first when only `confirm = true` rules grant
@@ -46,6 +56,7 @@ public final class CallerGate: Sendable {
     /// The question is read from the request only when rules are in force: without them
     /// a request costs one lock and no allocation here.
     public func decide(_ question: @autoclosure () -> PolicyQuestion?, identify: CallerIdentification) throws(BrokerError) -> ConfirmQuestion? {
+        guard !isOpen else { return nil }
         let policy = self.policy
         guard !policy.isOpen, let question = question() else { return nil }
         let caller = try identify(policy.needsCgroup)

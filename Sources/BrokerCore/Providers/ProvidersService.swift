@@ -20,6 +20,8 @@ public final class ProvidersService: PolicySource, RegistersMethods, Sendable {
     /// Bumped under the table's lock each time the table is replaced (reload, a stored
     /// client secret): part of `TokensService.generation`.
     private let changes = Atomic<UInt64>(0)
+    /// Whether the policy in force has no rules, set with the table: read on every request.
+    private let policyOpen: Atomic<Bool>
     private let transport: any HTTPTransport
     private let clock: WallClock
     /// Told when a provider stops answering and when it answers again.
@@ -41,6 +43,7 @@ public final class ProvidersService: PolicySource, RegistersMethods, Sendable {
         self.logger = logger
         self.idTokens = IDTokenVerifier(keys: JWKSCache(transport: transport))
         self.table = Mutex(ProviderTable(config: config, keeping: [:], transport: transport, clock: clock, events: events))
+        self.policyOpen = Atomic(config.policy.isOpen)
     }
 
     /// The configuration in force.
@@ -48,6 +51,9 @@ public final class ProvidersService: PolicySource, RegistersMethods, Sendable {
 
     /// The `[[allow]]` rules in force (none: every process of the user is served).
     public var callerPolicy: CallerPolicy { table.withLock { $0.config.policy } }  // not `config`: no copy of the whole configuration
+
+    /// Whether no `[[allow]]` rule is in force: no lock, no copy (`CallerGate.isOpen`).
+    public var callerPolicyIsOpen: Bool { policyOpen.load(ordering: .acquiring) }
 
     public var confirmTimeout: Int { table.withLock { $0.config.daemon.confirmTimeout } }
 
@@ -97,6 +103,7 @@ public final class ProvidersService: PolicySource, RegistersMethods, Sendable {
         table.withLock { t in
             t = ProviderTable(config: new ?? t.config, storedSecrets: t.storedSecrets.merging(secrets) { $1 },
                               keeping: t.providers, transport: transport, clock: clock, events: events)
+            policyOpen.store(t.config.policy.isOpen, ordering: .releasing)
             changes.wrappingAdd(1, ordering: .releasing)
         }
     }
