@@ -107,7 +107,7 @@ struct AnswerMemo {
             guard text.allSatisfy({ $0 >= 0x20 && $0 < 0x80 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) else { return nil }
             return value
         }
-        if value.elementsEqual("null".utf8) { return value }
+        if first == UInt8(ascii: "n") { return value.elementsEqual("null".utf8) ? value : nil }
         let negative = first == UInt8(ascii: "-")
         let digits = UnsafeRawBufferPointer(rebasing: value[(negative ? 1 : 0)...])
         guard (1...18).contains(digits.count), digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
