@@ -27,11 +27,12 @@ import Foundation
 /// itself, which it does only while no `[[allow]]` rule is in force (the caller gate has
 /// nothing to ask then). Belongs to the front door's thread.
 struct AnswerMemo {
-    /// The line up to the id's value, and from after it to the end.
-    private var prefix: [UInt8] = []
-    private var suffix: [UInt8] = []
-    /// The answer after its id (`,"result":{…}}`) and the newline.
-    private var rest: [UInt8] = []
+    /// The line up to the id's value, the line after it, and the answer after its id
+    /// (`,"result":{…}}`) with the newline, one after the other: one array, reused.
+    private var kept: [UInt8] = []
+    /// Where the line after the id begins in `kept`, and where the answer's rest begins.
+    private var suffixStart = 0
+    private var restStart = 0
     /// What the answer rests on; nil: nothing kept.
     private(set) var stamp: CacheHitStamp?
 
@@ -39,23 +40,27 @@ struct AnswerMemo {
     private static let head: StaticString = #"{"jsonrpc":"2.0","id":"#
 
     /// Keeps `answer`, the answer of `line`, whose id lies at `idRange` in the line and whose
-    /// part after the id begins at `resultStart`. Reuses its room: no allocation once warm.
+    /// part after the id begins at `resultStart`. Writes over what was kept, in its room: no
+    /// allocation once warm, and none of the answer it replaces is left.
     mutating func keep(line: UnsafeRawBufferPointer, idRange: Range<Int>, answer: Data, resultStart: Int, stamp: CacheHitStamp) {
-        clear()
-        prefix.append(contentsOf: UnsafeRawBufferPointer(rebasing: line[0..<idRange.lowerBound]))
-        suffix.append(contentsOf: UnsafeRawBufferPointer(rebasing: line[idRange.upperBound...]))
-        answer.withUnsafeBytes { rest.append(contentsOf: UnsafeRawBufferPointer(rebasing: $0[resultStart...])) }
-        rest.append(UInt8(ascii: "\n"))
+        let total = idRange.lowerBound + (line.count - idRange.upperBound) + (answer.count - resultStart) + 1
+        if total < kept.count { kept.withUnsafeMutableBytes { SecretBytes.wipe(UnsafeMutableRawBufferPointer(rebasing: $0[total...])) } }
+        kept.removeAll(keepingCapacity: true)
+        kept.append(contentsOf: UnsafeRawBufferPointer(rebasing: line[0..<idRange.lowerBound]))
+        suffixStart = kept.count
+        kept.append(contentsOf: UnsafeRawBufferPointer(rebasing: line[idRange.upperBound...]))
+        restStart = kept.count
+        answer.withUnsafeBytes { kept.append(contentsOf: UnsafeRawBufferPointer(rebasing: $0[resultStart...])) }
+        kept.append(UInt8(ascii: "\n"))
         self.stamp = stamp
     }
 
     /// Forgets the answer; the token's bytes in it are overwritten.
     mutating func clear() {
-        guard stamp != nil || !rest.isEmpty else { return }
-        rest.withUnsafeMutableBytes { SecretBytes.wipe($0) }
-        prefix.removeAll(keepingCapacity: true)
-        suffix.removeAll(keepingCapacity: true)
-        rest.removeAll(keepingCapacity: true)
+        kept.withUnsafeMutableBytes { SecretBytes.wipe($0) }
+        kept.removeAll(keepingCapacity: true)
+        suffixStart = 0
+        restStart = 0
         stamp = nil
     }
 
@@ -70,26 +75,31 @@ struct AnswerMemo {
             clear()
             return nil
         }
-        return rest.withUnsafeBytes { body(UnsafeRawBufferPointer(start: Self.head.utf8Start, count: Self.head.utf8CodeUnitCount), id, $0) }
+        return kept.withUnsafeBytes { kept in
+            body(UnsafeRawBufferPointer(start: Self.head.utf8Start, count: Self.head.utf8CodeUnitCount), id,
+                 UnsafeRawBufferPointer(rebasing: kept[restStart...]))
+        }
     }
 
     /// The id of `line` as the full path writes it (`ResponseWriter.head`), when `line` is
     /// the kept line but for its id; else nil.
     func id(ifSameRequest line: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
-        guard line.count > prefix.count + suffix.count else { return nil }
-        let end = line.count - suffix.count
-        guard Self.same(prefix, UnsafeRawBufferPointer(rebasing: line[0..<prefix.count])),
-              Self.same(suffix, UnsafeRawBufferPointer(rebasing: line[end...]))
-        else { return nil }
-        return Self.written(id: UnsafeRawBufferPointer(rebasing: line[prefix.count..<end]))
+        kept.withUnsafeBytes { kept in
+            let prefix = UnsafeRawBufferPointer(rebasing: kept[0..<suffixStart])
+            let suffix = UnsafeRawBufferPointer(rebasing: kept[suffixStart..<restStart])
+            guard line.count > prefix.count + suffix.count else { return nil }
+            let end = line.count - suffix.count
+            guard Self.same(prefix, UnsafeRawBufferPointer(rebasing: line[0..<prefix.count])),
+                  Self.same(suffix, UnsafeRawBufferPointer(rebasing: line[end...]))
+            else { return nil }
+            return Self.written(id: UnsafeRawBufferPointer(rebasing: line[prefix.count..<end]))
+        }
     }
 
-    /// Whether `bytes` holds what `kept` holds (both of `kept.count` bytes).
-    private static func same(_ kept: [UInt8], _ bytes: UnsafeRawBufferPointer) -> Bool {
-        kept.withUnsafeBytes { k in
-            guard let a = k.baseAddress, let b = bytes.baseAddress else { return k.count == bytes.count }
-            return memcmp(a, b, k.count) == 0
-        }
+    /// Whether `a` and `b`, of the same length, hold the same bytes.
+    private static func same(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+        guard let x = a.baseAddress, let y = b.baseAddress else { return a.count == b.count }
+        return memcmp(x, y, a.count) == 0
     }
 
     private static let zero: StaticString = "0"
