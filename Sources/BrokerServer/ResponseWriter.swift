@@ -54,11 +54,6 @@ struct ResponseWriter {
         }
     }
 
-    /// Empties the writer, keeping its room, to write another answer.
-    mutating func clear() {
-        bytes.removeAll(keepingCapacity: true)
-    }
-
     /// JSON text of the writer's own (punctuation, member names), copied as it is: one
     /// append of a constant, no String made or escaped per answer.
     mutating func raw(_ text: StaticString) {
