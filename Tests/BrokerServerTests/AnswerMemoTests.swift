@@ -177,6 +177,20 @@ final class AnswerMemoTests: XCTestCase {
         XCTAssertEqual(handovers, 1)
     }
 
+    func testOnceRulesAreInForceTheRequestGoesToNIOAndItsGate() async throws {
+        let client = try rig.connect()
+        XCTAssertEqual(ask(client, id: "1")?.contains("token-1"), true)
+        _ = try await broker.reload(try ConfigLoader.parse(Self.config(margin: 60) + """
+
+            [[allow]]
+            exe = "/usr/bin/git"
+            resources = ["https://api"]
+            """, file: "config.toml"))
+        client.write(Self.line(id: "2"))
+        XCTAssertTrue(client.closedByPeer(), "under rules every request is NIO's, where the caller is identified")
+        XCTAssertEqual(rig.handovers.withLock { $0.first?.unread?.readableBytes }, Self.line(id: "2").count)
+    }
+
     func testATokenWhoseLifeRanShortIsNotAnsweredAgain() throws {
         let client = try rig.connect()
         XCTAssertEqual(ask(client, id: "1")?.contains("token-1"), true)
