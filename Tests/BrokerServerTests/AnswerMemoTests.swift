@@ -149,46 +149,47 @@ final class AnswerMemoTests: XCTestCase {
         XCTAssertEqual(ask(client, id: "3")?.contains("token-2"), true)
     }
 
-    func testARejectedTokenIsNotAnsweredAgain() throws {
+    /// Asks once (token-1 answered, and kept), makes `change`, and asks the same again: the
+    /// request is not answered from the memo but handed to NIO (a miss, an error, or rules).
+    private func assertHandedOverAfter(_ change: () async throws -> Void, _ why: String,
+                                       file: StaticString = #filePath, line: UInt = #line) async throws {
         let client = try rig.connect()
-        XCTAssertEqual(ask(client, id: "1")?.contains("token-1"), true)
-        XCTAssertEqual(try broker.tokens.rejectToken(TokenRejectParams(accessToken: "token-1")), TokenRejectResult(dropped: true))
+        XCTAssertEqual(ask(client, id: "1")?.contains("token-1"), true, file: file, line: line)
+        try await change()
         client.write(Self.line(id: "2"))
-        XCTAssertTrue(client.closedByPeer(), "a miss: handed to NIO for the refresh")
-        XCTAssertEqual(handovers, 1)
+        XCTAssertTrue(client.closedByPeer(), why, file: file, line: line)
+        XCTAssertEqual(handovers, 1, file: file, line: line)
+    }
+
+    func testARejectedTokenIsNotAnsweredAgain() async throws {
+        try await assertHandedOverAfter({
+            XCTAssertEqual(try broker.tokens.rejectToken(TokenRejectParams(accessToken: "token-1")), TokenRejectResult(dropped: true))
+        }, "a miss: handed to NIO for the refresh")
     }
 
     func testASignedOutAccountsTokenIsNotAnsweredAgain() async throws {
-        let client = try rig.connect()
-        XCTAssertEqual(ask(client, id: "1")?.contains("token-1"), true)
-        _ = try await broker.signOut.logout(LogoutParams(local: true))
-        client.write(Self.line(id: "2"))
-        XCTAssertTrue(client.closedByPeer(), "no account: handed to NIO, which answers the error")
-        XCTAssertEqual(handovers, 1)
+        try await assertHandedOverAfter({
+            _ = try await broker.signOut.logout(LogoutParams(local: true))
+        }, "no account: handed to NIO, which answers the error")
     }
 
     func testAfterAReloadTheRequestIsAnsweredAsTheNewConfigurationSays() async throws {
-        let client = try rig.connect()
-        XCTAssertEqual(ask(client, id: "1")?.contains("token-1"), true)
         // A margin longer than the token's life: the cache no longer serves it.
-        _ = try await broker.reload(try ConfigLoader.parse(Self.config(margin: 3700), file: "config.toml"))
-        client.write(Self.line(id: "2"))
-        XCTAssertTrue(client.closedByPeer(), "a miss: handed to NIO for the refresh")
-        XCTAssertEqual(handovers, 1)
+        try await assertHandedOverAfter({
+            _ = try await broker.reload(try ConfigLoader.parse(Self.config(margin: 3700), file: "config.toml"))
+        }, "a miss: handed to NIO for the refresh")
     }
 
     func testOnceRulesAreInForceTheRequestGoesToNIOAndItsGate() async throws {
-        let client = try rig.connect()
-        XCTAssertEqual(ask(client, id: "1")?.contains("token-1"), true)
-        _ = try await broker.reload(try ConfigLoader.parse(Self.config(margin: 60) + """
+        try await assertHandedOverAfter({
+            _ = try await broker.reload(try ConfigLoader.parse(Self.config(margin: 60) + """
 
-            [[allow]]
-            exe = "/usr/bin/git"
-            resources = ["https://api"]
-            """, file: "config.toml"))
-        client.write(Self.line(id: "2"))
-        XCTAssertTrue(client.closedByPeer(), "under rules every request is NIO's, where the caller is identified")
-        XCTAssertEqual(rig.handovers.withLock { $0.first?.unread?.readableBytes }, Self.line(id: "2").count)
+                [[allow]]
+                exe = "/usr/bin/git"
+                resources = ["https://api"]
+                """, file: "config.toml"))
+        }, "under rules every request is NIO's, where the caller is identified")
+        XCTAssertEqual(rig.handovers.withLock { $0.first?.unread?.readableBytes }, Self.line(id: "2").count, "unread")
     }
 
     func testATokenWhoseLifeRanShortIsNotAnsweredAgain() throws {
