@@ -13,6 +13,7 @@
 int clinux_set_nondumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
 int clinux_is_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0); }
 int clinux_malloc_trim(void) { return malloc_trim(0); }
+size_t clinux_malloc_free_bytes(void) { return mallinfo2().fordblks; }
 
 int clinux_epoll_ctl(int epoll, int op, int fd, unsigned int events) {
     struct epoll_event ev = { .events = events, .data.fd = fd };

@@ -55,9 +55,9 @@ struct Lifecycle {
 
         // Start-up's garbage (the configuration, the keyring's answers) goes back first.
         MemoryTrim.trim()
-        let trim = MemoryTrim(broker: broker, activity: server.activity)
-        let trimTask = Task { await trim.run() }
-        defer { trimTask.cancel() }
+        let trims = MemoryTrim(broker: broker, activity: server.activity).start()
+        if trims == nil { logger.warning("cannot start the thread that hands freed memory back; the daemon keeps what it freed") }
+        defer { trims?.signal() }
 
         notifier.ready(status: readyStatus())
         // The STATUS line says the store is unavailable until its accounts are loaded.

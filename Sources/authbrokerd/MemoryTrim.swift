@@ -15,7 +15,9 @@ import Glibc
 /// but still resident: 1 000 refreshes left 9.5 MB of it in the benchmark
 /// (docs/performance.md). A burst of connections leaves the same behind (each one's buffers
 /// and channel), even when every answer came from the cache. The daemon trims once after
-/// start-up, then once nothing has happened for a few seconds; never on the path of a request.
+/// start-up, then once nothing has happened for a few seconds, and again while what was
+/// freed after that trim adds up (``growth``); never on the path of a request, and from a
+/// thread of its own (``start()``).
 ///
 /// A trim costs the next request: every heap page it hands back that the request uses again
 /// comes back as a minor fault, ten microseconds or more each on a virtual machine. So after
@@ -61,41 +63,97 @@ struct MemoryTrim: Sendable {
         return (resident - shared) * Int(sysconf(Int32(_SC_PAGESIZE)))
     }
 
+    /// Starts `run` on a thread of its own; signalling the returned `StopSignal` ends it.
+    /// nil when no thread (or eventfd) can be made: the daemon then serves without trims.
+    ///
+    /// Not a task on Swift's concurrency pool: a trim that wakes a pool thread every few
+    /// seconds keeps that thread alive, and with it libdispatch's cache of the continuations
+    /// it ran (up to 1 024 per thread). After a cold burst those were allocated on the event
+    /// loop's thread in between the burst's connections, one every page or two, so a trim
+    /// could hand back little of that heap for as long as the daemon ran (issue 25:
+    /// ~0.6-4 MB of private memory, docs/performance.md "The daemon's memory"). Left
+    /// alone, the pool's threads end 5 s after their last work and free their caches, and
+    /// the next trim hands the pages back.
+    func start() -> StopSignal? {
+        guard let stop = StopSignal() else { return nil }
+        final class Work {
+            let trim: MemoryTrim
+            let stop: StopSignal
+            init(_ trim: MemoryTrim, _ stop: StopSignal) { (self.trim, self.stop) = (trim, stop) }
+        }
+        let work = Unmanaged.passRetained(Work(self, stop)).toOpaque()
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        defer { pthread_attr_destroy(&attributes) }
+        pthread_attr_setdetachstate(&attributes, CInt(PTHREAD_CREATE_DETACHED))
+        // It reads /proc and calls malloc_trim: a small stack is plenty.
+        pthread_attr_setstacksize(&attributes, 64 << 10)
+        var thread = pthread_t()
+        let status = pthread_create(&thread, &attributes, { argument in
+            guard let argument else { return nil }
+            let work = Unmanaged<Work>.fromOpaque(argument).takeRetainedValue()
+            clinux_name_thread("authbroker-trim")
+            work.trim.run(work.stop)
+            return nil
+        }, work)
+        guard status == 0 else {
+            Unmanaged<Work>.fromOpaque(work).release()
+            return nil
+        }
+        return stop
+    }
+
     /// Trims after start-up, and after refreshes and requests that grew the heap, when quiet,
-    /// until cancelled.
-    func run() async {
+    /// until `stop` is signalled; and, when nothing happened since, once the heap holds
+    /// ``growth`` more free bytes than after the last trim (what the pool's threads and a
+    /// burst's connections freed after it).
+    func run(_ stop: StopSignal) {
         // nil: start-up's pages are handed back once it has been quiet for the first time.
         var trimmedAt: (refreshes: Int, activity: UInt64)?
         // Private memory right after the last trim, and what that trim handed back.
         var keptAfterTrim = 0
         var handedBack = 0
+        // The heap's free bytes right after the last trim.
+        var freeAfterTrim = 0
+        // Looks since the last trim: the first few come every second, while the memory a
+        // burst leaves is still being freed.
+        var looks = 0
         var pause = firstQuiet
-        while !Task.isCancelled {
-            do {
-                try await Task.sleep(for: .milliseconds(Int(pause * 1000)))
-            } catch {
-                return
-            }
+        while !stop.wait(seconds: pause) {
             let wanted = trimmedAt == nil ? firstQuiet : quiet
-            pause = quiet
+            looks += 1
+            pause = looks <= Self.soonLooks ? 1 : quiet
             let now = (refreshes: broker.counters.refreshes.load(ordering: .relaxed), activity: activity.lastActivity)
-            guard trimmedAt.map({ $0 != now }) ?? true else { continue }
-            let idle = activity.secondsSinceLastActivity
-            let inFlight = activity.requestsInFlight
-            guard inFlight == 0, idle >= wanted else {
-                // Something happened and it is not quiet yet: look again when it could be, or
-                // in half a second while a request is worked on (a sign-in's wait takes minutes).
-                pause = max(inFlight > 0 ? 0.5 : wanted / 10, wanted - idle)
-                continue
+            let held: Int?
+            if let trimmedAt, trimmedAt == now {
+                // Nothing happened: trim only what was freed since the last trim.
+                guard Int(clinux_malloc_free_bytes()) - freeAfterTrim >= growth else { continue }
+                held = Self.privateBytes()
+            } else {
+                let idle = activity.secondsSinceLastActivity
+                let inFlight = activity.requestsInFlight
+                guard inFlight == 0, idle >= wanted else {
+                    // Something happened and it is not quiet yet: look again when it could be, or
+                    // in half a second while a request is worked on (a sign-in's wait takes minutes).
+                    pause = max(inFlight > 0 ? 0.5 : wanted / 10, wanted - idle)
+                    looks = Self.soonLooks
+                    continue
+                }
+                let first = trimmedAt == nil
+                trimmedAt = now
+                held = Self.privateBytes()
+                if !first, let held, held - keptAfterTrim < growth, handedBack < growth { continue }
             }
-            let first = trimmedAt == nil
-            trimmedAt = now
-            let held = Self.privateBytes()
-            if !first, let held, held - keptAfterTrim < growth, handedBack < growth { continue }
             Self.trim()
             let kept = Self.privateBytes() ?? 0
             handedBack = held.map { $0 - kept } ?? 0
             keptAfterTrim = kept
+            freeAfterTrim = Int(clinux_malloc_free_bytes())
+            looks = 0
+            pause = 1
         }
     }
+
+    /// How many looks after a trim come every second instead of every ``quiet``.
+    static let soonLooks = 8
 }

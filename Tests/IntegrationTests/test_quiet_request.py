@@ -8,7 +8,23 @@ first request after a quiet spell several times slower than a warm one. What a u
 is that slowness; what the test can see without timing anything is its cause, in
 /proc/PID/status and /proc/PID/stat."""
 from conftest import API, fingerprint
+import json
+import socket
 import time
+
+# Callers in the burst, and how much more private memory than before it the daemon may keep
+# (its tables grown for them, the allocator's per-thread caches).
+BURST = 500
+SLACK_KB = 1024
+
+
+def read_line(sock):
+    buf = b""
+    while not buf.endswith(b"\n"):
+        chunk = sock.recv(65536)
+        assert chunk, "the daemon closed the connection without an answer"
+        buf += chunk
+    return json.loads(buf)
 
 
 def status_kb(pid, field):
@@ -53,3 +69,53 @@ def test_a_request_after_a_quiet_spell_finds_the_daemon_mapped(daemon_factory):
     # The request after the quiet spell faults in about what a warm one does, not the
     # ~60 code pages and the trimmed heap it used to.
     assert quiet_cost <= warm_cost + 8, (warm_cost, quiet_cost)
+
+
+def private_kb(pid):
+    """RssAnon + VmSwap: what the daemon alone holds (docs/performance.md)."""
+    return status_kb(pid, "RssAnon") + status_kb(pid, "VmSwap")
+
+
+def test_a_burst_of_connections_gives_its_memory_back_once_quiet(daemon_factory):
+    """Hundreds of callers ask at once for a token the daemon must fetch first (a cold cache
+    at login, a `make -j` of git pushes): each is handed to NIO's pipeline and waits for the
+    one refresh, and the heap grows by megabytes. Once the daemon is quiet again it must hand
+    that back, down to about what it held before: a user sees a daemon that grew after one
+    busy minute and never shrank (issue 25: the pool's threads kept the burst's continuations
+    in their caches, spread over the event loop's heap, while the trim kept them alive)."""
+    d = daemon_factory(store="memory").start()
+    d.login_device()
+    pid = d.proc.pid
+    d.rpc("token.get", {"provider": d.name, "resource": API})
+    # Start-up's trim and the first refresh's are done.
+    time.sleep(1.5)
+    before = private_kb(pid)
+
+    request = (json.dumps({"jsonrpc": "2.0", "id": 1, "method": "token.get",
+                           # Another scope set: a cache key of its own, one refresh.
+                           "params": {"provider": d.name, "resource": API, "scopes": ["openid", "profile"]}}) + "\n").encode()
+    callers = []
+    for _ in range(BURST):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(30)
+        s.connect(d.socket)
+        callers.append(s)
+    for s in callers:
+        s.sendall(request)
+    tokens = set()
+    for s in callers:
+        answer = read_line(s)
+        assert "result" in answer, answer
+        tokens.add(fingerprint(answer["result"]["access_token"]))
+        s.close()
+    assert len(tokens) == 1  # one refresh served them all
+    grown = private_kb(pid)
+
+    # The daemon trims once quiet for 5 s; what the burst's threads free after that is
+    # handed back by the trims that follow. Wait for it, up to well past both.
+    deadline = time.monotonic() + 20
+    held = private_kb(pid)
+    while held > before + SLACK_KB and time.monotonic() < deadline:
+        time.sleep(0.25)
+        held = private_kb(pid)
+    assert held <= before + SLACK_KB, (before, grown, held)

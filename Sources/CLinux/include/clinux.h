@@ -11,6 +11,9 @@ int clinux_set_nondumpable(void);
 int clinux_is_dumpable(void);
 /// malloc_trim(0): returns the heap's free pages to the system (glibc).
 int clinux_malloc_trim(void);
+/// Bytes the heap holds free (mallinfo2's fordblks, every arena): what a trim could hand
+/// back, resident or not.
+size_t clinux_malloc_free_bytes(void);
 /// epoll_ctl with the descriptor itself as the event's data (`struct epoll_event` is packed
 /// on x86-64, which Swift does not import faithfully).
 int clinux_epoll_ctl(int epoll, int op, int fd, unsigned int events);
