@@ -13,9 +13,10 @@ import socket
 import time
 
 # Callers in the burst, and how much more private memory than before it the daemon may keep
-# (its tables grown for them, the allocator's per-thread caches).
+# (its tables grown for them, the thread heaps' tops glibc does not trim): 0.5-1.1 MB in
+# release and debug builds; before MemoryTrim left the concurrency pool, 2.2-2.8 MB.
 BURST = 500
-SLACK_KB = 1024
+SLACK_KB = 1536
 
 
 def read_line(sock):
@@ -113,7 +114,7 @@ def test_a_burst_of_connections_gives_its_memory_back_once_quiet(daemon_factory)
 
     # The daemon trims once quiet for 5 s; what the burst's threads free after that is
     # handed back by the trims that follow. Wait for it, up to well past both.
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 30
     held = private_kb(pid)
     while held > before + SLACK_KB and time.monotonic() < deadline:
         time.sleep(0.25)
