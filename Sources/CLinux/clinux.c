@@ -9,6 +9,11 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <pthread.h>
+#include <errno.h>
+#include <sched.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 
 int clinux_set_nondumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
 int clinux_is_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0); }
@@ -34,3 +39,26 @@ int clinux_epoll_wait(int epoll, int *fds, unsigned int *events, int max, int ti
 int clinux_accept(int fd) { return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC); }
 
 void clinux_name_thread(const char *name) { pthread_setname_np(pthread_self(), name); }
+
+int clinux_request_slice(unsigned long long nanoseconds) {
+    /* struct sched_attr (linux/sched/types.h), spelled out: glibc's own sched.h declares it
+       in some versions and not in others. */
+    struct {
+        uint32_t size, policy;
+        uint64_t flags;
+        int32_t nice;
+        uint32_t priority;
+        uint64_t runtime, deadline, period;
+    } attr = {0};
+    int policy = sched_getscheduler(0);
+    if (policy < 0) return -errno;
+    if (policy != SCHED_OTHER && policy != SCHED_BATCH && policy != SCHED_IDLE) return 0;
+    errno = 0;
+    int nice = getpriority(PRIO_PROCESS, 0); /* the calling thread's, on Linux */
+    if (nice == -1 && errno != 0) return -errno;
+    attr.size = sizeof attr;
+    attr.policy = (uint32_t)policy;
+    attr.nice = nice;
+    attr.runtime = nanoseconds;
+    return syscall(SYS_sched_setattr, 0, &attr, 0) == 0 ? 0 : -errno;
+}

@@ -23,6 +23,11 @@ int clinux_epoll_wait(int epoll, int *fds, unsigned int *events, int max, int ti
 int clinux_accept(int fd);
 /// Names the calling thread (pthread_setname_np, at most 15 bytes): ps and top show it.
 void clinux_name_thread(const char *name);
+/// Asks the scheduler for a time slice of `nanoseconds` for the calling thread
+/// (sched_setattr's sched_runtime for a fair-class thread: Linux 6.12's EEVDF clamps it to
+/// 0.1–100 ms), keeping its policy and nice value. 0, or -errno (-EPERM when a system-call
+/// filter refuses it); a thread under a real-time policy is left alone (0).
+int clinux_request_slice(unsigned long long nanoseconds);
 /// Starts the caller-identification helper (docs/security.md, "Confinement"): a child
 /// process, forked before the daemon confines itself and so outside its Landlock domain,
 /// that only answers what a process runs. Returns the daemon's end of a SOCK_SEQPACKET
