@@ -8,6 +8,7 @@ first request after a quiet spell several times slower than a warm one. What a u
 is that slowness; what the test can see without timing anything is its cause, in
 /proc/PID/status and /proc/PID/stat."""
 from conftest import API, fingerprint
+from thread_slices import door_slice, kernel_honours_custom_slices, sched_field
 import json
 import os
 import socket
@@ -147,39 +148,6 @@ def pool_threads(pid):
     return names
 
 
-def sched_field(path, name):
-    with open(path) as f:
-        for line in f:
-            if line.startswith(name):
-                return int(line.split(":")[1])
-    return None
-
-
-def kernel_honours_custom_slices():
-    """sched_setattr's sched_runtime is a fair task's own slice from Linux 6.12 (EEVDF);
-    older kernels accept it and keep the default. Tried on a thread of this test's own."""
-    import ctypes
-    import threading
-
-    class SchedAttr(ctypes.Structure):
-        _fields_ = [(n, ctypes.c_uint32) for n in ("size", "sched_policy")] + [("sched_flags", ctypes.c_uint64)] + \
-                   [(n, ctypes.c_int32) for n in ("sched_nice",)] + [("sched_priority", ctypes.c_uint32)] + \
-                   [(n, ctypes.c_uint64) for n in ("sched_runtime", "sched_deadline", "sched_period")]
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    seen = []
-
-    def probe():
-        attr = SchedAttr(size=ctypes.sizeof(SchedAttr), sched_runtime=300_000)
-        if libc.syscall(314, 0, ctypes.byref(attr), 0) == 0:  # SYS_sched_setattr on x86-64
-            seen.append(sched_field(f"/proc/self/task/{threading.get_native_id()}/sched", "se.slice"))
-
-    t = threading.Thread(target=probe)
-    t.start()
-    t.join()
-    return seen == [300_000]
-
-
 def test_the_front_door_is_not_left_waiting_behind_other_programs(daemon_factory):
     """On a machine busy with other programs (a build on every CPU), a thread that wakes up
     waits until the running program's time slice is over before it gets the CPU: 1.4 ms by
@@ -194,10 +162,7 @@ def test_the_front_door_is_not_left_waiting_behind_other_programs(daemon_factory
         pytest.skip("this kernel has no per-thread time slices (Linux 6.12 or later)")
     d = daemon_factory(store="memory").start()
     pid = d.proc.pid
-    door = [t for t in os.listdir(f"/proc/{pid}/task")
-            if open(f"/proc/{pid}/task/{t}/comm").read().strip() == "authbroker-door"]
-    assert door, "no authbroker-door thread"
-    assert sched_field(f"/proc/{pid}/task/{door[0]}/sched", "se.slice") == 100_000
+    assert door_slice(pid) == 100_000
     # Only the front door: the daemon's other threads keep the default slice.
     main = sched_field(f"/proc/{pid}/sched", "se.slice")
     assert main != 100_000, main

@@ -24,6 +24,7 @@ import pytest
 
 from conftest import API, BIN, GIT, ROOT
 from device_login import approve_device_login
+from thread_slices import door_slice, kernel_honours_custom_slices
 
 USER = "abtest"
 TOOL = os.path.join(ROOT, "scripts", "user-systemd")
@@ -254,6 +255,9 @@ def test_install_enables_the_socket_and_the_first_authctl_starts_the_daemon(live
     assert "confined by Landlock" in s.log_text(), s.log_text()
     helper = subprocess.run(["pgrep", "-P", str(pid), "-x", "authbroker-id"], capture_output=True, text=True)
     assert helper.stdout.split(), s.log_text()
+    # The unit's system-call filter lets the front door ask for its short time slice.
+    if kernel_honours_custom_slices():
+        assert door_slice(pid) == 100_000, s.log_text()
 
 
 def test_allow_rule_by_executable_works_under_the_shipped_unit(live):
