@@ -100,8 +100,9 @@ let package = Package(
                 .when(platforms: [.linux], configuration: .release))]
         ),
 
-        // The load generator behind scripts/bench (docs/performance.md): Glibc only.
-        .executableTarget(name: "authbench"),
+        // The load generator behind scripts/bench (docs/performance.md): Glibc, and CLinux for
+        // the quiet rounds' short time slice (Quiet.swift).
+        .executableTarget(name: "authbench", dependencies: ["CLinux"]),
 
         .testTarget(name: "BrokerProtocolTests", dependencies: ["BrokerProtocol"]),
         .testTarget(name: "BrokerClientTests", dependencies: ["BrokerClient", "BrokerProtocol"]),

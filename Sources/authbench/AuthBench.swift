@@ -13,6 +13,7 @@ import Glibc
 ///     authbench spawn --runs N -- COMMAND ARGS…
 ///     authbench ready --socket PATH --log FILE -- COMMAND ARGS…
 ///     authbench quiet --quiet S --rounds N --socket0 PATH --line0 JSON [--framing0 close]
+///                     [--schedstat0 "/proc/PID/task/TID/schedstat …"]   (the server's threads)
 ///                     [--command1 "PROGRAM ARGS…"] …   (targets 0, 1, … in the same rounds)
 @main
 struct AuthBench {
@@ -60,7 +61,8 @@ struct AuthBench {
                     let text = options["line\(i)"] ?? ""
                     targets.append(Quiet.Target(
                         socket: options["socket\(i)"] ?? "", line: Array(text.utf8) + (framing == .line ? [10] : []),
-                        framing: framing, command: (options["command\(i)"] ?? "").split(separator: " ").map(String.init)))
+                        framing: framing, command: (options["command\(i)"] ?? "").split(separator: " ").map(String.init),
+                        schedstat: (options["schedstat\(i)"] ?? "").split(separator: " ").map(String.init)))
                 }
                 guard !targets.isEmpty else { usage() }
                 text = try Quiet(targets: targets, quiet: number("quiet", 7), rounds: Int(number("rounds", 5)),

@@ -30,6 +30,9 @@ struct JSONLine {
         parts.append("\"\(key)\":\(value.isFinite ? String((value * 1000).rounded() / 1000) : "null")")
     }
     mutating func add(_ key: String, _ value: String) { parts.append("\"\(key)\":\"\(value)\"") }
+    mutating func add(_ key: String, _ values: [Double]) {
+        parts.append("\"\(key)\":[" + values.map { String(($0 * 1000).rounded() / 1000) }.joined(separator: ",") + "]")
+    }
 
     var text: String { "{" + parts.joined(separator: ",") + "}" }
 }

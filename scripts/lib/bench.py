@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import signal
+import statistics
 import socket
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from glewlwyd_api import Glewlwyd  # noqa: E402
 import bench_peers  # noqa: E402
 from bench_table import table  # noqa: E402
 from bench_fill import fill, p50_in_turns  # noqa: E402
-from bench_proc import keep_smaps, minor_faults, private_kb, rss_kb, thread_cpu  # noqa: E402
+from bench_proc import keep_smaps, minor_faults, private_kb, process_schedstats, rss_kb, thread_schedstat  # noqa: E402
 import bench_scale  # noqa: E402
 
 BIN = os.environ["AUTHBROKER_BIN"]
@@ -210,19 +211,27 @@ def profile(daemon, out):
     daemon.stop()
 
 
-def quiet_requests(a, daemon, echo_sock, echo_line, agent, client_bin):
+def quiet_requests(a, daemon, echo, echo_line, agent, client_bin):
     """The occasional request: one request on a new connection after 7 s (and 60 s) in which
     nothing talked to the daemon, the echo floor or oidc-agent, all in the same rounds
     (authbench quiet); then the whole processes (authctl token, the C client, oidc-token)
     after the same quiet, in rounds of their own (each of them wakes its daemon)."""
+    echo_sock, echo_proc = echo
     sockets = [("broker", ["--socket{i}", daemon.socket, "--line{i}", rpc_line("token.get", {"provider": "rot", "resource": API})]),
                ("echo", ["--socket{i}", echo_sock, "--line{i}", echo_line])]
     processes = [("authctl", ["--command{i}", f"{AUTHCTL} token --resource {API} --provider rot"]),
                  ("c_client", ["--command{i}", f"{client_bin} {API} rot"])]
+    # The server side of each socket target, for its time on a CPU and waiting for one
+    # during each request: the daemon's front door thread (the one that answers a cached
+    # token), the echo server, oidc-agent's two processes (its socket side passes the
+    # request to its token side).
+    servers = {"broker": lambda: [thread_schedstat(daemon.pid, "authbroker-door")],
+               "echo": lambda: process_schedstats([echo_proc.pid])}
     if agent:
         sockets.append(("oidc_agent", ["--socket{i}", agent.socket, "--line{i}", bench_peers.REQUEST, "--framing{i}", "close"]))
         processes.append(("oidc_token", ["--command{i}", f"{shutil.which('oidc-token')} {bench_peers.ACCOUNT}"]))
         os.environ["OIDC_SOCK"] = agent.socket
+        servers["oidc_agent"] = lambda: process_schedstats(agent.pids())
 
     def rounds(targets, quiet, n):
         args = ["quiet", "--quiet", quiet, "--rounds", n]
@@ -232,21 +241,37 @@ def quiet_requests(a, daemon, echo_sock, echo_line, agent, client_bin):
         return {name: t for (name, _), t in zip(targets, r["targets"])}
 
     def watched(quiet, n):
-        """The socket rounds, and what the daemon did in them: whether its answers were
-        cache hits (a refresh would put the provider's round trip into the figure), page
-        faults, and its front door's time on a CPU and waiting for one per connection (from
-        accept to the hang-up after the answer), so that a slow figure says where its time
-        went (issue 25: 8 and 14 ms after 60 s in two runs)."""
-        # The counters are asked of the daemon itself: outside the faults and CPU time read.
+        """The socket rounds one at a time, each target's first in turn, and where each
+        request's time went (authbench, from schedstat, outside the timed part): this
+        client's own wait for a CPU, and the server's time on a CPU and waiting for one from
+        the connect to the answer; over all rounds, whether the daemon's answers were cache
+        hits (a refresh would put the provider's round trip into the figure) and its page
+        faults (issue 25: 8 and 14 ms after 60 s in two runs). A slow round whose server
+        waited is the machine's on that server's side (other programs on the CPUs;
+        docs/performance.md, "The first request after 60 s"); one whose server ran long is
+        the server's own work; one whose client waited long is the measuring side's."""
+        # The counters are asked of the daemon itself: outside the faults read.
         refreshes = daemon.counters()["refreshes"]
-        before = (minor_faults(daemon.pid), thread_cpu(daemon.pid, "authbroker-door"))
-        r = rounds(sockets, quiet, n)
-        after = (minor_faults(daemon.pid), thread_cpu(daemon.pid, "authbroker-door"))
-        refreshes = daemon.counters()["refreshes"] - refreshes
-        r["daemon"] = {"refreshes": refreshes, "minor_faults": after[0] - before[0],
-                       "door_run_us": (after[1][0] - before[1][0]) / 1000 / n,
-                       "door_wait_us": (after[1][1] - before[1][1]) / 1000 / n}
-        return r
+        faults = minor_faults(daemon.pid)
+        per = {name: [] for name, _ in sockets}
+        for k in range(n):
+            order = sockets[k % len(sockets):] + sockets[:k % len(sockets)]
+            order = [(name, opts + ["--schedstat{i}", " ".join(servers[name]())]) for name, opts in order]
+            r = rounds(order, quiet, 1)
+            for name, _ in sockets:
+                t = r[name]
+                per[name].append({key: t[key][0] for key in ("rounds_us", "client_wait_us", "server_run_us", "server_wait_us")})
+        out = {}
+        for name, rs in per.items():
+            times = [x["rounds_us"] for x in rs]
+            out[name] = {"p50_us": statistics.median(times), "min_us": min(times), "max_us": max(times),
+                         "slowest": max(rs, key=lambda x: x["rounds_us"]), "rounds": rs}
+        door = per["broker"]
+        out["daemon"] = {"refreshes": daemon.counters()["refreshes"] - refreshes,
+                         "minor_faults": minor_faults(daemon.pid) - faults,
+                         "door_run_us": statistics.median(x["server_run_us"] for x in door),
+                         "door_wait_us": statistics.median(x["server_wait_us"] for x in door)}
+        return out
 
     out = {}
     log(f"first request after 7 s quiet: {a.quiet_rounds} rounds of {', '.join(n for n, _ in sockets)}")
@@ -444,7 +469,7 @@ def main():
         results["rss_quiet_one_kb"] = rss_kb(daemon.pid)
         results["quiet_one_faults"] = minor_faults(daemon.pid) - faults
 
-        results["quiet"] = quiet_requests(a, daemon, echo_sock, echo_line, agent, client_bin)
+        results["quiet"] = quiet_requests(a, daemon, (echo_sock, echo), echo_line, agent, client_bin)
 
         log(f"filling the cache with {a.entries} entries (real refreshes at the static provider)")
         t0 = time.time()

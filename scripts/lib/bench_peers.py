@@ -111,7 +111,7 @@ def token_process(agent, bench, runs):
     return bench("spawn", "--runs", runs, "--", shutil.which("oidc-token"), ACCOUNT)
 
 
-def rows(r, row, us, ms, rate):
+def rows(r, row, us, ms, rate, slowest):
     """The peer rows of the table, or one line saying how to get them."""
     peer = r.get("peer")
     if not peer:
@@ -139,6 +139,8 @@ def rows(r, row, us, ms, rate):
         ratio = b["p50_us"] / o["p50_us"]
         row(f"first request after {quiet} s quiet vs oidc-agent", us(b["p50_us"]), f"oidc-agent {us(o['p50_us'])}",
             f"{ratio:.2f}×", "≤ 1×", ratio <= 1)
+        if "slowest" in o:
+            row("… oidc-agent's slowest: client waited; server ran, waited", "", slowest(o["slowest"]))
     q = r["quiet"]["7_process"]
     ratio = q["authctl"]["p50_us"] / q["oidc_token"]["p50_us"]
     row("authctl token after 7 s quiet vs oidc-token", ms(q["authctl"]["p50_us"] / 1000),

@@ -36,20 +36,28 @@ def minor_faults(pid):
         return int(f.read().rsplit(")", 1)[1].split()[7])
 
 
-def thread_cpu(pid, name):
-    """(ns on a CPU, ns waiting in the run queue for one) of the process's thread called
-    `name`, from /proc/PID/task/TID/schedstat; (0, 0) when there is no such thread."""
+def thread_schedstat(pid, name):
+    """/proc/PID/task/TID/schedstat of the process's thread called `name` (its time on a
+    CPU and waiting for one), or /dev/null when there is no such thread."""
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                if f.read().strip() != name:
-                    continue
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                ran, waited = f.read().split()[:2]
-            return int(ran), int(waited)
+                if f.read().strip() == name:
+                    return f"/proc/{pid}/task/{tid}/schedstat"
         except FileNotFoundError:
             continue
-    return 0, 0
+    return "/dev/null"
+
+
+def process_schedstats(pids):
+    """The schedstat files of every thread of the processes `pids`."""
+    found = []
+    for pid in pids:
+        try:
+            found += [f"/proc/{pid}/task/{tid}/schedstat" for tid in os.listdir(f"/proc/{pid}/task")]
+        except FileNotFoundError:
+            continue
+    return found
 
 
 def keep_smaps(pid, suffix):

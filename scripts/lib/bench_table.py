@@ -20,6 +20,10 @@ def table(r):
     def rate(v):
         return f"{v:,.0f}/s"
 
+    def slowest(x):
+        """Where a quiet round's time went (bench.py's watched())."""
+        return f"{us(x['rounds_us'])}: {us(x['client_wait_us'])}; {us(x['server_run_us'])}, {us(x['server_wait_us'])}"
+
     b, e = L["broker.persistent.1"], L["echo.persistent.1"]
     row("warm token.get p50, 1 connection", us(b["p50_us"]), us(e["p50_us"]), f"{b['p50_us'] / e['p50_us']:.2f}×",
         "≤ 1.2× floor", b["p50_us"] <= 1.2 * e["p50_us"])
@@ -61,10 +65,12 @@ def table(r):
         row(f"first request after {quiet} s quiet, new connection, median", us(b["p50_us"]), us(e["p50_us"]),
             f"{b['p50_us'] / e['p50_us']:.2f}×", "≤ 2× floor", b["p50_us"] <= 2 * e["p50_us"])
         row("… its rounds, fastest and slowest", f"{us(b['min_us'])}–{us(b['max_us'])}", f"{us(e['min_us'])}–{us(e['max_us'])}")
+        if "slowest" in b:
+            row("… the slowest: client waited; server ran, waited", slowest(b["slowest"]), slowest(e["slowest"]))
         d = q.get("daemon")
         if d:
             row("… the daemon in those rounds: refreshes, faults", f"{d['refreshes']} refreshes", f"{d['minor_faults']} minor faults")
-            row("… its front door per connection: on a CPU, waiting for one", us(d["door_run_us"]), f"waiting {us(d['door_wait_us'])}")
+            row("… its front door per request, median: on a CPU, waiting for one", us(d["door_run_us"]), f"waiting {us(d['door_wait_us'])}")
     q = r["quiet"]["7_process"]
     row("authctl token after 7 s quiet, whole process, median", ms(q["authctl"]["p50_us"] / 1000),
         f"C {ms(q['c_client']['p50_us'] / 1000)}", f"{q['authctl']['p50_us'] / q['c_client']['p50_us']:.2f}×")
@@ -80,7 +86,7 @@ def table(r):
         f"{e['ratio']:.2f}×", "≤ 1.2×", e["ratio"] <= 1.2)
     row("start to ready (accounts in keyring)", ms(r["ready_ms"]), f"empty {ms(r['ready_empty_ms'])}", "",
         "< 100 ms", r["ready_ms"] < 100)
-    notes = bench_peers.rows(r, row, us, ms, rate)
+    notes = bench_peers.rows(r, row, us, ms, rate, slowest)
     head = ("measure", "authbrokerd", "floor / other", "ratio", "target", "")
     widths = [max(len(x[i]) for x in rows + [head]) for i in range(6)]
     out = [f"authbroker benchmark: {r['machine']['cores']} cores, load {r['machine']['load_before']:.1f} → "
