@@ -122,17 +122,20 @@ final class FrontDoor: @unchecked Sendable {
         thread = t
     }
 
-    /// The time slice the front door's thread asks for: the shortest the kernel gives.
+    /// The time slice the front door's thread asks for: 0.3 ms, against the 1.4 ms other
+    /// programs get by default on two CPUs (EEVDF: 0.7 ms × (1 + log2 CPUs)).
     ///
     /// Why: a thread woken on a CPU busy with another program (a build, on every core)
-    /// waits until that program's slice is over, 1.4 ms by default on two CPUs and often
-    /// several in a row; traced, the slow first requests after a quiet spell were the front
-    /// door woken at once and left runnable for milliseconds behind a CPU-bound program,
-    /// for an answer it computes in ~0.15 ms (docs/performance.md, "The first request after
-    /// 60 s"). With a shorter slice its deadline comes first and a woken front door runs at
-    /// once. Its share of the CPU is unchanged (that is its weight, its nice value): it is
-    /// taken in shorter turns, which is what a thread that runs ~0.1 ms per wake-up uses.
-    static let slice: UInt64 = 100_000
+    /// waits until the scheduler deems it due, often the next 4 ms tick; traced, the slow
+    /// first requests after a quiet spell were the front door woken at once and left
+    /// runnable for milliseconds behind a CPU-bound program, for an answer it computes in
+    /// ~0.15 ms (docs/performance.md, "The first request after 60 s"). A shorter slice
+    /// gives it an earlier deadline, so a woken front door runs at once. Not the kernel's
+    /// shortest (0.1 ms): a quiet request's cold path runs 0.1–0.25 ms per wake-up, and a
+    /// thread past its slice is preempted by the next program that wakes, which traced
+    /// once as 3.4 ms lost in the middle of an answer. Its share of the CPU is unchanged
+    /// (that is its weight, its nice value): it is taken in shorter turns.
+    static let slice: UInt64 = 300_000
 
     /// Asks for ``slice`` (Linux 6.12 or later; older kernels keep their default). A
     /// refusal (a system-call filter without `sched_setattr`) costs only the latency above:

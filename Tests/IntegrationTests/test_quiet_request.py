@@ -150,19 +150,19 @@ def pool_threads(pid):
 
 def test_the_front_door_is_not_left_waiting_behind_other_programs(daemon_factory):
     """On a machine busy with other programs (a build on every CPU), a thread that wakes up
-    waits until the running program's time slice is over before it gets the CPU: 1.4 ms by
-    default on two CPUs (EEVDF), often several in a row. Traced (docs/performance.md, "The
-    first request after 60 s"), a slow first request after a quiet spell was the
-    front door woken at once and then left runnable 4.3 ms behind a CPU-bound program for an
-    answer it computes in ~0.15 ms; the echo floor and oidc-agent had the same slow rounds.
-    The front door asks for the shortest slice the kernel gives (0.1 ms): its deadline then
-    comes first, and a woken front door runs at once, for the same share of the CPU. What
-    the test can see without timing anything is the kernel's record of that slice."""
+    waits until the scheduler deems it due, often the next 4 ms tick (EEVDF, default slice
+    1.4 ms on two CPUs). Traced (docs/performance.md, "The first request after 60 s"), a
+    slow first request after a quiet spell was the front door woken at once and then left
+    runnable 4.3 ms behind a CPU-bound program for an answer it computes in ~0.15 ms; the
+    echo floor and oidc-agent had the same slow rounds. The front door asks for a 0.3 ms
+    slice: its deadline then comes first, and a woken front door runs at once, for the
+    same share of the CPU. What the test can see without timing anything is the kernel's
+    record of that slice."""
     if not kernel_honours_custom_slices():
         pytest.skip("this kernel has no per-thread time slices (Linux 6.12 or later)")
     d = daemon_factory(store="memory").start()
     pid = d.proc.pid
-    assert door_slice(pid) == 100_000
+    assert door_slice(pid) == 300_000
     # Only the front door: the daemon's other threads keep the default slice.
     main = sched_field(f"/proc/{pid}/sched", "se.slice")
-    assert main != 100_000, main
+    assert main != 300_000, main
