@@ -9,16 +9,19 @@ import FoundationEssentials
 import Foundation
 #endif
 
-/// The front door's last cache-hit answer, kept with the request line it answered, so that
-/// the same request (the same line but for its id: a caller asking for its token again, or
-/// `authctl token` run again) is answered with the same bytes without reading it again.
+/// The front door's last few cache-hit answers, each kept with the request line it
+/// answered, so that the same request (the same line but for its id: a caller asking for
+/// its token again, or `authctl token` run again) is answered with the same bytes without
+/// reading it again, while other callers ask in turn for other tokens (kubectl for one
+/// resource, git for another, a client on its own connection for a third).
 ///
 /// Why: a cache hit made Strings of the request's values, resolved the account, hashed the
 /// cache key under three locks and wrote the answer: ~25 000 instructions per request, most
 /// of the front door's own time per request (docs/performance.md, "Profiling"). A caller
-/// asks for the same token again and again.
+/// asks for the same token again and again; with one answer kept, two callers in turn
+/// never met theirs.
 ///
-/// Exact: the answer is a function of the line (the id aside) and of what the stamp
+/// Exact: an answer is a function of the line (the id aside) and of what its stamp
 /// (`CacheHitStamp`) stands for. The line is compared byte for byte around the id, and the
 /// id must be one value of the forms the scanner reads, so the line would scan the same;
 /// the stamp is asked (`TokensService.stillServes`) on every use, and it stops holding with
@@ -26,80 +29,98 @@ import Foundation
 /// runs short for the request. Only ever asked where the front door serves the request
 /// itself, which it does only while no `[[allow]]` rule is in force (the caller gate has
 /// nothing to ask then). Belongs to the front door's thread.
+///
+/// Found by comparing the line with each kept one, most recently used first (a request
+/// asked again and again is found at the first); hashing the line would first need the
+/// id found in it, which is what the comparison spares. At most `capacity` answers of at
+/// most `largestKept` bytes each: the memo never holds more than 8 × 16 KiB, whatever the
+/// connections.
 struct AnswerMemo {
-    /// The line up to the id's value, the line after it, and the answer after its id
-    /// (`,"result":{…}}`) with the newline, one after the other: one array, reused.
-    private var kept: [UInt8] = []
-    /// Where the line after the id begins in `kept`, and where the answer's rest begins.
-    private var suffixStart = 0
-    private var restStart = 0
-    /// What the answer rests on; nil: nothing kept.
-    private(set) var stamp: CacheHitStamp?
+    /// How many answers are kept: a machine's callers asking at once or in turn use a few
+    /// tokens (one per resource, scope set and account); past eight, comparing every line
+    /// with each would cost more than it spares, and the memory would grow.
+    static let capacity = 8
+    /// The largest answer kept, with its line: real tokens (JWTs of 1–8 KB) fit; a larger
+    /// one costs the full path, next to which its copying is no longer small anyway.
+    static let largestKept = 16 * 1024
+
+    /// One kept answer.
+    fileprivate struct Entry {
+        /// The line up to the id's value, the line after it, and the answer after its id
+        /// (`,"result":{…}}`) with the newline, one after the other: one array, reused.
+        var kept: [UInt8] = []
+        /// Where the line after the id begins in `kept`, and where the answer's rest begins.
+        var suffixStart = 0
+        var restStart = 0
+        /// What the answer rests on.
+        var stamp = CacheHitStamp(generation: 0, expiresAt: 0, minimumLife: 0)
+    }
+
+    /// The kept answers, the most recently used first.
+    private var entries: [Entry] = []
 
     /// Every answer's beginning, up to its id (`ResponseWriter.head`).
     private static let head: StaticString = #"{"jsonrpc":"2.0","id":"#
 
     /// Keeps `answer`, the answer of `line`, whose id lies at `idRange` in the line and whose
-    /// part after the id begins at `resultStart`. Writes over what was kept, in its room: no
-    /// allocation once warm, and none of the answer it replaces is left.
+    /// part after the id begins at `resultStart`, as the most recently used: in place of the
+    /// same request's answer if one is kept, else in a new entry while there is room, else
+    /// in place of the least recently used. Writes over what was there, in its room: no
+    /// allocation once warm, and none of the answer it replaces is left. An answer larger
+    /// than `largestKept` is not kept.
     mutating func keep(line: UnsafeRawBufferPointer, idRange: Range<Int>, answer: Data, resultStart: Int, stamp: CacheHitStamp) {
-        let total = idRange.lowerBound + (line.count - idRange.upperBound) + (answer.count - resultStart) + 1
-        if total < kept.count { kept.withUnsafeMutableBytes { SecretBytes.wipe(UnsafeMutableRawBufferPointer(rebasing: $0[total...])) } }
-        kept.removeAll(keepingCapacity: true)
-        kept.append(contentsOf: UnsafeRawBufferPointer(rebasing: line[0..<idRange.lowerBound]))
-        suffixStart = kept.count
-        kept.append(contentsOf: UnsafeRawBufferPointer(rebasing: line[idRange.upperBound...]))
-        restStart = kept.count
-        answer.withUnsafeBytes { kept.append(contentsOf: UnsafeRawBufferPointer(rebasing: $0[resultStart...])) }
-        kept.append(UInt8(ascii: "\n"))
-        self.stamp = stamp
+        let prefix = UnsafeRawBufferPointer(rebasing: line[0..<idRange.lowerBound])
+        let suffix = UnsafeRawBufferPointer(rebasing: line[idRange.upperBound...])
+        let total = prefix.count + suffix.count + (answer.count - resultStart) + 1
+        guard total <= Self.largestKept else { return }
+        var entry: Entry
+        if let same = entries.firstIndex(where: { $0.holds(prefix, suffix) }) {
+            entry = entries.remove(at: same)
+        } else if entries.count < Self.capacity {
+            entry = Entry()
+        } else {
+            entry = entries.removeLast()
+        }
+        let kept = entry.kept.count
+        if total < kept { entry.kept.withUnsafeMutableBytes { SecretBytes.wipe(UnsafeMutableRawBufferPointer(rebasing: $0[total...])) } }
+        entry.kept.removeAll(keepingCapacity: true)
+        entry.kept.append(contentsOf: prefix)
+        entry.suffixStart = entry.kept.count
+        entry.kept.append(contentsOf: suffix)
+        entry.restStart = entry.kept.count
+        answer.withUnsafeBytes { entry.kept.append(contentsOf: UnsafeRawBufferPointer(rebasing: $0[resultStart...])) }
+        entry.kept.append(UInt8(ascii: "\n"))
+        entry.stamp = stamp
+        entries.insert(entry, at: 0)
     }
 
-    /// Forgets the answer; the token's bytes in it are overwritten.
-    mutating func clear() {
-        kept.withUnsafeMutableBytes { SecretBytes.wipe($0) }
-        kept.removeAll(keepingCapacity: true)
-        suffixStart = 0
-        restStart = 0
-        stamp = nil
-    }
-
-    /// The kept answer for `line`, when `line` is the kept line but for its id and
+    /// The kept answer for `line`, when `line` is a kept line but for its id and
     /// `stands(stamp)`: `body` is lent its three parts — the beginning up to the id, the id
     /// as the full path writes it, and the rest with the newline — and its result returned.
-    /// Nil otherwise; an answer that no longer stands is forgotten.
+    /// Nil otherwise; an answer that no longer stands is forgotten, its bytes overwritten.
     mutating func answer<T>(_ line: UnsafeRawBufferPointer, stands: (CacheHitStamp) -> Bool,
                             _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> T) -> T? {
-        guard let stamp, let id = id(ifSameRequest: line) else { return nil }
-        guard stands(stamp) else {
-            clear()
+        let found: (index: Int, id: UnsafeRawBufferPointer)? = entries.withUnsafeBufferPointer { entries in
+            for index in entries.indices {
+                if let id = entries[index].id(ifSameRequest: line) { return (index, id) }
+            }
             return nil
         }
-        return kept.withUnsafeBytes { kept in
+        guard let (index, id) = found else { return nil }
+        guard stands(entries[index].stamp) else {
+            var gone = entries.remove(at: index)
+            gone.kept.withUnsafeMutableBytes { SecretBytes.wipe($0) }
+            return nil
+        }
+        if index > 0 {
+            let used = entries.remove(at: index)
+            entries.insert(used, at: 0)
+        }
+        let restStart = entries[0].restStart
+        return entries[0].kept.withUnsafeBytes { kept in
             body(UnsafeRawBufferPointer(start: Self.head.utf8Start, count: Self.head.utf8CodeUnitCount), id,
                  UnsafeRawBufferPointer(rebasing: kept[restStart...]))
         }
-    }
-
-    /// The id of `line` as the full path writes it (`ResponseWriter.head`), when `line` is
-    /// the kept line but for its id; else nil.
-    func id(ifSameRequest line: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
-        kept.withUnsafeBytes { kept in
-            let prefix = UnsafeRawBufferPointer(rebasing: kept[0..<suffixStart])
-            let suffix = UnsafeRawBufferPointer(rebasing: kept[suffixStart..<restStart])
-            guard line.count > prefix.count + suffix.count else { return nil }
-            let end = line.count - suffix.count
-            guard Self.same(prefix, UnsafeRawBufferPointer(rebasing: line[0..<prefix.count])),
-                  Self.same(suffix, UnsafeRawBufferPointer(rebasing: line[end...]))
-            else { return nil }
-            return Self.written(id: UnsafeRawBufferPointer(rebasing: line[prefix.count..<end]))
-        }
-    }
-
-    /// Whether `a` and `b`, of the same length, hold the same bytes.
-    private static func same(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
-        guard let x = a.baseAddress, let y = b.baseAddress else { return a.count == b.count }
-        return memcmp(x, y, a.count) == 0
     }
 
     private static let zero: StaticString = "0"
@@ -125,5 +146,38 @@ struct AnswerMemo {
         else { return nil }
         if negative && digits[0] == UInt8(ascii: "0") { return UnsafeRawBufferPointer(start: zero.utf8Start, count: 1) }
         return value
+    }
+}
+
+extension AnswerMemo.Entry {
+    /// The id of `line` as the full path writes it (`ResponseWriter.head`), when `line` is
+    /// the kept line but for its id; else nil.
+    func id(ifSameRequest line: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+        kept.withUnsafeBytes { kept in
+            let prefix = UnsafeRawBufferPointer(rebasing: kept[0..<suffixStart])
+            let suffix = UnsafeRawBufferPointer(rebasing: kept[suffixStart..<restStart])
+            guard line.count > prefix.count + suffix.count else { return nil }
+            let end = line.count - suffix.count
+            // The part after the id first: where requests for other tokens differ.
+            guard Self.same(suffix, UnsafeRawBufferPointer(rebasing: line[end...])),
+                  Self.same(prefix, UnsafeRawBufferPointer(rebasing: line[0..<prefix.count]))
+            else { return nil }
+            return AnswerMemo.written(id: UnsafeRawBufferPointer(rebasing: line[prefix.count..<end]))
+        }
+    }
+
+    /// Whether this is the answer of the line made of `prefix`, an id, and `suffix`.
+    func holds(_ prefix: UnsafeRawBufferPointer, _ suffix: UnsafeRawBufferPointer) -> Bool {
+        kept.withUnsafeBytes { kept in
+            suffixStart == prefix.count && restStart - suffixStart == suffix.count
+                && Self.same(prefix, UnsafeRawBufferPointer(rebasing: kept[0..<suffixStart]))
+                && Self.same(suffix, UnsafeRawBufferPointer(rebasing: kept[suffixStart..<restStart]))
+        }
+    }
+
+    /// Whether `a` and `b`, of the same length, hold the same bytes.
+    private static func same(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+        guard let x = a.baseAddress, let y = b.baseAddress else { return a.count == b.count }
+        return memcmp(x, y, a.count) == 0
     }
 }

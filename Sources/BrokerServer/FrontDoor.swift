@@ -60,12 +60,12 @@ final class FrontDoor: @unchecked Sendable {
     }
 
     /// What the front door reads and answers requests with: the read buffer, the codec the
-    /// handlers write with, and the memo of the last cache hit's answer.
+    /// handlers write with, and the memo of the last cache hits' answers.
     final class Scratch {
         /// One read's worth: a request line longer than this goes to NIO, which frames it.
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 16)
         let codec = RPCCodec()
-        /// The last cache hit's answer, for the same request again (`AnswerMemo`).
+        /// The last cache hits' answers, for the same requests again (`AnswerMemo`).
         var memo = AnswerMemo()
     }
 

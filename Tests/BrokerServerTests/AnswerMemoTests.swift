@@ -7,12 +7,13 @@ import SecretStore
 import Synchronization
 import XCTest
 
-/// The front door's memo of the last cache hit's answer (`AnswerMemo`), over a real broker's
-/// method table and a real Unix socket: the same request is answered with exactly the bytes
-/// the full path writes, whatever its id, and never once the answer no longer stands — a
-/// token replaced, rejected or signed out, a reload, the token's life running short. The
-/// broker's provider is the STUB that cannot be reached: a request the cache cannot answer
-/// goes to NIO (recorded by the rig), which is how a miss shows here.
+/// The front door's memo of cache hits' answers (`AnswerMemo`), over a real broker's method
+/// table and a real Unix socket: the same request is answered with exactly the bytes the
+/// full path writes, whatever its id, and never once the answer no longer stands — a token
+/// replaced, rejected or signed out, a reload, the token's life running short. The broker's
+/// provider is the STUB that cannot be reached: a request the cache cannot answer goes to
+/// NIO (recorded by the rig), which is how a miss shows here. An answer from the memo shows
+/// as its stamp asked and standing (`memoAnswers`): only the memo asks it.
 final class AnswerMemoTests: XCTestCase {
     /// A clock the test moves.
     final class Clock: Sendable {
@@ -25,6 +26,9 @@ final class AnswerMemoTests: XCTestCase {
     static let alice = AccountKey(provider: "corp", subject: "sub-alice")
     static let api = TokenGetParams(resource: "https://api")
 
+    /// Resources beside https://api and https://git: one more than the memo keeps answers.
+    static let others = (0...AnswerMemo.capacity).map { "https://r\($0)" }
+
     static func config(margin: Int) -> String {
         """
         [daemon]
@@ -34,11 +38,19 @@ final class AnswerMemoTests: XCTestCase {
         [providers.corp]
         issuer = "https://idp.example"
         client_id = "authbroker"
-        resources = ["https://api", "https://git"]
+        resources = ["https://api", "https://git", \(others.map { "\"\($0)\"" }.joined(separator: ", "))]
         """
     }
 
+    /// Counts the stamps asked that stood: the answers the memo gave.
+    final class Asked: Sendable {
+        private let count = Mutex(0)
+        var stood: Int { count.withLock { $0 } }
+        func add() { count.withLock { $0 += 1 } }
+    }
+
     let clock = Clock()
+    let asked = Asked()
     var broker: Broker!
     var rig: FrontDoorRig!
 
@@ -52,17 +64,28 @@ final class AnswerMemoTests: XCTestCase {
         broker = try testBroker(Self.config(margin: 60), store: store, clock: clock.wall)
         await broker.start()
         cache("token-1", for: "https://api")
-        rig = try FrontDoorRig(table: MethodTable.broker(broker), counters: broker.counters)
+        var table = MethodTable.broker(broker)
+        let stillServes = try XCTUnwrap(table.stillServes)
+        let asked = self.asked
+        table.stillServes = { stamp in
+            let stands = stillServes(stamp)
+            if stands { asked.add() }
+            return stands
+        }
+        rig = try FrontDoorRig(table: table, counters: broker.counters)
     }
+
+    /// How many answers the memo gave.
+    private var memoAnswers: Int { asked.stood }
 
     override func tearDown() {
         rig = nil
         broker = nil
     }
 
-    /// Puts a token that lives an hour in the cache, as a refresh does.
-    private func cache(_ token: String, for resource: String) {
-        broker.tokens.cache.store(CachedToken(accessToken: token, tokenType: "Bearer", expiresAt: clock.now + 3600),
+    /// Puts a token that lives an hour (or `life` seconds) in the cache, as a refresh does.
+    private func cache(_ token: String, for resource: String, life: Double = 3600) {
+        broker.tokens.cache.store(CachedToken(accessToken: token, tokenType: "Bearer", expiresAt: clock.now + life),
                                   for: CacheKey(account: Self.alice, resource: resource, scopes: []), now: clock.now)
     }
 
@@ -112,14 +135,30 @@ final class AnswerMemoTests: XCTestCase {
         XCTAssertEqual(handovers, 5)
     }
 
-    func testAKeptAnswerLargerThanTheSocketTakesAtOnceArrivesWhole() throws {
-        // A 1 MiB token: each answer waits for the socket to drain, in parts.
+    func testAnAnswerLargerThanTheSocketTakesAtOnceArrivesWholeAndIsNotKept() throws {
+        // A 1 MiB token: each answer waits for the socket to drain, in parts. The memo keeps
+        // no answer that large (its memory stays small): the full path writes each.
         cache(String(repeating: "t", count: 1 << 20), for: "https://api")
         let client = try rig.connect()
         for id in 1...3 {
             XCTAssertEqual(ask(client, id: "\(id)"), try fullAnswer(.number(Int64(id))), "answer \(id)")
         }
         XCTAssertEqual(handovers, 0)
+        XCTAssertEqual(memoAnswers, 0)
+    }
+
+    func testAnAnswerAsLargeAsTheMemoKeepsIsAnsweredFromIt() throws {
+        // The largest answer kept, the line and the id aside; one byte more is not kept.
+        let fixed = try fullAnswer(.number(1)).utf8.count - "token-1".utf8.count - #"{"jsonrpc":"2.0","id":1"#.utf8.count
+        let line = Self.line(id: "1").count - 1 - 1  // the newline and the id aside
+        let largest = AnswerMemo.largestKept - line - fixed - 1
+        for (size, kept) in [(largest, true), (largest + 1, false)] {
+            cache(String(repeating: "t", count: size), for: "https://api")
+            let before = memoAnswers
+            let client = try rig.connect()
+            for id in 1...3 { XCTAssertEqual(ask(client, id: "\(id)"), try fullAnswer(.number(Int64(id))), "\(size): answer \(id)") }
+            XCTAssertEqual(memoAnswers - before, kept ? 2 : 0, "a token of \(size) bytes")
+        }
     }
 
     func testEachAnswerCountsAsARequestAndACacheHit() throws {
@@ -139,6 +178,83 @@ final class AnswerMemoTests: XCTestCase {
         XCTAssertEqual(ask(client, id: "2", resource: "https://git"), try fullAnswer(.number(2), TokenGetParams(resource: "https://git")))
         XCTAssertEqual(ask(client, id: "3"), try fullAnswer(.number(3)))
         XCTAssertTrue(try fullAnswer(.number(3)).contains("token-1"))
+    }
+
+    func testTwoRequestsInTurnOnOneConnectionAreEachAnsweredFromTheMemoOnceKept() throws {
+        cache("token-git", for: "https://git")
+        let git = TokenGetParams(resource: "https://git")
+        let client = try rig.connect()
+        XCTAssertEqual(ask(client, id: "1"), try fullAnswer(.number(1)))
+        XCTAssertEqual(ask(client, id: "2", resource: "https://git"), try fullAnswer(.number(2), git))
+        XCTAssertEqual(memoAnswers, 0, "each kept by the full path")
+        for id in stride(from: 3, to: 11, by: 2) {
+            XCTAssertEqual(ask(client, id: "\(id)"), try fullAnswer(.number(Int64(id))))
+            XCTAssertEqual(ask(client, id: "\(id + 1)", resource: "https://git"), try fullAnswer(.number(Int64(id + 1)), git))
+        }
+        XCTAssertEqual(memoAnswers, 8)
+        XCTAssertEqual(handovers, 0)
+    }
+
+    func testTwoCallersOnTheirOwnConnectionsAreEachAnsweredFromTheMemoOnceKept() throws {
+        cache("token-git", for: "https://git")
+        let git = TokenGetParams(resource: "https://git")
+        let kubectl = try rig.connect()
+        let gitHelper = try rig.connect()
+        for id in 1...5 {
+            XCTAssertEqual(ask(kubectl, id: "\(id)"), try fullAnswer(.number(Int64(id))))
+            XCTAssertEqual(ask(gitHelper, id: #""g\#(id)""#, resource: "https://git"), try fullAnswer(.string("g\(id)"), git))
+        }
+        XCTAssertEqual(memoAnswers, 8, "all but the first of each")
+    }
+
+    func testEachRequestsAnswerStandsOrFallsWithItsOwnToken() throws {
+        cache("token-git", for: "https://git", life: 600)
+        let git = TokenGetParams(resource: "https://git")
+        let client = try rig.connect()
+        _ = ask(client, id: "1")
+        _ = ask(client, id: "2", resource: "https://git")
+        // git's token is replaced (a refresh): its new token is answered at once, and api's
+        // answer is the full path's, still token-1.
+        cache("token-git-2", for: "https://git", life: 600)
+        XCTAssertEqual(ask(client, id: "3", resource: "https://git"), try fullAnswer(.number(3), git))
+        XCTAssertEqual(ask(client, id: "4"), try fullAnswer(.number(4)))
+        XCTAssertTrue(try fullAnswer(.number(3), git).contains("token-git-2"))
+        XCTAssertTrue(try fullAnswer(.number(4)).contains("token-1"))
+        let before = memoAnswers
+        XCTAssertEqual(ask(client, id: "5", resource: "https://git"), try fullAnswer(.number(5), git))
+        XCTAssertEqual(ask(client, id: "6"), try fullAnswer(.number(6)))
+        XCTAssertEqual(memoAnswers - before, 2, "both kept again")
+        // git's token's life runs short (inside the margin): git's request is not answered
+        // again, while api's, whose token has the life, is, from the memo.
+        clock.advance(600 - 60)
+        XCTAssertEqual(ask(client, id: "7"), try fullAnswer(.number(7)))
+        XCTAssertEqual(memoAnswers - before, 3)
+        client.write(Self.line(id: "8", resource: "https://git"))
+        XCTAssertTrue(client.closedByPeer(), "a miss: handed to NIO for the refresh")
+        XCTAssertEqual(handovers, 1)
+    }
+
+    func testTheLeastRecentlyUsedAnswerIsTheOneDropped() throws {
+        for resource in Self.others { cache("token-\(resource.suffix(2))", for: resource) }
+        let client = try rig.connect()
+        var id = 0
+        /// Asks for `resource`'s token; whether the memo answered it.
+        func fromMemo(_ resource: String) throws -> Bool {
+            id += 1
+            let before = memoAnswers
+            XCTAssertEqual(ask(client, id: "\(id)", resource: resource), try fullAnswer(.number(Int64(id)), TokenGetParams(resource: resource)))
+            return memoAnswers > before
+        }
+        let kept = Self.others.prefix(AnswerMemo.capacity)
+        for resource in kept { XCTAssertFalse(try fromMemo(resource), resource) }
+        // The first kept is used again: the second is now the least recently used.
+        XCTAssertTrue(try fromMemo(kept[0]))
+        let extra = try XCTUnwrap(Self.others.last)
+        XCTAssertFalse(try fromMemo(extra), "one more than the memo keeps")
+        for resource in kept where resource != kept[1] { XCTAssertTrue(try fromMemo(resource), resource) }
+        XCTAssertTrue(try fromMemo(extra))
+        XCTAssertFalse(try fromMemo(kept[1]), "the one dropped")
+        XCTAssertEqual(handovers, 0)
     }
 
     func testATokenReplacedInTheCacheIsAnsweredAtOnce() throws {
