@@ -98,29 +98,35 @@ struct AnswerMemo {
     /// `stands(stamp)`: `body` is lent its three parts — the beginning up to the id, the id
     /// as the full path writes it, and the rest with the newline — and its result returned.
     /// Nil otherwise; an answer that no longer stands is forgotten, its bytes overwritten.
+    @inline(__always)  // with its closures, into the front door's request path
     mutating func answer<T>(_ line: UnsafeRawBufferPointer, stands: (CacheHitStamp) -> Bool,
                             _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> T) -> T? {
-        let found: (index: Int, id: UnsafeRawBufferPointer)? = entries.withUnsafeBufferPointer { entries in
+        // Read in place (no uniqueness check, no copy); the list changes only when the
+        // answer was not the most recently used, or no longer stands.
+        let (index, answered): (Int, T?) = entries.withUnsafeBufferPointer { entries in
+            // Each entry borrowed where it lies (`entries[index]`): a copy of one was ~100
+            // instructions of value witnesses and reference counting.
             for index in entries.indices {
-                if let id = entries[index].id(ifSameRequest: line) { return (index, id) }
+                guard let id = entries[index].id(ifSameRequest: line) else { continue }
+                guard stands(entries[index].stamp) else { return (index, nil) }
+                let restStart = entries[index].restStart
+                let answered = entries[index].kept.withUnsafeBytes { kept in
+                    body(UnsafeRawBufferPointer(start: Self.head.utf8Start, count: Self.head.utf8CodeUnitCount), id,
+                         UnsafeRawBufferPointer(rebasing: kept[restStart...]))
+                }
+                return (index, answered)
             }
-            return nil
+            return (-1, nil)
         }
-        guard let (index, id) = found else { return nil }
-        guard stands(entries[index].stamp) else {
+        if let answered {
+            if index > 0 { entries.withUnsafeMutableBufferPointer { $0.moveToFront(index) } }
+            return answered
+        }
+        if index >= 0 {
             var gone = entries.remove(at: index)
             gone.kept.withUnsafeMutableBytes { SecretBytes.wipe($0) }
-            return nil
         }
-        if index > 0 {
-            let used = entries.remove(at: index)
-            entries.insert(used, at: 0)
-        }
-        let restStart = entries[0].restStart
-        return entries[0].kept.withUnsafeBytes { kept in
-            body(UnsafeRawBufferPointer(start: Self.head.utf8Start, count: Self.head.utf8CodeUnitCount), id,
-                 UnsafeRawBufferPointer(rebasing: kept[restStart...]))
-        }
+        return nil
     }
 
     private static let zero: StaticString = "0"
@@ -179,5 +185,12 @@ extension AnswerMemo.Entry {
     private static func same(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
         guard let x = a.baseAddress, let y = b.baseAddress else { return a.count == b.count }
         return memcmp(x, y, a.count) == 0
+    }
+}
+
+extension UnsafeMutableBufferPointer {
+    /// Puts the element at `index` first, the ones before it one later, in their order.
+    fileprivate func moveToFront(_ index: Int) {
+        for i in stride(from: index, to: 0, by: -1) { swapAt(i, i - 1) }
     }
 }
