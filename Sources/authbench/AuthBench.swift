@@ -9,6 +9,7 @@ import Glibc
 ///
 ///     authbench load --socket PATH --mode persistent|connect --connections N --seconds S --line JSON
 ///                    [--framing line|close]   (close: oidc-agent's answer ends at end of stream)
+///                    [--others "JSON\nJSON…"] (each sent in turn after --line on each connection)
 ///     authbench burst --socket PATH --count N --line JSON
 ///     authbench spawn --runs N -- COMMAND ARGS…
 ///     authbench ready --socket PATH --log FILE -- COMMAND ARGS…
@@ -44,7 +45,8 @@ struct AuthBench {
                       let framing = Load.Framing(rawValue: options["framing"] ?? "line") else { usage() }
                 text = try Load(socket: socket, mode: mode, connections: Int(number("connections", 1)),
                                 seconds: number("seconds", 2), warmup: number("warmup", 0.3),
-                                line: framing == .line ? line() : Array((options["line"] ?? "").utf8), framing: framing).run()
+                                line: framing == .line ? line() : Array((options["line"] ?? "").utf8), framing: framing,
+                                others: (options["others"] ?? "").split(separator: "\n").map { Array($0.utf8) + [UInt8(ascii: "\n")] }).run()
             case "burst":
                 text = try Burst(socket: socket, count: Int(number("count", 1000)), line: line(), timeout: number("timeout", 60)).run()
             case "spawn":

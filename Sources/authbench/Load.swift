@@ -30,11 +30,15 @@ struct Load {
     /// The request, `\n`-terminated with `.line` framing.
     let line: [UInt8]
     var framing: Framing = .line
+    /// Other requests, sent in turn after `line` on each connection (each `\n`-terminated):
+    /// callers asking in turn for other tokens.
+    var others: [[UInt8]] = []
 
     private struct Slot {
         var fd: Int32 = -1
         var reader = LineReader()
         var started: UInt64 = 0
+        var sent = 0
     }
 
     func run() throws(BenchError) -> String {
@@ -59,7 +63,10 @@ struct Load {
             } else {
                 slots[i].started = Clock.nanos()
             }
-            try UnixClient.send(slots[i].fd, line)
+            let turn = slots[i].sent % (others.count + 1)
+            let request = turn == 0 ? line : others[turn - 1]
+            slots[i].sent += 1
+            try UnixClient.send(slots[i].fd, request)
         }
 
         for i in 0..<connections { try start(i) }

@@ -187,12 +187,21 @@ def profile(daemon, out):
     daemon.start()
     line = rpc_line("token.get", {"provider": "rot", "resource": API})
     call(daemon.socket, "token.get", {"provider": "rot", "resource": API})
+    # "alternating": two callers' requests in turn on one connection (two tokens, two
+    # accounts); "eight": eight requests in turn, as many as the front door's memo keeps
+    # answers, so each is found last of them (the most recently used are compared first).
+    other = rpc_line("token.get", {"provider": "static", "resource": GIT})
+    call(daemon.socket, "token.get", {"provider": "static", "resource": GIT})
+    eight = [rpc_line("token.get", dict(p, **({"min_ttl": t} if t else {})))
+             for p in ({"provider": "rot", "resource": API}, {"provider": "static", "resource": GIT})
+             for t in (0, 100, 200, 300)]
     folder = os.path.dirname(out)
-    for mode in ("persistent", "connect"):
+    for mode, extra in (("persistent", []), ("connect", []), ("alternating", ["--others", other]),
+                        ("eight", ["--others", "\n".join(eight[1:])])):
         before = set(os.listdir(folder))
         subprocess.run(["callgrind_control", "-i", "on", str(daemon.pid)], check=True, stdout=subprocess.DEVNULL)
-        r = bench("load", "--socket", daemon.socket, "--mode", mode, "--connections", 1, "--seconds", 3,
-                  "--warmup", 0, "--line", line)
+        r = bench("load", "--socket", daemon.socket, "--mode", "connect" if mode == "connect" else "persistent",
+                  "--connections", 1, "--seconds", 3, "--warmup", 0, "--line", eight[0] if mode == "eight" else line, *extra)
         subprocess.run(["callgrind_control", "-d", mode, str(daemon.pid)], check=True, stdout=subprocess.DEVNULL)
         subprocess.run(["callgrind_control", "-i", "off", str(daemon.pid)], check=True, stdout=subprocess.DEVNULL)
         time.sleep(0.5)
