@@ -63,9 +63,8 @@ struct AnswerMemo {
     private static let head: StaticString = #"{"jsonrpc":"2.0","id":"#
 
     /// Keeps `answer`, the answer of `line`, whose id lies at `idRange` in the line and whose
-    /// part after the id begins at `resultStart`, as the most recently used: in place of the
-    /// same request's answer if one is kept, else in a new entry while there is room, else
-    /// in place of the least recently used. Writes over what was there, in its room: no
+    /// part after the id begins at `resultStart`, as the most recently used: in a new entry
+    /// while there is room, else in place of the least recently used. Writes over what was there, in its room: no
     /// allocation once warm, and none of the answer it replaces is left. An answer larger
     /// than `largestKept` is not kept.
     mutating func keep(line: UnsafeRawBufferPointer, idRange: Range<Int>, answer: Data, resultStart: Int, stamp: CacheHitStamp) {
@@ -73,14 +72,10 @@ struct AnswerMemo {
         let suffix = UnsafeRawBufferPointer(rebasing: line[idRange.upperBound...])
         let total = prefix.count + suffix.count + (answer.count - resultStart) + 1
         guard total <= Self.largestKept else { return }
-        var entry: Entry
-        if let same = entries.firstIndex(where: { $0.holds(prefix, suffix) }) {
-            entry = entries.remove(at: same)
-        } else if entries.count < Self.capacity {
-            entry = Entry()
-        } else {
-            entry = entries.removeLast()
-        }
+        // None kept is this request's: the full path answers a request only when no kept
+        // answer is its (or the one that was no longer stood and is gone), the scanner and
+        // the memo reading the same ids (`AnswerMemoIDTests`).
+        var entry = entries.count < Self.capacity ? Entry() : entries.removeLast()
         let kept = entry.kept.count
         if total < kept { entry.kept.withUnsafeMutableBytes { SecretBytes.wipe(UnsafeMutableRawBufferPointer(rebasing: $0[total...])) } }
         entry.kept.removeAll(keepingCapacity: true)
@@ -169,15 +164,6 @@ extension AnswerMemo.Entry {
                   Self.same(prefix, UnsafeRawBufferPointer(rebasing: line[0..<prefix.count]))
             else { return nil }
             return AnswerMemo.written(id: UnsafeRawBufferPointer(rebasing: line[prefix.count..<end]))
-        }
-    }
-
-    /// Whether this is the answer of the line made of `prefix`, an id, and `suffix`.
-    func holds(_ prefix: UnsafeRawBufferPointer, _ suffix: UnsafeRawBufferPointer) -> Bool {
-        kept.withUnsafeBytes { kept in
-            suffixStart == prefix.count && restStart - suffixStart == suffix.count
-                && Self.same(prefix, UnsafeRawBufferPointer(rebasing: kept[0..<suffixStart]))
-                && Self.same(suffix, UnsafeRawBufferPointer(rebasing: kept[suffixStart..<restStart]))
         }
     }
 

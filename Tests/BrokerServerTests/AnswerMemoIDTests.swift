@@ -7,7 +7,8 @@ import XCTest
 /// writer's, over every id of up to three characters from the bytes that matter to JSON
 /// numbers and strings, and longer ones at the edges: whenever the memo takes an id, the
 /// line with it scans as a request with that id, the same line but for the id, and the
-/// answer's beginning the full path writes for it is the memo's, byte for byte.
+/// answer's beginning the full path writes for it is the memo's, byte for byte; and every
+/// id the scanner reads, the memo takes.
 final class AnswerMemoIDTests: XCTestCase {
     private static let before = #"{"jsonrpc":"2.0","id":"#
     private static let after = #","method":"token.get","params":{"resource":"https://api"}}"#
@@ -16,8 +17,14 @@ final class AnswerMemoIDTests: XCTestCase {
         let text = Array(Self.before.utf8) + id + Array(Self.after.utf8)
         let scanned = text.withUnsafeBytes { ScannedRequest.scan($0) }
         let written: [UInt8]? = id.withUnsafeBytes { AnswerMemo.written(id: $0).map { Array($0) } }
-        guard let written else { return }
         let shown = String(decoding: id, as: UTF8.self)
+        // And the other way: every id the scanner reads where it lies, the memo takes, so a
+        // request the full path answers after the memo did not is never one it keeps already
+        // (the memo does not look for one to replace).
+        if let scanned, scanned.hasID, scanned.id != nil, scanned.idRange == Self.before.utf8.count..<(Self.before.utf8.count + id.count) {
+            XCTAssertNotNil(written, "the scanner reads \(shown) as an id, which the memo does not take", file: file, line: line)
+        }
+        guard let written else { return }
         guard let scanned, scanned.hasID, let scannedID = scanned.id else {
             return XCTFail("the memo takes \(shown), which the scanner does not read as an id", file: file, line: line)
         }
