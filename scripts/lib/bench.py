@@ -189,19 +189,23 @@ def profile(daemon, out):
     call(daemon.socket, "token.get", {"provider": "rot", "resource": API})
     # "alternating": two callers' requests in turn on one connection (two tokens, two
     # accounts); "eight": eight requests in turn, as many as the front door's memo keeps
-    # answers, so each is found last of them (the most recently used are compared first).
+    # answers, so each is found last of them (the most recently used are compared first);
+    # "nine": one more in turn than it keeps, so none is found (each was the least recently
+    # used, dropped for the one before it): the full path, with the memo's look-up and keeping.
     other = rpc_line("token.get", {"provider": "static", "resource": GIT})
     call(daemon.socket, "token.get", {"provider": "static", "resource": GIT})
     eight = [rpc_line("token.get", dict(p, **({"min_ttl": t} if t else {})))
              for p in ({"provider": "rot", "resource": API}, {"provider": "static", "resource": GIT})
              for t in (0, 100, 200, 300)]
+    call(daemon.socket, "token.get", {"provider": "static", "resource": API})
+    nine = eight + [rpc_line("token.get", {"provider": "static", "resource": API})]
     folder = os.path.dirname(out)
     for mode, extra in (("persistent", []), ("connect", []), ("alternating", ["--others", other]),
-                        ("eight", ["--others", "\n".join(eight[1:])])):
+                        ("eight", ["--others", "\n".join(eight[1:])]), ("nine", ["--others", "\n".join(nine[1:])])):
         before = set(os.listdir(folder))
         subprocess.run(["callgrind_control", "-i", "on", str(daemon.pid)], check=True, stdout=subprocess.DEVNULL)
         r = bench("load", "--socket", daemon.socket, "--mode", "connect" if mode == "connect" else "persistent",
-                  "--connections", 1, "--seconds", 3, "--warmup", 0, "--line", eight[0] if mode == "eight" else line, *extra)
+                  "--connections", 1, "--seconds", 3, "--warmup", 0, "--line", eight[0] if mode in ("eight", "nine") else line, *extra)
         subprocess.run(["callgrind_control", "-d", mode, str(daemon.pid)], check=True, stdout=subprocess.DEVNULL)
         subprocess.run(["callgrind_control", "-i", "off", str(daemon.pid)], check=True, stdout=subprocess.DEVNULL)
         time.sleep(0.5)
