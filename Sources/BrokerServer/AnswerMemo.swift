@@ -79,6 +79,9 @@ struct AnswerMemo {
         let kept = entry.kept.count
         if total < kept { entry.kept.withUnsafeMutableBytes { SecretBytes.wipe(UnsafeMutableRawBufferPointer(rebasing: $0[total...])) } }
         entry.kept.removeAll(keepingCapacity: true)
+        // Room for this answer exactly, not what growing by appends would double it to:
+        // the memo's memory stays within `capacity` × `largestKept`.
+        entry.kept.reserveCapacity(total)
         entry.kept.append(contentsOf: prefix)
         entry.suffixStart = entry.kept.count
         entry.kept.append(contentsOf: suffix)
