@@ -64,16 +64,16 @@ struct AnswerMemo {
 
     /// Keeps `answer`, the answer of `line`, whose id lies at `idRange` in the line and whose
     /// part after the id begins at `resultStart`, as the most recently used: in a new entry
-    /// while there is room, else in place of the least recently used. Writes over what was there, in its room: no
-    /// allocation once warm, and none of the answer it replaces is left. An answer larger
-    /// than `largestKept` is not kept.
+    /// while there is room, else in place of the least recently used, written over in its
+    /// room (none of the answer it replaces is left). An answer larger than `largestKept`
+    /// is not kept.
     mutating func keep(line: UnsafeRawBufferPointer, idRange: Range<Int>, answer: Data, resultStart: Int, stamp: CacheHitStamp) {
         let prefix = UnsafeRawBufferPointer(rebasing: line[0..<idRange.lowerBound])
         let suffix = UnsafeRawBufferPointer(rebasing: line[idRange.upperBound...])
         let total = prefix.count + suffix.count + (answer.count - resultStart) + 1
         guard total <= Self.largestKept else { return }
-        // None kept is this request's: the full path answers a request only when no kept
-        // answer is its (or the one that was no longer stood and is gone), the scanner and
+        // No kept answer is this request's: the full path answers a request only when none
+        // matched it (or the one that did no longer stood, and is gone), the scanner and
         // the memo reading the same ids (`AnswerMemoIDTests`).
         var entry = entries.count < Self.capacity ? Entry() : entries.removeLast()
         let kept = entry.kept.count
