@@ -53,13 +53,16 @@ struct Lifecycle {
         }
         defer { idleTask?.cancel() }
 
-        // Start-up's garbage (the configuration, the keyring's answers) goes back first.
+        // The server answers from here on: say so at once, so that a caller who was answered
+        // finds the unit active, not still starting (systemd learns it from this message,
+        // the caller from its answer).
+        notifier.ready(status: readyStatus())
+        // Start-up's garbage (the configuration, the keyring's answers) goes back.
         MemoryTrim.trim()
         let trims = MemoryTrim(broker: broker, activity: server.activity).start()
         if trims == nil { logger.warning("cannot start the thread that hands freed memory back; the daemon keeps what it freed") }
         defer { trims?.signal() }
 
-        notifier.ready(status: readyStatus())
         // The STATUS line says the store is unavailable until its accounts are loaded.
         let storeTask = broker.accounts.storeFailure == nil ? nil : Task {
             while !Task.isCancelled, broker.accounts.storeFailure != nil {

@@ -237,7 +237,14 @@ def test_install_enables_the_socket_and_the_first_authctl_starts_the_daemon(live
     assert "secret-service" in r.stdout and "provider machine" in r.stdout
 
     # Type=notify: READY=1 made it active, and its STATUS= line is what systemctl shows.
-    shown = s.show("authbroker.service", "ActiveState", "SubState", "StatusText", "MainPID")
+    # The daemon says READY=1 as it starts serving; systemd reads that message on its own
+    # time, which under load can be just after the answer above reached us.
+    deadline = time.monotonic() + 10
+    while True:
+        shown = s.show("authbroker.service", "ActiveState", "SubState", "StatusText", "MainPID")
+        if shown["ActiveState"] != "activating" or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert (shown["ActiveState"], shown["SubState"]) == ("active", "running")
     assert "serving tokens for" in shown["StatusText"] and "machine" in shown["StatusText"]
     status = s.systemctl("status", "--no-pager", "authbroker.service", check=False).stdout
