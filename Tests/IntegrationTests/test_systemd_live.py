@@ -193,8 +193,13 @@ def _live(glewlwyd_static):
               "printf %s authbroker-test | exec gnome-keyring-daemon --foreground --unlock --components=secrets",
               check=True)
         deadline = time.time() + 20
-        while s.run("timeout", "2", "dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.secrets",
-                    "/org/freedesktop/secrets", "org.freedesktop.DBus.Peer.Ping").returncode != 0:
+        # Asked of the bus, not of the name: a message to org.freedesktop.secrets before the
+        # daemon above owns it makes D-Bus start a second gnome-keyring from its service file,
+        # without the password, which then owns the name with no default keyring (a full run
+        # under load: "made no default keyring" below).
+        while "boolean true" not in s.run(
+                "timeout", "2", "dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.DBus",
+                "/org/freedesktop/DBus", "org.freedesktop.DBus.NameHasOwner", "string:org.freedesktop.secrets").stdout:
             assert time.time() < deadline, "gnome-keyring did not come up on the test user's bus"
             time.sleep(0.2)
         # Its name comes before its login keyring: a daemon started in between meets a Secret
