@@ -188,7 +188,7 @@ def _live(glewlwyd_static):
             shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else (os.path.exists(path) and os.remove(path))
         # The real Secret Service for the user: gnome-keyring on the session bus of its manager.
         s.run("mkdir", "-p", os.path.join(s.home, ".local", "share", "keyrings"), check=True)
-        s.systemctl("start", "--no-block", "dbus.socket", check=False)
+        s.systemctl("start", "dbus.socket", check=False)  # listening before gnome-keyring connects
         s.run("systemd-run", "--user", "--unit=ab-test-keyring", "--collect", "sh", "-c",
               "printf %s authbroker-test | exec gnome-keyring-daemon --foreground --unlock --components=secrets",
               check=True)
