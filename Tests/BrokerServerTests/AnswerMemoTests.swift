@@ -100,7 +100,7 @@ final class AnswerMemoTests: XCTestCase {
     }
 
     private func ask(_ client: FileHandle, id: String, resource: String = "https://api") -> String? {
-        client.write(Self.line(id: id, resource: resource))
+        client.send(Self.line(id: id, resource: resource))
         return client.readLines(1).first
     }
 
@@ -129,7 +129,7 @@ final class AnswerMemoTests: XCTestCase {
         // Nineteen digits, a fraction, an escape: not ids the fast path reads.
         for id in ["1234567890123456789", "1.5", #""a\"b""#, "01", "[1]"] {
             let other = try rig.connect()
-            other.write(Self.line(id: id))
+            other.send(Self.line(id: id))
             XCTAssertTrue(other.closedByPeer(), "id \(id): handed over")
         }
         XCTAssertEqual(handovers, 5)
@@ -229,7 +229,7 @@ final class AnswerMemoTests: XCTestCase {
         clock.advance(600 - 60)
         XCTAssertEqual(ask(client, id: "7"), try fullAnswer(.number(7)))
         XCTAssertEqual(memoAnswers - before, 3)
-        client.write(Self.line(id: "8", resource: "https://git"))
+        client.send(Self.line(id: "8", resource: "https://git"))
         XCTAssertTrue(client.closedByPeer(), "a miss: handed to NIO for the refresh")
         XCTAssertEqual(handovers, 1)
     }
@@ -272,7 +272,7 @@ final class AnswerMemoTests: XCTestCase {
         let client = try rig.connect()
         XCTAssertEqual(ask(client, id: "1")?.contains("token-1"), true, file: file, line: line)
         try await change()
-        client.write(Self.line(id: "2"))
+        client.send(Self.line(id: "2"))
         XCTAssertTrue(client.closedByPeer(), why, file: file, line: line)
         XCTAssertEqual(handovers, 1, file: file, line: line)
     }
@@ -316,7 +316,7 @@ final class AnswerMemoTests: XCTestCase {
         XCTAssertEqual(ask(client, id: "2"), try fullAnswer(.number(2)))
         // Inside the margin: the cache would refresh it.
         clock.advance(3600 - 60 - 2.5)
-        client.write(Self.line(id: "3"))
+        client.send(Self.line(id: "3"))
         XCTAssertTrue(client.closedByPeer(), "a miss: handed to NIO for the refresh")
         XCTAssertEqual(handovers, 1)
     }

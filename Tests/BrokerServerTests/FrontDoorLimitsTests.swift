@@ -18,7 +18,7 @@ final class FrontDoorLimitsTests: XCTestCase {
         let size = 1 << 20
         let rig = try FrontDoorRig(answering: size, stall: 1)
         let client = try rig.connect()
-        client.write(Data(#"{"jsonrpc":"2.0","id":1,"method":"token.get"}"#.utf8 + [0x0A]))
+        client.send(Data(#"{"jsonrpc":"2.0","id":1,"method":"token.get"}"#.utf8 + [0x0A]))
         var got = Data()
         while true {
             Thread.sleep(forTimeInterval: 0.25)

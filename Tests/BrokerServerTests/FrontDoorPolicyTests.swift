@@ -12,7 +12,7 @@ final class FrontDoorPolicyTests: XCTestCase {
         let rules = CallerPolicy(rules: [AllowRule(executable: "/nonexistent/program", resources: ["now"])])
         let rig = try FrontDoorRig(policy: rules)
         let client = try rig.connect()
-        client.write(FrontDoorRig.request(id: 1))
+        client.send(FrontDoorRig.request(id: 1))
         XCTAssertTrue(client.closedByPeer(), "handed over (the rig closes what it is handed), not answered")
         let handovers = rig.handovers.withLock { $0 }
         XCTAssertEqual(handovers.count, 1)
@@ -24,7 +24,7 @@ final class FrontDoorPolicyTests: XCTestCase {
     func testWithoutRulesTheSameRequestIsAnsweredAtTheFrontDoor() throws {
         let rig = try FrontDoorRig()
         let client = try rig.connect()
-        client.write(FrontDoorRig.request(id: 1))
+        client.send(FrontDoorRig.request(id: 1))
         XCTAssertEqual(client.readLines(1).first.map { $0.contains(#""id":1"#) }, true)
         XCTAssertTrue(rig.handovers.withLock { $0.isEmpty })
     }

@@ -11,9 +11,9 @@ final class FrontDoorTests: XCTestCase {
     func testAnswersAtOnceAndKeepsTheConnectionForTheNextRequest() throws {
         let rig = try FrontDoorRig()
         let client = try rig.connect()
-        client.write(FrontDoorRig.request(id: 1))
+        client.send(FrontDoorRig.request(id: 1))
         XCTAssertEqual(client.readLines(1).first.map { $0.contains(#""id":1"#) }, true)
-        client.write(FrontDoorRig.request(id: 2))
+        client.send(FrontDoorRig.request(id: 2))
         XCTAssertEqual(client.readLines(1).first.map { $0.contains(#""id":2"#) }, true)
         XCTAssertTrue(rig.handovers.withLock { $0.isEmpty }, "answered at once: nothing for NIO")
         XCTAssertEqual(rig.activity.openConnections, 1)
@@ -22,7 +22,7 @@ final class FrontDoorTests: XCTestCase {
     func testACallerThatClosesItsWritingSideGetsItsAnswerAndThenTheEnd() throws {
         let rig = try FrontDoorRig()
         let client = try rig.connect()
-        client.write(FrontDoorRig.request(id: 7))
+        client.send(FrontDoorRig.request(id: 7))
         shutdown(client.fileDescriptor, CInt(SHUT_WR))
         XCTAssertEqual(client.readLines(1).count, 1)
         XCTAssertTrue(client.closedByPeer(), "half-closed and answered: the door closes")
@@ -31,7 +31,7 @@ final class FrontDoorTests: XCTestCase {
     func testARequestAnsweredLaterGoesToNIOAsTakenIn() throws {
         let rig = try FrontDoorRig()
         let client = try rig.connect()
-        client.write(FrontDoorRig.request(id: 3, resource: "later"))
+        client.send(FrontDoorRig.request(id: 3, resource: "later"))
         XCTAssertTrue(client.closedByPeer(), "handed over (the rig closes what it is handed)")
         let handovers = rig.handovers.withLock { $0 }
         XCTAssertEqual(handovers.count, 1)
@@ -43,7 +43,7 @@ final class FrontDoorTests: XCTestCase {
     func testALineInPiecesGoesToNIOWithWhatWasRead() throws {
         let rig = try FrontDoorRig()
         let client = try rig.connect()
-        client.write(Data(#"{"jsonrpc":"2.0","id":1,"#.utf8))
+        client.send(Data(#"{"jsonrpc":"2.0","id":1,"#.utf8))
         XCTAssertTrue(client.closedByPeer())
         let unread = rig.handovers.withLock { $0.first?.unread }
         XCTAssertEqual(unread.map { String(buffer: $0) }, #"{"jsonrpc":"2.0","id":1,"#)
@@ -52,7 +52,7 @@ final class FrontDoorTests: XCTestCase {
     func testAnIdleConnectionIsClosed() throws {
         let rig = try FrontDoorRig(idle: 0.2)
         let client = try rig.connect()
-        client.write(FrontDoorRig.request(id: 1))
+        client.send(FrontDoorRig.request(id: 1))
         XCTAssertEqual(client.readLines(1).count, 1)
         XCTAssertTrue(client.closedByPeer(), "idle past connection_idle_timeout")
         XCTAssertTrue(waitUntil { rig.activity.openConnections == 0 })
@@ -63,12 +63,12 @@ final class FrontDoorTests: XCTestCase {
         // reads nothing more until it is out (back-pressure).
         let rig = try FrontDoorRig(answering: 4 << 20)
         let client = try rig.connect()
-        client.write(FrontDoorRig.request(id: 1))
+        client.send(FrontDoorRig.request(id: 1))
         // The first bytes of the answer: the door took the request, and the rest of the
         // answer waits for the socket. (Both lines in one read would go to NIO.)
         var first = [UInt8](repeating: 0, count: 1024)
         XCTAssertEqual(Glibc.read(client.fileDescriptor, &first, first.count), first.count)
-        client.write(FrontDoorRig.request(id: 2))
+        client.send(FrontDoorRig.request(id: 2))
         var lines = client.readLines(2)
         lines[0] = String(decoding: first, as: UTF8.self) + lines[0]
         XCTAssertEqual(lines.count, 2)
@@ -80,7 +80,7 @@ final class FrontDoorTests: XCTestCase {
         let size = 4 << 20
         let rig = try FrontDoorRig(answering: size, stall: 0.3)
         let client = try rig.connect()
-        client.write(FrontDoorRig.request(id: 1))
+        client.send(FrontDoorRig.request(id: 1))
         // The caller reads nothing while the door's sweep (once a second) finds it stalled.
         XCTAssertTrue(waitUntil { rig.activity.openConnections == 1 }, "accepted")
         XCTAssertTrue(waitUntil { rig.activity.openConnections == 0 }, "a caller that does not read is cut off")
