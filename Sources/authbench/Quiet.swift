@@ -51,6 +51,7 @@ struct Quiet {
         var samples = [[UInt64]](repeating: [], count: targets.count)
         var waits = [[UInt64]](repeating: [], count: targets.count)
         var served = [[(ran: UInt64, waited: UInt64)]](repeating: [], count: targets.count)
+        var majors = [[Double]](repeating: [], count: targets.count)
         for round in 0..<rounds {
             sleep(seconds: quiet)
             for k in 0..<targets.count {
@@ -58,7 +59,9 @@ struct Quiet {
                 if k > 0 { sleep(seconds: gap) }
                 let server = Self.schedstat(targets[i].schedstat)
                 let before = Self.runQueueWait()
-                samples[i].append(try once(targets[i]))
+                var faults = 0
+                samples[i].append(try once(targets[i], majorFaults: &faults))
+                majors[i].append(Double(faults))
                 waits[i].append(Self.runQueueWait() &- before)
                 let after = Self.schedstat(targets[i].schedstat)
                 served[i].append((after.ran &- server.ran, after.waited &- server.waited))
@@ -74,6 +77,8 @@ struct Quiet {
             // Each round's time and this client's own wait for a CPU in it, in round order.
             line.add("rounds_us", times.map { Double($0) / 1000 })
             line.add("client_wait_us", waits[i].map { Double($0) / 1000 })
+            // A whole process's pages read from disk in each round.
+            if !targets[i].command.isEmpty { line.add("major_faults", majors[i]) }
             if !targets[i].schedstat.isEmpty {
                 line.add("server_run_us", served[i].map { Double($0.ran) / 1000 })
                 line.add("server_wait_us", served[i].map { Double($0.waited) / 1000 })
@@ -83,13 +88,16 @@ struct Quiet {
         return out + "]}"
     }
 
-    /// One request on a new connection (or one process), timed from connect to the whole answer.
-    private func once(_ target: Target) throws(BenchError) -> UInt64 {
+    /// One request on a new connection (or one process), timed from connect to the whole
+    /// answer; a process's major faults are left in `majorFaults`.
+    private func once(_ target: Target, majorFaults: inout Int) throws(BenchError) -> UInt64 {
         if !target.command.isEmpty {
             let t0 = Clock.nanos()
-            let status = Spawn.wait(try Spawn.start(target.command, output: nil))
+            let (status, faults) = Spawn.waitCounting(try Spawn.start(target.command, output: nil))
+            let t1 = Clock.nanos()
             guard status == 0 else { throw BenchError("\(target.command[0]) exited with status \(status)") }
-            return Clock.nanos() - t0
+            majorFaults = faults
+            return t1 - t0
         }
         let t0 = Clock.nanos()
         let fd = try UnixClient.connect(target.socket)

@@ -28,10 +28,18 @@ enum Spawn {
     }
 
     static func wait(_ pid: pid_t) -> Int32 {
+        waitCounting(pid).status
+    }
+
+    /// Waits for `pid`; its exit status and the major page faults it took (pages read from
+    /// disk: a whole process after a quiet spell may find its image's pages evicted,
+    /// docs/performance.md).
+    static func waitCounting(_ pid: pid_t) -> (status: Int32, majorFaults: Int) {
         var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        var usage = rusage()
+        while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}
         // WIFEXITED / WEXITSTATUS are macros Swift does not import.
-        return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        return (status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f), usage.ru_majflt)
     }
 
     /// Runs `command` `runs` times (after a few unmeasured ones) and reports the wall time
