@@ -27,8 +27,12 @@ def stored_key(provider):
     if ring.returncode != 0:
         return None
     for serial in keyctl("rlist", ring.stdout.strip()).stdout.split():
-        described = keyctl("rdescribe", serial).stdout.strip()  # type;uid;gid;perm;description
-        kind, _, _, perm, description = described.split(";", 4)
+        described = keyctl("rdescribe", serial)  # type;uid;gid;perm;description
+        if described.returncode != 0 or described.stdout.count(";") < 4:
+            # Revoked or unlinked since the listing (logout): the kernel's garbage collector
+            # takes such a key out of the keyring's list on its own time, and it is unreadable.
+            continue
+        kind, _, _, perm, description = described.stdout.strip().split(";", 4)
         if kind == "user" and description.startswith(f"authbroker:{provider} "):
             payload = subprocess.run(["keyctl", "pipe", serial], capture_output=True, timeout=10).stdout
             return serial, perm, payload
