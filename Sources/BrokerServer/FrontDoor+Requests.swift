@@ -50,8 +50,8 @@ extension FrontDoor {
     /// goes unread, one whose answer comes later goes as taken in (`AdoptedRequest`).
     private func serve(_ connection: Connection, line: UnsafeRawBufferPointer, chunk: UnsafeRawBufferPointer) -> Bool {
         if LineFraming.isBlank(line) { return true }
-        // The same request as the last cache hit's, answered the same while that answer
-        // stands: the stamp is asked each time, and counts the hit as the cache would.
+        // The same request as one of the last cache hits', answered the same while that
+        // answer stands: its stamp is asked each time, and counts the hit as the cache would.
         // The caller gate has nothing to ask while no rule is in force, and only then does
         // the front door serve a request itself.
         if let stillServes = table.stillServes,

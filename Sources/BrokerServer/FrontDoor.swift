@@ -67,6 +67,10 @@ final class FrontDoor: @unchecked Sendable {
         let codec = RPCCodec()
         /// The last cache hits' answers, for the same requests again (`AnswerMemo`).
         var memo = AnswerMemo()
+
+        deinit {
+            buffer.deallocate()
+        }
     }
 
     let listening: CInt
@@ -100,7 +104,6 @@ final class FrontDoor: @unchecked Sendable {
 
     deinit {
         poller.close()
-        scratch.buffer.deallocate()
     }
 
     /// Starts the front door's thread.

@@ -3,33 +3,23 @@ import Synchronization
 /// The accounts the daemon knows, by key. Every read is a copy taken under a lock, so
 /// cache hits on event-loop threads never wait for an actor.
 final class AccountRegistry: Sendable {
-    private let accounts = Mutex<[AccountKey: Account]>([:])
-    /// Bumped under the lock by every change (`TokensService.generation`).
-    private let changes = Atomic<UInt64>(0)
+    /// Every put, removal, replacement or update counts as a change (`TokensService.generation`).
+    private let accounts = CountedMutex<[AccountKey: Account]>([:])
 
     /// Changes with every put, removal, replacement or update (never goes back).
-    var generation: UInt64 { changes.load(ordering: .acquiring) }
-
-    /// Runs `body` on the accounts under the lock and counts it as a change.
-    private func changing<T>(_ body: (inout [AccountKey: Account]) -> T) -> T {
-        accounts.withLock { all in
-            let result = body(&all)
-            changes.wrappingAdd(1, ordering: .releasing)
-            return result
-        }
-    }
+    var generation: UInt64 { accounts.generation }
 
     subscript(key: AccountKey) -> Account? {
         accounts.withLock { $0[key] }
     }
 
     func put(_ account: Account) {
-        changing { $0[account.key] = account }
+        accounts.changing { $0[account.key] = account }
     }
 
     @discardableResult
     func remove(_ key: AccountKey) -> Account? {
-        changing { $0.removeValue(forKey: key) }
+        accounts.changing { $0.removeValue(forKey: key) }
     }
 
     /// Replaces every account of `providers` with what `next` makes of them, in one step
@@ -37,7 +27,7 @@ final class AccountRegistry: Sendable {
     /// Returns the accounts that were there before and are gone now.
     @discardableResult
     func replace(providers: Set<String>, _ next: ([Account]) -> [Account]) -> [Account] {
-        changing { all in
+        accounts.changing { all in
             let before = all.values.filter { providers.contains($0.key.provider) }
             let after = next(before)
             for account in before { all[account.key] = nil }
@@ -48,7 +38,7 @@ final class AccountRegistry: Sendable {
     }
 
     func update(_ key: AccountKey, _ change: (inout Account) -> Void) {
-        changing { all in
+        accounts.changing { all in
             if var a = all[key] {
                 change(&a)
                 all[key] = a

@@ -16,10 +16,9 @@ import Synchronization
 /// Owns: the `ProviderTable` (replaced whole by a reload or a stored secret), the
 /// `IDTokenVerifier` (JWKS cache), the last reload's refusal.
 public final class ProvidersService: PolicySource, RegistersMethods, Sendable {
-    private let table: Mutex<ProviderTable>
-    /// Bumped under the table's lock each time the table is replaced (reload, a stored
-    /// client secret): part of `TokensService.generation`.
-    private let changes = Atomic<UInt64>(0)
+    /// Each replacement of the table (a reload, a stored client secret) counts as a change:
+    /// part of `TokensService.generation`.
+    private let table: CountedMutex<ProviderTable>
     /// Whether the policy in force has no rules, set with the table: read on every request.
     private let policyOpen: Atomic<Bool>
     private let transport: any HTTPTransport
@@ -42,7 +41,7 @@ public final class ProvidersService: PolicySource, RegistersMethods, Sendable {
         self.store = store
         self.logger = logger
         self.idTokens = IDTokenVerifier(keys: JWKSCache(transport: transport))
-        self.table = Mutex(ProviderTable(config: config, keeping: [:], transport: transport, clock: clock, events: events))
+        self.table = CountedMutex(ProviderTable(config: config, keeping: [:], transport: transport, clock: clock, events: events))
         self.policyOpen = Atomic(config.policy.isOpen)
     }
 
@@ -58,7 +57,7 @@ public final class ProvidersService: PolicySource, RegistersMethods, Sendable {
     public var confirmTimeout: Int { table.withLock { $0.config.daemon.confirmTimeout } }
 
     /// Changes each time the configuration in force or the providers are replaced (never goes back).
-    var generation: UInt64 { changes.load(ordering: .acquiring) }
+    var generation: UInt64 { table.generation }
 
     /// `[daemon] refresh_margin`, read on every cache hit: one lock, no copy.
     var refreshMargin: Int { table.withLock { $0.config.daemon.refreshMargin } }
@@ -100,11 +99,10 @@ public final class ProvidersService: PolicySource, RegistersMethods, Sendable {
     /// Puts `new` (nil: the configuration in force) in force with the stored client secrets and `secrets` besides, keeping the
     /// providers whose configuration did not change (with their discovery and back-off).
     func replace(config new: BrokerConfig? = nil, adding secrets: [String: String] = [:]) {
-        table.withLock { t in
+        table.changing { t in
             t = ProviderTable(config: new ?? t.config, storedSecrets: t.storedSecrets.merging(secrets) { $1 },
                               keeping: t.providers, transport: transport, clock: clock, events: events)
             policyOpen.store(t.config.policy.isOpen, ordering: .releasing)
-            changes.wrappingAdd(1, ordering: .releasing)
         }
     }
 

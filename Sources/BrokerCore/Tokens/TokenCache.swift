@@ -110,23 +110,13 @@ final class TokenCache: Sendable {
     /// and `refresh_margin` (0 allowed): a token served in its last second may reach the API
     /// after its `exp`, and the answer's `expires_at` (whole seconds) would already be past.
     static let reserve: Double = 1
-    private let entries = Mutex(Entries())
-    /// Bumped under the lock by every change to the entries: a cache hit's answer read at
-    /// one generation is still the answer while the generation is the same
+    /// Every store, removal or restore counts as a change: a cache hit's answer read at one
+    /// generation is still the answer while the generation is the same
     /// (`TokensService.generation`, `CacheHitStamp`).
-    private let changes = Atomic<UInt64>(0)
+    private let entries = CountedMutex(Entries())
 
     /// Changes with every store, removal or restore (never goes back).
-    var generation: UInt64 { changes.load(ordering: .acquiring) }
-
-    /// Runs `body` on the entries under the lock and counts it as a change.
-    private func changing<T>(_ body: (inout Entries) -> T) -> T {
-        entries.withLock { all in
-            let result = body(&all)
-            changes.wrappingAdd(1, ordering: .releasing)
-            return result
-        }
-    }
+    var generation: UInt64 { entries.generation }
 
     /// The token if it still has more than `minimumLife` seconds (and more than `reserve`)
     /// to live.
@@ -138,7 +128,7 @@ final class TokenCache: Sendable {
     }
 
     func store(_ token: CachedToken, for key: CacheKey, now: Double) {
-        changing { all in
+        entries.changing { all in
             all.byKey[key] = token
             if all.byKey.count >= all.nextSweep {
                 // An expired token is never served (not even while the provider is down).
@@ -166,7 +156,7 @@ final class TokenCache: Sendable {
     var count: Int { entries.withLock { $0.byKey.count } }
 
     func removeAll(for account: AccountKey) {
-        changing { all in
+        entries.changing { all in
             all.byKey = all.byKey.filter { $0.key.account != account }
         }
     }
@@ -175,7 +165,7 @@ final class TokenCache: Sendable {
     /// was at `key`: the provider revokes them all when that chain is refreshed
     /// (`access_tokens = "one-per-refresh-token"`).
     func removeChain(_ chain: String?, of account: AccountKey, returning key: CacheKey) -> CachedToken? {
-        changing { all in
+        entries.changing { all in
             let previous = all.byKey[key]
             all.byKey = all.byKey.filter { $0.key.account != account || $0.value.chain != chain }
             return previous
@@ -185,7 +175,7 @@ final class TokenCache: Sendable {
     /// Puts back a token taken by `removeChain` when the refresh that took it failed before
     /// anything newer was stored there.
     func restore(_ token: CachedToken, at key: CacheKey) {
-        changing { all in
+        entries.changing { all in
             if all.byKey[key] == nil { all.byKey[key] = token }
         }
     }
@@ -193,7 +183,7 @@ final class TokenCache: Sendable {
     /// Drops the token at `key`, but only while it is still `token` when one is given (so a
     /// rejection never drops the newer token a refresh has put there since). True if dropped.
     func remove(_ key: CacheKey, ifHolding token: String? = nil) -> Bool {
-        changing { all in
+        entries.changing { all in
             guard let held = all.byKey[key], token == nil || held.accessToken == token else { return false }
             all.byKey[key] = nil
             return true
