@@ -96,7 +96,9 @@ public final class BrokerServer: Sendable {
         let door = try FrontDoor(
             listening: fd, table: table, counters: counters, activity: activity, logger: logger,
             limits: .init(maxConnections: limits.maxConnections,
-                          idleTimeout: UInt64(idle.nanoseconds), stallTimeout: UInt64(stall.nanoseconds)),
+                          idleTimeout: UInt64(idle.nanoseconds), stallTimeout: UInt64(stall.nanoseconds),
+                          maxRequestsInFlight: limits.maxRequestsInFlight),
+            inspector: inspector,
             handOver: { fd, handover in Self.handOver(fd, handover, to: group, pipeline, logger: logger) })
         try door.start()
         self.door.withLock { $0 = door }
@@ -167,7 +169,8 @@ public final class BrokerServer: Sendable {
     }
 
     /// Stops accepting: the front door ends (closing the connections between requests it
-    /// holds) and the listening socket is closed. Connections NIO serves go on.
+    /// holds, once the answers it works on are written, `FrontDoor.stopGrace`) and the
+    /// listening socket is closed. Connections NIO serves go on.
     public func stopAccepting() {
         door.withLock { door in
             door?.stop()

@@ -112,10 +112,12 @@ struct ConnectionLifecycle: Sendable {
 
     // MARK: Events
 
-    /// Input is signalled. Read it, unless answers wait for the peer: then it waits too.
+    /// Input is signalled (the front door's event: it takes one request at a time). Read
+    /// it, unless answers wait for the peer or one is being worked on: then it waits until
+    /// they are out (`writeDrained`).
     mutating func inputArrived() -> Action {
         guard ended == nil else { return .none }
-        if blockedSince != nil {
+        if blockedSince != nil || answersOwed {
             inputWaiting = true
             return .none
         }

@@ -99,7 +99,11 @@ extension FrontDoor {
                 scratch.memo.keep(line: line, idRange: idRange, answer: data, resultStart: hit.resultStart, stamp: hit.stamp)
             }
             return answer(connection, data)
-        case .later, .untilClosed:
+        case .later(let work):
+            // Worked on here: a cold burst's callers make no NIO channel each (`startWork`).
+            return startWork(connection, work, id: id, answer: hasID, mints: table.mints(method))
+        case .untilClosed:
+            // Cancelled when the connection closes (a sign-in's wait): NIO's to watch.
             give(connection, Handover(adopted: AdoptedRequest(reply: reply, id: id, answer: hasID, mints: table.mints(method))))
             return false
         }
@@ -107,7 +111,7 @@ extension FrontDoor {
 
     /// Writes one answer line. What the socket does not take waits in `unsent`, and the
     /// lifecycle waits to write: nothing more is read until it is out. Returns false when the connection was closed.
-    private func answer(_ connection: Connection, _ data: Data) -> Bool {
+    func answer(_ connection: Connection, _ data: Data) -> Bool {
         let sent = data.withUnsafeBytes { json in
             send(connection.fd, json, UnsafeRawBufferPointer(start: Self.newline.utf8Start, count: 1), UnsafeRawBufferPointer(start: nil, count: 0))
         }

@@ -38,6 +38,8 @@ final class FrontDoor: @unchecked Sendable {
         var maxConnections: Int
         var idleTimeout: UInt64
         var stallTimeout: UInt64
+        /// Requests worked on at once, over all connections (`[daemon] max_requests_in_flight`).
+        var maxRequestsInFlight = DaemonSettings().maxRequestsInFlight
 
         var lifecycle: ConnectionLifecycle.Limits { .init(idleTimeout: idleTimeout, stallTimeout: stallTimeout) }
     }
@@ -52,6 +54,16 @@ final class FrontDoor: @unchecked Sendable {
         var unsent: [UInt8] = []
         /// In the front door's epoll set.
         var registered = false
+        /// An answer is being worked on (`startWork`).
+        var working = false
+        /// The peer's process, for work that shows the user who asks; 0 when unknown.
+        var pid: pid_t = 0
+        /// Names this connection's requests to the refresh queue, which takes turns between
+        /// connections (`RequestOrigin`).
+        lazy var origin = RequestOrigin.next()
+        /// What the connection's token work may still cost at the providers, made on its first
+        /// cache miss (`allowance(perMinute:)`).
+        var madeAllowance: ConnectionAllowance?
 
         init(fd: CInt, limits: ConnectionLifecycle.Limits, now: UInt64) {
             self.fd = fd
@@ -81,6 +93,8 @@ final class FrontDoor: @unchecked Sendable {
     let logger: Logger
     /// Gives a connection to NIO (`BrokerServer.handOver`).
     let handOver: @Sendable (CInt, Handover) -> Void
+    /// Answers worked on for connections the front door keeps (`startWork`).
+    let later: LaterAnswers
     let held: HeldConnections
     /// What requests are read and answered with, one at a time on the front door's thread.
     let scratch = Scratch()
@@ -90,7 +104,8 @@ final class FrontDoor: @unchecked Sendable {
 
     /// - Parameter listening: a listening, non-blocking Unix stream socket.
     init(listening: CInt, table: MethodTable, counters: BrokerCounters, activity: ServerActivity, logger: Logger,
-         limits: Limits, handOver: @escaping @Sendable (CInt, Handover) -> Void) throws(ServerError) {
+         limits: Limits, inspector: ProcessInspector = .direct,
+         handOver: @escaping @Sendable (CInt, Handover) -> Void) throws(ServerError) {
         self.listening = listening
         self.table = table
         self.counters = counters
@@ -99,7 +114,8 @@ final class FrontDoor: @unchecked Sendable {
         self.handOver = handOver
         held = HeldConnections(limits: limits)
         refusals = AcceptRefusals()
-        poller = try Poller(listening: listening)
+        later = try LaterAnswers(inspector: inspector)
+        poller = try Poller(listening: listening, finished: later.wake)
     }
 
     deinit {
@@ -150,9 +166,9 @@ final class FrontDoor: @unchecked Sendable {
         }
     }
 
-    /// Stops accepting, closes the connections it holds (none has an answer being worked
-    /// on: those are NIO's), and waits for the thread to end. The listening socket stays
-    /// open: its owner closes it.
+    /// Stops accepting, closes the connections it holds between requests, writes the answers
+    /// still being worked on as they come (for at most ``stopGrace``), and waits for the
+    /// thread to end. The listening socket stays open: its owner closes it.
     func stop() {
         guard let t = thread else { return }
         thread = nil
@@ -160,13 +176,21 @@ final class FrontDoor: @unchecked Sendable {
         pthread_join(t, nil)
     }
 
+    /// How long `stop` waits for answers being worked on: as long as the daemon waits for
+    /// its requests in flight when it stops (`Lifecycle.stopServing`), so that a caller
+    /// whose token is being refreshed gets it, as one on NIO's connections does.
+    static let stopGrace: UInt64 = 10_000_000_000
+
     private func run() {
         var fds = [CInt](repeating: 0, count: 64)
         var events = [UInt32](repeating: 0, count: 64)
+        /// When the answers still owed stop being waited for, once `stop` was asked.
+        var stopping: UInt64?
         while true {
             // Nothing to time out: sleep until something happens. Otherwise wake at least
             // once a second to close idle connections.
-            let n = clinux_epoll_wait(poller.epoll, &fds, &events, 64, held.isEmpty ? -1 : 1000)
+            let timeout: CInt = stopping != nil ? 50 : held.isEmpty ? -1 : 1000
+            let n = clinux_epoll_wait(poller.epoll, &fds, &events, 64, timeout)
             if n < 0 {
                 if errno == EINTR { continue }
                 logger.critical("cannot wait for connections; no more are accepted", metadata: ["error": "\(String(cString: strerror(errno)))"])
@@ -176,12 +200,21 @@ final class FrontDoor: @unchecked Sendable {
                 let fd = fds[i]
                 if fd == listening {
                     accept()
+                } else if fd == later.wake {
+                    deliverFinished()
                 } else if fd == poller.wake {
-                    for connection in held.all { hangUp(connection) }
-                    return
+                    _ = clinux_epoll_ctl(poller.epoll, EPOLL_CTL_DEL, listening, 0)
+                    stopping = ServerActivity.monotonicNanoseconds() &+ Self.stopGrace
                 } else if let connection = held[fd] {
                     service(connection, events: events[i])
                 }
+            }
+            if let stopping {
+                // Only the answers being worked on are waited for, and not for long.
+                let late = ServerActivity.monotonicNanoseconds() >= stopping
+                for connection in held.all where late || !connection.working { hangUp(connection) }
+                if held.isEmpty { return }
+                continue
             }
             if !held.isEmpty, let due = held.sweep(now: ServerActivity.monotonicNanoseconds()) {
                 for (connection, action) in due { perform(connection, action) }
@@ -230,6 +263,7 @@ final class FrontDoor: @unchecked Sendable {
         guard table.gate.isOpen else { return handOver(fd, Handover(descriptor: fd)) }
         activity.opened()
         let connection = held.add(fd, now: ServerActivity.monotonicNanoseconds())
+        connection.pid = peer.pid
         // The client has usually written its request by the time the daemon woke up.
         guard perform(connection, connection.life.inputArrived()) else { return }
         // An answer the socket did not take whole waits for the socket to drain: keep

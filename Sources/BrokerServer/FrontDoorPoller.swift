@@ -3,18 +3,20 @@ import Glibc
 #endif
 import CLinux
 
-/// The front door's epoll set, watching the listening socket, and the eventfd that stops
-/// its thread (`FrontDoor.stop`).
+/// The front door's epoll set, watching the listening socket, the eventfd that stops its
+/// thread (`FrontDoor.stop`) and the one that says answers worked on are ready
+/// (`FrontDoor.LaterAnswers`, which owns it).
 struct Poller {
     let epoll: CInt
     let wake: CInt
 
-    init(listening: CInt) throws(ServerError) {
+    init(listening: CInt, finished: CInt) throws(ServerError) {
         epoll = epoll_create1(CInt(EPOLL_CLOEXEC))
         wake = eventfd(0, CInt(EFD_CLOEXEC | EFD_NONBLOCK))
         guard epoll >= 0, wake >= 0,
               clinux_epoll_ctl(epoll, EPOLL_CTL_ADD, listening, EPOLLIN.rawValue) == 0,
-              clinux_epoll_ctl(epoll, EPOLL_CTL_ADD, wake, EPOLLIN.rawValue) == 0
+              clinux_epoll_ctl(epoll, EPOLL_CTL_ADD, wake, EPOLLIN.rawValue) == 0,
+              clinux_epoll_ctl(epoll, EPOLL_CTL_ADD, finished, EPOLLIN.rawValue) == 0
         else {
             let reason = String(cString: strerror(errno))
             if epoll >= 0 { Glibc.close(epoll) }

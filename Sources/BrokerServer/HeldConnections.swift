@@ -34,10 +34,11 @@ final class HeldConnections {
         return connection
     }
 
-    /// False when the connection was not held (closed or handed over already).
+    /// False when the connection was not held (closed or handed over already; its
+    /// descriptor may be another connection's by now).
     func remove(_ connection: FrontDoor.Connection) -> Bool {
         let i = Int(connection.fd)
-        guard i >= 0, i < slots.count, slots[i] != nil else { return false }
+        guard i >= 0, i < slots.count, slots[i] === connection else { return false }
         slots[i] = nil
         count -= 1
         return true

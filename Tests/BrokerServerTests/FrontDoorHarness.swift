@@ -18,6 +18,8 @@ final class FrontDoorRig {
     let activity = ServerActivity()
     /// What the door handed over, in order.
     let handovers = Handovers()
+    /// Holds the answers of "later" requests (a refresh in flight) until the test lets them go.
+    let work: Latch
 
     final class Handovers: Sendable {
         private let list = Mutex<[Handover]>([])
@@ -27,11 +29,15 @@ final class FrontDoorRig {
 
     /// - Parameters:
     ///   - size: the length of the access token `token.get` answers with at once, for any
-    ///     resource but "later", which is answered later (so handed to NIO).
+    ///     resource but "later", which is answered later, once `work` is let go (at once
+    ///     unless `held`).
     ///   - policy: the `[[allow]]` rules the method table's caller gate holds (none: open).
     ///   - table: the method table instead (a real broker's, `MethodTable.broker`), with its counters.
     init(answering size: Int = 16, idle: Double = 60, stall: Double = 10, policy: CallerPolicy = CallerPolicy(),
-         table given: MethodTable? = nil, counters: BrokerCounters = BrokerCounters()) throws {
+         table given: MethodTable? = nil, counters: BrokerCounters = BrokerCounters(),
+         held: Bool = false, maxRequestsInFlight: Int = 1024) throws {
+        let work = Latch(open: !held)
+        self.work = work
         folder = NSTemporaryDirectory() + "frontdoor-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         XCTAssertEqual(mkdir(folder, 0o700), 0)
         path = folder + "/socket"
@@ -45,11 +51,19 @@ final class FrontDoorRig {
                                : TokenGetResult(accessToken: big, tokenType: "Bearer", expiresAt: 0, scope: nil, resource: p.resource,
                                                 provider: "corp", account: "alice")
                        },
-                       slow: { _ throws(BrokerError) in throw BrokerError.internalError("not here") }))
+                       slow: { p throws(BrokerError) in
+                           await work.wait()
+                           return TokenGetResult(accessToken: "later-" + big, tokenType: "Bearer", expiresAt: 0, scope: nil,
+                                                 resource: p.resource, provider: "corp", account: "alice")
+                       }))
+        // A sign-in's wait: cancelled when its caller hangs up, so NIO's.
+        table.add(MethodSpec<TokenGetParams, TokenGetResult>(.loginWait, empty: TokenGetParams(), access: .open("a test"), cancelledOnClose: { _ in true },
+                             slow: { _ throws(BrokerError) in throw BrokerError.internalError("not here") }))
         let handovers = self.handovers
         door = try FrontDoor(
             listening: fd, table: given ?? table, counters: counters, activity: activity, logger: Logger(label: "test"),
-            limits: .init(maxConnections: 10, idleTimeout: UInt64(idle * 1e9), stallTimeout: UInt64(stall * 1e9)),
+            limits: .init(maxConnections: 100, idleTimeout: UInt64(idle * 1e9), stallTimeout: UInt64(stall * 1e9),
+                          maxRequestsInFlight: maxRequestsInFlight),
             handOver: { fd, handover in
                 handovers.append(handover)
                 close(fd)
@@ -81,6 +95,22 @@ final class FrontDoorRig {
 
     static func request(id: Int, resource: String = "now") -> Data {
         Data(#"{"jsonrpc":"2.0","id":\#(id),"method":"token.get","params":{"resource":"\#(resource)"}}"#.utf8 + [0x0A])
+    }
+}
+
+/// Holds the rig's answers that come later, as a refresh in flight would, until `release`.
+final class Latch: Sendable {
+    private let isOpen: Atomic<Bool>
+    /// How many answers started waiting.
+    let started = Atomic<Int>(0)
+
+    init(open: Bool) { isOpen = Atomic(open) }
+
+    func release() { isOpen.store(true, ordering: .relaxed) }
+
+    func wait() async {
+        started.add(1, ordering: .relaxed)
+        while !isOpen.load(ordering: .relaxed) { try? await Task.sleep(for: .milliseconds(5)) }
     }
 }
 

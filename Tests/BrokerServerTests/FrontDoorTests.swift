@@ -28,10 +28,11 @@ final class FrontDoorTests: XCTestCase {
         XCTAssertTrue(client.closedByPeer(), "half-closed and answered: the door closes")
     }
 
-    func testARequestAnsweredLaterGoesToNIOAsTakenIn() throws {
+    func testASignInsWaitGoesToNIOAsTakenIn() throws {
+        // Work cancelled when its caller hangs up (`Reply.untilClosed`) is NIO's to watch.
         let rig = try FrontDoorRig()
         let client = try rig.connect()
-        client.send(FrontDoorRig.request(id: 3, resource: "later"))
+        client.send(Data(#"{"jsonrpc":"2.0","id":3,"method":"login.wait","params":{"resource":"x"}}"#.utf8 + [0x0A]))
         XCTAssertTrue(client.closedByPeer(), "handed over (the rig closes what it is handed)")
         let handovers = rig.handovers.withLock { $0 }
         XCTAssertEqual(handovers.count, 1)

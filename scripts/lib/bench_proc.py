@@ -1,6 +1,7 @@
 """What the benchmark reads about a process from /proc (scripts/lib/bench.py)."""
 import os
 import shutil
+import subprocess
 
 
 def rss_kb(pid):
@@ -72,3 +73,6 @@ def keep_smaps(pid, suffix):
         for tid in sorted(os.listdir(f"/proc/{pid}/task"), key=int):
             with open(f"/proc/{pid}/task/{tid}/comm") as f:
                 out.write(f"{tid} {f.read()}")
+    walker = os.path.join(os.path.dirname(__file__), "..", "heap-walk")
+    with open(base + suffix + ".heaps", "w") as out:
+        subprocess.run([walker, str(pid), "--chunks"], stdout=out, stderr=subprocess.STDOUT, check=False)
