@@ -132,7 +132,7 @@ let package = Package(
         .testTarget(
             name: "BrokerServerTests",
             dependencies: [
-                "BrokerServer", "BrokerCore", "BrokerProtocol",
+                "BrokerServer", "BrokerCore", "BrokerProtocol", "CLinux",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -43,6 +43,20 @@ struct MemoryTrim: Sendable {
     /// Bytes of private memory gained since the last trim that make the next one worth it.
     var growth = 256 << 10
 
+    /// Lets every heap hand back all of its free top when it shrinks; call before other
+    /// threads start.
+    ///
+    /// glibc shrinks a thread's heap only at a free that leaves at least 128 KiB free at its
+    /// top, and then keeps `M_TOP_PAD` of that top, 128 KiB by default, resident since the
+    /// burst that grew it; `malloc_trim` never shrinks a thread heap's top at all. So every
+    /// heap a burst had grown kept 128 KiB resident for good: 0.2-0.3 MB of the daemon's
+    /// private memory after the benchmark's loads (docs/performance.md, "The daemon's
+    /// memory"). With no pad, a heap grown again faults its pages back in (minor faults,
+    /// during a burst; an occasional request is served from the free chunks the heap keeps).
+    static func keepNoTopPad() {
+        _ = clinux_malloc_keep_no_top_pad()
+    }
+
     /// Trims now: `malloc_trim(0)` releases the free pages of every arena.
     static func trim() {
         _ = clinux_malloc_trim()

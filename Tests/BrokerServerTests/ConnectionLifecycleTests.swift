@@ -18,6 +18,19 @@ final class ConnectionLifecycleTests: XCTestCase {
         XCTAssertEqual(life.timeReached(60 * s), .close(.idle))
     }
 
+    func testInputWhileAnAnswerIsWorkedOnIsReadOnceItIsOut() {
+        // The front door takes one request at a time: what comes meanwhile waits.
+        var life = fresh()
+        life.chunkRead(endsLine: true, hasNewline: true, now: 1 * s)
+        life.answersOwed(true, now: 1 * s)
+        XCTAssertEqual(life.state, .answering)
+        XCTAssertEqual(life.inputArrived(), .none)
+        XCTAssertEqual(life.timeReached(300 * s), .none, "never idle while its answer is worked on")
+        life.answersOwed(false, now: 300 * s)
+        XCTAssertEqual(life.writeDrained(now: 300 * s), .read, "the answer is out: read what came")
+        XCTAssertEqual(life.nextDeadline, 360 * s)
+    }
+
     func testEachReadOrWriteStartsTheIdleTimeAfresh() {
         var life = fresh()
         life.chunkRead(endsLine: true, hasNewline: true, now: 50 * s)
