@@ -18,8 +18,9 @@
 int clinux_set_nondumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
 int clinux_is_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0); }
 int clinux_malloc_trim(void) { return malloc_trim(0); }
-int clinux_malloc_keep_no_top_pad(void) {
-    return mallopt(M_TRIM_THRESHOLD, 128 * 1024) == 1 && mallopt(M_TOP_PAD, 0) == 1;
+int clinux_malloc_configure(int heaps) {
+    return mallopt(M_ARENA_MAX, heaps) == 1 && mallopt(M_TRIM_THRESHOLD, 128 * 1024) == 1
+        && mallopt(M_TOP_PAD, 0) == 1;
 }
 size_t clinux_malloc_free_bytes(void) { return mallinfo2().fordblks; }
 

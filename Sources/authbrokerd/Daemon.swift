@@ -18,8 +18,8 @@ struct Daemon {
     let logLevel: String?
 
     static func main() async {
-        // Before any other thread has a heap: none keeps a freed top (`MemoryTrim`).
-        MemoryTrim.keepNoTopPad()
+        // Before any other thread has a heap (`MemoryTrim.configureHeaps`).
+        MemoryTrim.configureHeaps()
         let options = CommandLineOptions.fromProcess()
         let daemon = Daemon(config: options.config, logLevel: options.logLevel)
         // Here, before the first await, the process still has its one thread (the main

@@ -43,18 +43,31 @@ struct MemoryTrim: Sendable {
     /// Bytes of private memory gained since the last trim that make the next one worth it.
     var growth = 256 << 10
 
-    /// Lets every heap hand back all of its free top when it shrinks; call before other
+    /// At most this many malloc heaps, the main one included: about one per thread the
+    /// daemon keeps (main, the front door, the event loop, the trim, libdispatch's, GLib's
+    /// two) shares one.
+    static let heaps: CInt = 4
+
+    /// Shapes malloc for a daemon that is mostly idle between bursts; call before other
     /// threads start.
     ///
-    /// glibc shrinks a thread's heap only at a free that leaves at least 128 KiB free at its
-    /// top, and then keeps `M_TOP_PAD` of that top, 128 KiB by default, resident since the
-    /// burst that grew it; `malloc_trim` never shrinks a thread heap's top at all. So every
-    /// heap a burst had grown kept 128 KiB resident for good: 0.2-0.3 MB of the daemon's
-    /// private memory after the benchmark's loads (docs/performance.md, "The daemon's
-    /// memory"). With no pad, a heap grown again faults its pages back in (minor faults,
-    /// during a burst; an occasional request is served from the free chunks the heap keeps).
-    static func keepNoTopPad() {
-        _ = clinux_malloc_keep_no_top_pad()
+    /// - **Fewer heaps.** glibc gives each thread a heap of its own, up to 8 per CPU: 12–13
+    ///   after the benchmark's loads, each with a few long-lived allocations (OpenSSL's
+    ///   method store, the Swift runtime's metadata, libdispatch's and GLib's state) on
+    ///   pages otherwise free. At most ``heaps``, the same allocations share pages: 0.08–0.12
+    ///   MB less private memory after the loads, 64 KB less idle (docs/performance.md, "The
+    ///   daemon's memory"). The threads are mostly idle; two that allocate at the same
+    ///   moment take turns for a heap's lock only when their own cache of freed chunks has
+    ///   nothing of the size.
+    /// - **No freed top kept.** glibc shrinks a thread's heap only at a free that leaves at
+    ///   least 128 KiB free at its top, and then keeps `M_TOP_PAD` of that top, 128 KiB by
+    ///   default, resident since the burst that grew it; `malloc_trim` never shrinks a
+    ///   thread heap's top at all. So every heap a burst had grown kept 128 KiB resident for
+    ///   good: 0.2–0.3 MB after the loads. With no pad, a heap grown again faults its pages
+    ///   back in (minor faults, during a burst; an occasional request is served from the
+    ///   free chunks the heap keeps).
+    static func configureHeaps() {
+        _ = clinux_malloc_configure(heaps)
     }
 
     /// Trims now: `malloc_trim(0)` releases the free pages of every arena.

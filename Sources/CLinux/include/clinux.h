@@ -11,13 +11,15 @@ int clinux_set_nondumpable(void);
 int clinux_is_dumpable(void);
 /// malloc_trim(0): returns the heap's free pages to the system (glibc).
 int clinux_malloc_trim(void);
-/// mallopt(M_TOP_PAD, 0): a heap that shrinks hands back all of its free top, instead of
-/// keeping 128 KiB of it (glibc's default), resident since whatever grew it; and the trim
-/// threshold, past which a heap's free top is handed back, fixed at its default of 128 KiB
+/// Shapes glibc's malloc for a long-running daemon; call before other threads start. At
+/// most `heaps` heaps (M_ARENA_MAX, counting the main one: glibc's default is 8 per CPU, one
+/// per thread here), so that fewer partly used heaps hold the daemon's few long-lived
+/// allocations. A heap that shrinks hands back all of its free top (M_TOP_PAD 0, glibc keeps
+/// 128 KiB of it resident by default), past a trim threshold fixed at its default of 128 KiB
 /// (either setting also fixes the mmap threshold at 128 KiB: no dynamic threshold, which a
-/// freed large buffer would raise, and the trim threshold with it, to twice its size). Call
-/// before other threads start; 1 on success.
-int clinux_malloc_keep_no_top_pad(void);
+/// freed large buffer would raise, and the trim threshold with it, to twice its size).
+/// 1 on success.
+int clinux_malloc_configure(int heaps);
 /// Bytes the heap holds free (mallinfo2's fordblks, every arena): what a trim could hand
 /// back, resident or not.
 size_t clinux_malloc_free_bytes(void);
