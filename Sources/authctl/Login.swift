@@ -197,17 +197,23 @@ struct Login: ParsableCommand {
     static let silence = 30
 
     /// After `silence` seconds without an outcome, says what commonly holds a browser
-    /// sign-in up; the wait goes on.
+    /// sign-in up (``silenceHint(provider:)``); the wait goes on.
     static func hintIfSilent(provider: String) {
-        let name = Output.safe(provider)
+        let hint = silenceHint(provider: provider)
         DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(silence)) {
-            Output.note("""
-                Nothing has come back from the browser in \(silence) seconds. If \(name) showed an error about \
-                the redirect URI, it matches the redirect port exactly: set redirect_port for \(name) in config.toml \
-                and register http://127.0.0.1:PORT/callback with it. If the page never opened, copy the URL above \
-                into a browser, or use `authctl login --device`. Still waiting…
-                """)
+            Output.note(hint)
         }
+    }
+
+    /// What commonly holds a browser sign-in up, and what to do about it.
+    static func silenceHint(provider: String) -> String {
+        let name = Output.safe(provider)
+        return """
+            Nothing has come back from the browser in \(silence) seconds. If \(name) showed an error about \
+            the redirect URI, it matches the redirect port exactly: set redirect_port for \(name) in config.toml \
+            and register http://127.0.0.1:PORT/callback with it. If the page never opened, copy the URL above \
+            into a browser, or use `authctl login --device`. Still waiting…
+            """
     }
 
     /// "15 minutes", "1 minute", "45 seconds".
