@@ -1,7 +1,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import BrokerCore
 import BrokerProtocol
 import CLinux
 #if canImport(FoundationEssentials)
@@ -22,10 +21,10 @@ import Synchronization
 /// the daemon kept ~0.2 MB of private memory on each of the event loop's and the front door's
 /// heaps for good (docs/performance.md, "The daemon's memory").
 ///
-/// The work runs with what NIO's handler gives it (`RPCHandler.startWork`): the connection's
+/// The work runs as on NIO's connections (`LaterWork`): with the connection's
 /// `cache_misses_per_minute` allowance for token work, its origin for the refresh queue's
-/// turns, and who is asking; the daemon's `max_requests_in_flight` caps it the same. One
-/// request at a time: the lifecycle reads nothing more while an answer is worked on.
+/// turns and who is asking, capped by the daemon's `max_requests_in_flight`. One request at
+/// a time: the lifecycle reads nothing more while an answer is worked on.
 extension FrontDoor {
     /// The connection an answer is worked on for. Touched only on the front door's thread
     /// (`deliverFinished`); the task only carries it there.
@@ -93,7 +92,7 @@ extension FrontDoor {
             // Every connection's work together is capped, as on NIO's connections.
             counters.errors.increment()
             guard answer else { return true }
-            return self.answer(connection, scratch.codec.failure(id, RPCError(.overloaded, "authbrokerd is working on \(limit) requests already; try again shortly", data: ErrorData(limit: limit))))
+            return self.answer(connection, scratch.codec.failure(id, LaterWork.overloaded(limit: limit)))
         }
         let now = ServerActivity.monotonicNanoseconds()
         connection.life.answersOwed(true, now: now)
@@ -101,20 +100,12 @@ extension FrontDoor {
         activity.started()
         let allowance = mints ? connection.allowance(perMinute: table.cacheMissesPerMinute) : nil
         let origin = connection.origin
-        // Who asks, should the work show the user something (a notification): read then.
-        var program: (@Sendable () -> RequestingProgram?)?
-        if connection.pid > 0 {
-            program = { [inspector = later.inspector, pid = connection.pid] in inspector.program(of: pid) }
-        }
+        let pid = connection.pid > 0 ? connection.pid : nil
         let later = self.later
         let activity = self.activity
         let owed = Owed(connection: connection, answer: answer)
         Task {
-            let data = await Requester.$lookup.withValue(program.map(Requester.Lookup.init)) {
-                await RequestOrigin.$current.withValue(origin) {
-                    await ProviderRequests.$allowance.withValue(allowance) { await work() }
-                }
-            }
+            let data = await LaterWork.run(work, asker: pid, inspector: later.inspector, origin: origin, allowance: allowance)
             activity.finished()
             later.post(Finished(owed: owed, data: data))
         }
@@ -132,7 +123,6 @@ extension FrontDoor {
             let now = ServerActivity.monotonicNanoseconds()
             connection.life.answersOwed(false, now: now)
             if done.owed.answer {
-                activity.touch()
                 guard answer(connection, done.data) else { continue }
             } else {
                 guard perform(connection, connection.life.writeDrained(now: now)) else { continue }

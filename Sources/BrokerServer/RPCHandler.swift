@@ -260,7 +260,7 @@ final class RPCHandler: ChannelDuplexHandler {
                 counters.errors.increment()
                 logger.debug("requests in flight at the limit; refusing", metadata: ["limit": "\(maxInFlightTotal)"])
                 if answer {
-                    write(context, codec.failure(id, RPCError(.overloaded, "authbrokerd is working on \(maxInFlightTotal) requests already; try again shortly", data: ErrorData(limit: maxInFlightTotal))))
+                    write(context, codec.failure(id, LaterWork.overloaded(limit: maxInFlightTotal)))
                 }
                 return
             }
@@ -272,16 +272,9 @@ final class RPCHandler: ChannelDuplexHandler {
             let key = inFlight.newKey()
             let origin = inFlight.origin
             let allowance = mints ? inFlight.allowance : nil
-            // Who asks, should the work show the user something (a notification): read then.
-            let program: (@Sendable () -> RequestingProgram?)? = caller.peer?.credentials.map { [inspector = caller.inspector] cred in
-                { inspector.program(of: cred.pid) }
-            }
+            let (pid, inspector) = (caller.peer?.credentials?.pid, caller.inspector)
             let task = Task {
-                let data = await Requester.$lookup.withValue(program.map(Requester.Lookup.init)) {
-                    await RequestOrigin.$current.withValue(origin) {
-                        await ProviderRequests.$allowance.withValue(allowance) { await work() }
-                    }
-                }
+                let data = await LaterWork.run(work, asker: pid, inspector: inspector, origin: origin, allowance: allowance)
                 activity.finished()
                 loop.execute {
                     let (handler, context) = bound.value

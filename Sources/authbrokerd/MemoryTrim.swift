@@ -43,9 +43,9 @@ struct MemoryTrim: Sendable {
     /// Bytes of private memory gained since the last trim that make the next one worth it.
     var growth = 256 << 10
 
-    /// At most this many malloc heaps, the main one included: about one per thread the
-    /// daemon keeps (main, the front door, the event loop, the trim, libdispatch's, GLib's
-    /// two) shares one.
+    /// At most this many malloc heaps, the main one included, for the 7 threads the daemon
+    /// keeps (main, the front door, the event loop, the trim, libdispatch's, GLib's two)
+    /// and the concurrency pool's while they run.
     static let heaps: CInt = 4
 
     /// Shapes malloc for a daemon that is mostly idle between bursts; call before other
