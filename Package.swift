@@ -75,11 +75,14 @@ let package = Package(
                 ["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic"],
                 .when(platforms: [.linux], configuration: .release))]
         ),
+        // argc and argv kept from glibc's call of the initialisers, so that the static Swift
+        // runtime's own search of /proc/self/maps is not linked into authctl (command_line.c).
+        .target(name: "CCommandLine"),
         .executableTarget(
             name: "authctl",
             dependencies: [
                 // TOML: shell completions read provider and resource names from config.toml.
-                "BrokerClient", "BrokerProtocol", "TOML", "BrowserLaunch", "QREncoder",
+                "BrokerClient", "BrokerProtocol", "TOML", "BrowserLaunch", "QREncoder", "CCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             // A release authctl is one static executable: no dynamic loader, no libstdc++

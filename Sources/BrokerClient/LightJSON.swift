@@ -129,14 +129,14 @@ enum LightJSON: Equatable {
             guard at < bytes.count else { return nil }
             if bytes[at] == UInt8(ascii: "\"") {
                 defer { at += 1 }
-                return String(validating: UnsafeBufferPointer(rebasing: bytes[start..<at]), as: UTF8.self)
+                return Reader.text(UnsafeBufferPointer(rebasing: bytes[start..<at]))
             }
             var out = Array(bytes[start..<at])
             while at < bytes.count {
                 let b = bytes[at]
                 if b == UInt8(ascii: "\"") {
                     at += 1
-                    return String(validating: out, as: UTF8.self)
+                    return out.withUnsafeBufferPointer { Reader.text($0) }
                 }
                 guard b >= 0x20 else { return nil }
                 guard b == UInt8(ascii: "\\") else { out.append(b); at += 1; continue }
@@ -165,6 +165,18 @@ enum LightJSON: Equatable {
                 }
             }
             return nil
+        }
+
+        /// `bytes` as a String when they are valid UTF-8, else nil.
+        ///
+        /// ASCII (tokens, URLs, names, dates: nearly every string a token answer holds) is
+        /// valid as it is, and `String(decoding:as:)` on a buffer of bytes is specialised at
+        /// compile time. `String(validating:as:)` is generic at run time: its first use has
+        /// the runtime look up and build metadata (a tenth of an `authctl token` process,
+        /// docs/performance.md), so it is left to the strings that need it.
+        static func text(_ bytes: UnsafeBufferPointer<UInt8>) -> String? {
+            if bytes.allSatisfy({ $0 < 0x80 }) { return String(decoding: bytes, as: UTF8.self) }
+            return String(validating: bytes, as: UTF8.self)
         }
 
         mutating func hex4() -> UInt32? {

@@ -52,6 +52,19 @@ final class TokenWireTests: XCTestCase {
         XCTAssertNil(TokenWire.result([0x22, 0xFF, 0x22][...], id: 3))
     }
 
+    /// Strings are validated as UTF-8 whether or not they hold escapes; ASCII takes the
+    /// non-generic path (LightJSON.Reader.text), anything else the standard library's check.
+    func testTheReaderKeepsValidUTF8AndRefusesInvalid() {
+        XCTAssertEqual(LightJSON.parse(Array(#""plain-ASCII_token.~+/=""#.utf8)), .string("plain-ASCII_token.~+/="))
+        XCTAssertEqual(LightJSON.parse(Array(#""Zoë 😀 東京""#.utf8)), .string("Zoë 😀 東京"))
+        XCTAssertEqual(LightJSON.parse(Array(#""Zoë\n😀""#.utf8)), .string("Zoë\n😀"))
+        let invalid: [[UInt8]] = [[0xFF], [0xC0, 0xAF], [0xED, 0xA0, 0x80], [0xE2, 0x82], [0xF4, 0x90, 0x80, 0x80], [0x80]]
+        for bytes in invalid {
+            XCTAssertNil(LightJSON.parse([0x22] + bytes + [0x22]), "\(bytes)")
+            XCTAssertNil(LightJSON.parse([0x22, 0x61] + bytes + Array(#"\n""#.utf8)), "escaped, \(bytes)")
+        }
+    }
+
     func testTheReaderAcceptsJSONsValueKinds() {
         let text = #" { "a" : [1, -0, 2.5e3, true, false, null, "x", {}, []] , "b":{"c":"d"} } "#
         let value = LightJSON.parse(Array(text.utf8))

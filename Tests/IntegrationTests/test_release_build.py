@@ -11,8 +11,12 @@ go stale without a word. This test says so instead.
 The build is the suite's one release build (conftest.release_bin_dir: scripts/lib/build-release,
 which scripts/test starts early and the package test uses too). AUTHBROKER_INSTALL_BIN
 (prebuilt release binaries, as test_install.py takes them) skips the build."""
+import json
 import os
+import socket
 import subprocess
+import tempfile
+import threading
 
 import pytest
 
@@ -52,3 +56,46 @@ def test_the_order_file_names_only_symbols_the_release_authctl_has(release_authc
         f"scripts/authctl.order names {len(gone)} symbols the release authctl no longer has "
         f"(first: {gone[:5]}): remake it with `scripts/bench --order scripts/authctl.order` "
         "(docs/performance.md), then delete the release authctl so that it relinks")
+
+
+def test_the_release_authctl_takes_its_arguments_from_start_up_not_from_proc(release_authctl):
+    """Sources/CCommandLine: the release authctl keeps argc and argv from glibc's call of its
+    initialisers, so the static Swift runtime's argv search (a static initialiser reading
+    /proc/self/maps with fgets and sscanf before main, a fifth of an `authctl token`
+    process) is not linked in; and the arguments still arrive whole, through ArgumentParser
+    (CommandLine.arguments) as through the token fast path (CommandLine.unsafeArgv)."""
+    have = symbols(release_authctl)
+    grabber = [n for n in have if "argvGrabber" in n]
+    assert grabber == [], f"the Swift runtime's /proc/self/maps search is linked into authctl: {grabber}"
+    assert "_swift_stdlib_getUnsafeArgvArgc" in have
+    env = dict(os.environ, AUTHBROKER_SOCKET="/nonexistent/authbroker.sock")
+    out = subprocess.run([release_authctl, "status", "--bogus-ü", "x y"], capture_output=True, text=True, env=env)
+    assert out.returncode != 0 and "Unknown option '--bogus-ü'" in out.stderr, out.stderr
+    out = subprocess.run([release_authctl, "tokn"], capture_output=True, text=True, env=env)
+    assert "Did you mean 'token'?" in out.stderr, out.stderr
+    # The token fast path reads argv itself: a resource with a space and a non-ASCII letter
+    # reaches the request whole. A stub daemon (one canned answer) reads the request.
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "socket")
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(path)
+        server.listen(1)
+        seen = []
+
+        def answer():
+            conn, _ = server.accept()
+            with conn, conn.makefile("rb") as lines:
+                request = json.loads(lines.readline())
+                seen.append(request["params"])
+                result = {"access_token": "stub-token", "token_type": "Bearer", "expires_at": 4102444800,
+                          "provider": "p", "account": "a"}
+                conn.sendall(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result}).encode() + b"\n")
+
+        stub = threading.Thread(target=answer, daemon=True)
+        stub.start()
+        out = subprocess.run([release_authctl, "token", "--resource", "https://ä.example/a b", "--provider", "p"],
+                             capture_output=True, text=True, env=dict(env, AUTHBROKER_SOCKET=path), timeout=30)
+        stub.join(10)
+        server.close()
+    assert out.returncode == 0 and out.stdout == "stub-token\n", out.stderr
+    assert seen == [{"resource": "https://ä.example/a b", "provider": "p"}]
