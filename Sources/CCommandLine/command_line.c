@@ -14,9 +14,10 @@
  * convention, as the runtime declares them). The linker takes a symbol from a static
  * archive only when no object file defines it, so with this object linked CommandLine.cpp's
  * object, and its initialiser, never are. With the runtime as a shared library (a debug
- * build) the runtime keeps its own; both give the same answer. Should a toolchain add
- * another symbol to that object, the link fails with a duplicate-symbol error rather than
- * silently running both.
+ * build) the runtime's getter is its own (it does not export it) and gives the same
+ * answer; only the override would be this file's, and authctl never overrides its
+ * arguments. Should a toolchain add another symbol to that object, the link fails with a
+ * duplicate-symbol error rather than silently running both.
  */
 #include "ccommandline.h"
 
