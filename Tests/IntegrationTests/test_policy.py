@@ -2,6 +2,7 @@
 import os
 import stat
 import subprocess
+import time
 
 from conftest import API, AUTHCTL, GIT, RPC, Daemon, decode_jwt
 from policy_callers import PYTHON
@@ -105,7 +106,15 @@ client_id = "{glewlwyd.client_id('authbroker')}"
         finally:
             p.kill()
             p.wait()
-        refusals = [line for line in d.log_text().splitlines() if "refused a connection from another user" in line]
+        # The front door hands another user's connections to the event loop, which refuses
+        # and logs them on its own time: the user's own requests, answered by the front
+        # door, can be done first on a loaded machine (one clean-clone run read no line yet).
+        deadline = time.monotonic() + 15
+        while True:
+            refusals = [line for line in d.log_text().splitlines() if "refused a connection from another user" in line]
+            if refusals or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         assert 1 <= len(refusals) <= 2, refusals  # at most one line per 10 s
     finally:
         d.cleanup()
