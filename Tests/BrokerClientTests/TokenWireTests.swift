@@ -65,6 +65,25 @@ final class TokenWireTests: XCTestCase {
         }
     }
 
+    /// Any bytes between quotes (but a quote, a backslash or a control character) are read
+    /// exactly as the standard library's validation reads them: the same string, or nil.
+    func testTheReaderAgreesWithTheStandardLibrarysUTF8Check() {
+        // A fixed linear congruential sequence: the same 3 000 cases every run.
+        var state: UInt64 = 25
+        func next() -> UInt64 {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return state >> 33
+        }
+        let pieces: [[UInt8]] = [[0x61], [0x7E], [0xC3, 0xA9], [0xE6, 0x9D, 0xB1], [0xF0, 0x9F, 0x98, 0x80], [0x80], [0xBF],
+                                 [0xC0], [0xC1, 0x81], [0xE0, 0x80], [0xED, 0xBF, 0xBF], [0xF4, 0x8F], [0xF5], [0xFF]]
+        for _ in 0..<3000 {
+            var bytes: [UInt8] = []
+            for _ in 0..<Int(next() % 6) { bytes += pieces[Int(next() % UInt64(pieces.count))] }
+            let expected = String(validating: bytes, as: UTF8.self).map { LightJSON.string($0) }
+            XCTAssertEqual(LightJSON.parse([0x22] + bytes + [0x22]), expected, "\(bytes)")
+        }
+    }
+
     func testTheReaderAcceptsJSONsValueKinds() {
         let text = #" { "a" : [1, -0, 2.5e3, true, false, null, "x", {}, []] , "b":{"c":"d"} } "#
         let value = LightJSON.parse(Array(text.utf8))
