@@ -96,7 +96,6 @@ extension FrontDoor {
         }
         let now = ServerActivity.monotonicNanoseconds()
         connection.life.answersOwed(true, now: now)
-        connection.working = true
         activity.started()
         let allowance = mints ? connection.allowance(perMinute: table.cacheMissesPerMinute) : nil
         let origin = connection.origin
@@ -118,8 +117,7 @@ extension FrontDoor {
     func deliverFinished() {
         for done in later.take() {
             let connection = done.owed.connection
-            guard connection.working, held[connection.fd] === connection else { continue }
-            connection.working = false
+            guard connection.life.answersOwed, held[connection.fd] === connection else { continue }
             let now = ServerActivity.monotonicNanoseconds()
             connection.life.answersOwed(false, now: now)
             if done.owed.answer {

@@ -54,8 +54,6 @@ final class FrontDoor: @unchecked Sendable {
         var unsent: [UInt8] = []
         /// In the front door's epoll set.
         var registered = false
-        /// An answer is being worked on (`startWork`).
-        var working = false
         /// The peer's process, for work that shows the user who asks; 0 when unknown.
         var pid: pid_t = 0
         /// Names this connection's requests to the refresh queue, which takes turns between
@@ -212,7 +210,7 @@ final class FrontDoor: @unchecked Sendable {
             if let stopping {
                 // Only the answers being worked on are waited for, and not for long.
                 let late = ServerActivity.monotonicNanoseconds() >= stopping
-                for connection in held.all where late || !connection.working { hangUp(connection) }
+                for connection in held.all where late || !connection.life.answersOwed { hangUp(connection) }
                 if held.isEmpty { return }
                 continue
             }
