@@ -94,12 +94,16 @@ let package = Package(
             // `swift build -c release` fails to link authctl; --static-swift-stdlib says the same.
             // lld with scripts/authctl.order: the code and data one `authctl token` touches sit
             // side by side, so it faults in a few 64 KB blocks of the image instead of one per
-            // function (128 → 74 page faults; `scripts/bench --order` remakes the file).
+            // function (128 → 74 page faults; `scripts/bench --order` remakes the file). And
+            // scripts/authctl.ld, made with it: that code at the end of the executable
+            // segment, so that reading back one paged-out page after a quiet spell reads no
+            // code the command does not run (docs/performance.md, "authctl after quiet").
             swiftSettings: [.unsafeFlags(["-static-stdlib"], .when(platforms: [.linux], configuration: .release))],
             linkerSettings: [.unsafeFlags(
                 ["-static-executable", "-static-stdlib", "-use-ld=lld",
                  "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/scripts/authctl.order",
-                 "-Xlinker", "--no-warn-symbol-ordering"],
+                 "-Xlinker", "--no-warn-symbol-ordering",
+                 "-Xlinker", "-T", "-Xlinker", "\(Context.packageDirectory)/scripts/authctl.ld"],
                 .when(platforms: [.linux], configuration: .release))]
         ),
 

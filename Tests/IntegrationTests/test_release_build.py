@@ -99,3 +99,72 @@ def test_the_release_authctl_takes_its_arguments_from_start_up_not_from_proc(rel
         server.close()
     assert out.returncode == 0 and out.stdout == "stub-token\n", out.stderr
     assert seen == [{"resource": "https://ä.example/a b", "provider": "p"}]
+
+
+def elf_layout(binary):
+    """The binary's sections {name: (address, size)} and its loadable segments
+    [(flags, vaddr, filesz, memsz)], from `readelf -W`."""
+    out = subprocess.run(["readelf", "-SW", binary], capture_output=True, text=True, check=True).stdout
+    sections = {}
+    for line in out.splitlines():
+        parts = line.replace("[ ", "[").split()
+        if len(parts) > 5 and parts[0].startswith("[") and parts[0][1:-1].isdigit():
+            sections[parts[1]] = (int(parts[3], 16), int(parts[5], 16))
+    out = subprocess.run(["readelf", "-lW", binary], capture_output=True, text=True, check=True).stdout
+    segments = []
+    for line in out.splitlines():
+        parts = line.split()
+        if parts and parts[0] == "LOAD":
+            segments.append((" ".join(parts[6:-1]), int(parts[2], 16), int(parts[4], 16), int(parts[5], 16)))
+    return sections, segments
+
+
+def code_addresses(binary):
+    """{name: [addresses]} of the binary's code symbols (a local name may be defined twice)."""
+    out = subprocess.run(["nm", "--defined-only", binary], capture_output=True, text=True, check=True).stdout
+    found = {}
+    for line in out.splitlines():
+        parts = line.split(" ", 2)
+        if len(parts) == 3 and parts[1] in "tTwW":
+            found.setdefault(parts[2], []).append(int(parts[0], 16))
+    return found
+
+
+def test_the_code_authctl_token_runs_ends_the_release_authctls_executable_segment(release_authctl):
+    """scripts/authctl.ld: after a quiet spell, a page of code read back brings with it the
+    rest of its segment that is paged out too, up to read_ahead_kb. With the token path's
+    code in one block at the segment's end (.text.hot), what comes back with it is code
+    the command runs, not the megabytes of ArgumentParser and Foundation after it
+    (docs/performance.md, "authctl after quiet"). The order file's code names are what one
+    `authctl token` ran, so each must lie there; a source file renamed or a library's
+    object split would leave its functions behind without a word from lld."""
+    sections, segments = elf_layout(release_authctl)
+    assert ".text.hot" in sections, "the release authctl was linked without scripts/authctl.ld"
+    start, size = sections[".text.hot"]
+    flags, vaddr, filesz, _ = next(s for s in segments if "E" in s[0])
+    segment_end = vaddr + filesz
+    # After .text.hot only .init, .fini and glibc's tiny __libc_freeres_fn and .iplt.
+    assert segment_end - (start + size) < 16 * 1024, (hex(start + size), hex(segment_end))
+    addresses = code_addresses(release_authctl)
+    names = [n for n in order_names() if n in addresses]
+    assert len(names) > 300, "scripts/authctl.order lost its code names"
+    # And what every start runs that the order file's trace (valgrind) cannot show: glibc's
+    # _init, which lld puts at the segment's start, and its set-up of the vDSO.
+    names += [n for n in ("_init", "_fini", "_dl_new_object", "_dl_lookup_symbol_x") if n in addresses]
+    outside = [n for n in names if not any(start <= a < segment_end for a in addresses[n])]
+    assert outside == [], (
+        f"{len(outside)} functions of the token path lie before .text.hot (first: {outside[:5]}): "
+        "remake scripts/authctl.ld with `scripts/bench --order scripts/authctl.order` "
+        "(docs/performance.md), then delete the release authctl so that it relinks")
+
+
+def test_exec_zeroes_no_file_page_of_the_release_authctl(release_authctl):
+    """The kernel zeroes the rest of a segment's last file page when memory follows it
+    (.bss): a write that reads that page, and a window of the file around it, at every exec
+    that finds it paged out, before authctl runs. scripts/authctl.ld ends each writable
+    segment's file part on a page instead."""
+    _, segments = elf_layout(release_authctl)
+    writable = [s for s in segments if "W" in s[0]]
+    assert len(writable) >= 2
+    for flags, vaddr, filesz, memsz in writable:
+        assert memsz == filesz or (vaddr + filesz) % 4096 == 0, (flags, hex(vaddr), hex(filesz), hex(memsz))
