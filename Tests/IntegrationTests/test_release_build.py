@@ -168,3 +168,40 @@ def test_exec_zeroes_no_file_page_of_the_release_authctl(release_authctl):
     assert len(writable) >= 2
     for flags, vaddr, filesz, memsz in writable:
         assert memsz == filesz or (vaddr + filesz) % 4096 == 0, (flags, hex(vaddr), hex(filesz), hex(memsz))
+
+
+def test_the_release_authctl_reads_its_read_only_segment_page_by_page(release_authctl):
+    """Sources/CReadAdvice: the release authctl's entry point marks its read-only segment
+    (headers, Swift metadata, .eh_frame; a few scattered words read at each start) for
+    random reads before glibc starts, so that one of its pages read back after a quiet spell
+    does not bring megabytes of the file around it. The code and the writable data keep
+    the kernel's read-ahead (VmFlags `rr` only on the read-only mapping). Seen while the
+    process waits on a socket that never answers."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "socket")
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(path)
+        server.listen(1)
+        env = dict(os.environ, AUTHBROKER_SOCKET=path, AUTHBROKER_TIMEOUT="20")
+        proc = subprocess.Popen([release_authctl, "token"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            conn, _ = server.accept()
+            conn.recv(4096)  # the request: authctl now waits for the answer
+            with open(f"/proc/{proc.pid}/smaps") as f:
+                smaps = f.read()
+        finally:
+            proc.kill()
+            proc.wait()
+            server.close()
+    image = os.path.realpath(release_authctl)
+    mappings, mapping = [], None  # (perms, file offset, VmFlags) of the image's mappings
+    for line in smaps.splitlines():
+        parts = line.split()
+        if "-" in parts[0] and len(parts) >= 5 and ":" in parts[3]:
+            mapping = (parts[1], int(parts[2], 16)) if len(parts) > 5 and os.path.realpath(parts[5]) == image else None
+        elif parts[0] == "VmFlags:" and mapping:
+            mappings.append((*mapping, set(parts[1:])))
+    read_only = [m for m in mappings if m[0] == "r--p" and m[1] == 0]
+    assert len(read_only) == 1 and len(mappings) >= 3, mappings
+    assert "rr" in read_only[0][2], read_only
+    assert [m for m in mappings if "rr" in m[2]] == read_only, mappings

@@ -132,15 +132,21 @@ def hot_sections(sections, trace):
     return large + small + variants
 
 
-def write(authctl, trace, work, out):
-    """Writes the script `out` for the release `authctl` whose warm run `trace` recorded."""
+def patterns(authctl, trace, work):
+    """The script's input sections for the release `authctl` whose warm run `trace` recorded:
+    read from a map of the same link, so made before the order file it was linked with is
+    rewritten."""
     map_path = os.path.join(work, "authctl.map")
     link_map(authctl, map_path)
-    sections = input_sections(map_path)
-    patterns = [pattern(s) for s in hot_sections(sections, trace)]
-    patterns += [f"*{u}(.text)" for u in UNTRACED if f"*{u}(.text)" not in patterns]
+    found = [pattern(s) for s in hot_sections(input_sections(map_path), trace)]
+    found += [f"*{u}(.text)" for u in UNTRACED]
+    return list(dict.fromkeys(found))
+
+
+def write(found, out):
+    """Writes the script `out` with the input sections `found` (patterns())."""
     with open(out, "w") as f:
         f.write(HEADER + "SECTIONS {\n  .text.hot : {\n")
-        f.write("".join(f"    {p}\n" for p in dict.fromkeys(patterns)))
+        f.write("".join(f"    {p}\n" for p in found))
         f.write("  }\n" + TAIL)
-    print(f"{out}: {len(patterns)} input sections")
+    print(f"{out}: {len(found)} input sections")

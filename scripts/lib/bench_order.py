@@ -75,10 +75,11 @@ def write(authctl, work, env, args, out):
     subprocess.run(["valgrind", "--tool=lackey", "--trace-mem=yes", f"--log-file={trace}", plain, *args],
                    env=env, stdout=subprocess.DEVNULL, check=True)
     names = touched(plain, trace)
+    layout = bench_layout.patterns(authctl, trace, work)
     with open(out, "w") as f:
         f.write(HEADER + "".join(n + "\n" for n in names))
     print(f"{out}: {len(names)} symbols")
-    bench_layout.write(authctl, trace, work, os.path.splitext(out)[0] + ".ld")
+    bench_layout.write(layout, os.path.splitext(out)[0] + ".ld")
 
 
 def main(out):
