@@ -19,7 +19,9 @@ nearly all of them code that `authctl token` never runs. So:
   window of the file around it before authctl ran at all.
 
 The unit is the linker's input section: one per source file for our Swift modules and the
-standard library, one per function where a library was built with function sections.
+standard library, one per function where a library was built with function sections. The
+read-only segment (headers, Swift metadata, .eh_frame) is not moved: authctl's entry point
+marks it for random reads instead (Sources/CReadAdvice).
 """
 import json
 import os
