@@ -22,6 +22,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
+#if defined(__x86_64__)
 extern const Elf64_Ehdr __ehdr_start;
 
 __attribute__((used, no_stack_protector)) void authbroker_advise_read_only_segment(void) {
@@ -31,18 +32,15 @@ __attribute__((used, no_stack_protector)) void authbroker_advise_read_only_segme
         if (h->p_type != PT_LOAD || h->p_flags != PF_R) continue;
         unsigned long start = h->p_vaddr & ~4095UL;
         unsigned long length = h->p_vaddr + h->p_memsz - start;
-#if defined(__x86_64__)
         long result;
         __asm__ volatile("syscall"
                          : "=a"(result)
                          : "0"((long)SYS_madvise), "D"(start), "S"(length), "d"((long)MADV_RANDOM)
                          : "rcx", "r11", "memory");
         (void)result; /* advice only: a failure leaves the kernel's default */
-#endif
     }
 }
 
-#if defined(__x86_64__)
 /* The kernel enters here with the stack 16-byte aligned and %rdx set; a call leaves the
    callee the alignment the ABI promises, and %r12 is kept across it. */
 __attribute__((naked, noreturn)) void authbroker_entry(void) {

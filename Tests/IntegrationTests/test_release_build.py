@@ -30,16 +30,16 @@ def release_authctl():
     return os.path.join(release_bin_dir(), "authctl")
 
 
+def defined_symbols(binary):
+    """(address, type, name) of every symbol the binary defines (`nm --defined-only`; the
+    name may hold spaces: Swift's `symbolic …` names do)."""
+    out = subprocess.run(["nm", "--defined-only", binary], capture_output=True, text=True, check=True).stdout
+    return [(int(p[0], 16), p[1], p[2]) for p in (line.split(" ", 2) for line in out.splitlines()) if len(p) == 3]
+
+
 def symbols(binary):
-    """Every name in the binary's symbol table (`nm`: address, type, then the name, which
-    may hold spaces: Swift's `symbolic …` names do)."""
-    out = subprocess.run(["nm", binary], capture_output=True, text=True, check=True).stdout
-    names = set()
-    for line in out.splitlines():
-        parts = line.split(None, 2) if line.startswith(" ") else line.split(" ", 2)
-        if len(parts) == 3:
-            names.add(parts[2])
-    return names
+    """Every name the binary's symbol table defines."""
+    return {name for _, _, name in defined_symbols(binary)}
 
 
 def order_names():
@@ -121,12 +121,10 @@ def elf_layout(binary):
 
 def code_addresses(binary):
     """{name: [addresses]} of the binary's code symbols (a local name may be defined twice)."""
-    out = subprocess.run(["nm", "--defined-only", binary], capture_output=True, text=True, check=True).stdout
     found = {}
-    for line in out.splitlines():
-        parts = line.split(" ", 2)
-        if len(parts) == 3 and parts[1] in "tTwW":
-            found.setdefault(parts[2], []).append(int(parts[0], 16))
+    for address, kind, name in defined_symbols(binary):
+        if kind in "tTwW":
+            found.setdefault(name, []).append(address)
     return found
 
 
@@ -186,9 +184,10 @@ def test_the_release_authctl_reads_its_read_only_segment_page_by_page(release_au
         proc = subprocess.Popen([release_authctl, "token"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             conn, _ = server.accept()
-            conn.recv(4096)  # the request: authctl now waits for the answer
-            with open(f"/proc/{proc.pid}/smaps") as f:
-                smaps = f.read()
+            with conn:
+                conn.recv(4096)  # the request: authctl now waits for the answer
+                with open(f"/proc/{proc.pid}/smaps") as f:
+                    smaps = f.read()
         finally:
             proc.kill()
             proc.wait()
