@@ -71,8 +71,12 @@ let package = Package(
             // Release: lld packs the position-independent executable's relative relocations
             // (DT_RELR: kilobytes instead of megabytes read at start), and only the symbols
             // the shared libraries need are exported (docs/performance.md, resident memory).
+            // scripts/authbrokerd.ld puts the .bss the daemon writes side by side, so that its
+            // private pages hold those caches and not the thousands it never uses
+            // (`scripts/bench --daemon-layout` remakes it; "The daemon's memory").
             linkerSettings: [.unsafeFlags(
-                ["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic"],
+                ["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic",
+                 "-Xlinker", "-T", "-Xlinker", "\(Context.packageDirectory)/scripts/authbrokerd.ld"],
                 .when(platforms: [.linux], configuration: .release))]
         ),
         // argc and argv kept from glibc's call of the initialisers, so that the static Swift

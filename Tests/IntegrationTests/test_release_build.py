@@ -17,6 +17,7 @@ import socket
 import subprocess
 import tempfile
 import threading
+import time
 
 import pytest
 
@@ -204,3 +205,61 @@ def test_the_release_authctl_reads_its_read_only_segment_page_by_page(release_au
     assert len(read_only) == 1 and len(mappings) >= 3, mappings
     assert "rr" in read_only[0][2], read_only
     assert [m for m in mappings if "rr" in m[2]] == read_only, mappings
+
+
+def test_the_release_daemon_writes_its_bss_only_where_scripts_authbrokerd_ld_gathered_it():
+    """scripts/authbrokerd.ld: a page of .bss is private memory from the first write to it,
+    and the daemon's .bss is mostly the Swift runtime's lazy caches (one per type,
+    conformance or global: thousands, of which a daemon writes a few hundred). Laid out by
+    object file they were spread over 86 of 157 pages after the benchmark's loads; gathered
+    in .bss.hot, 60 (docs/performance.md, "The daemon's memory"). A release daemon that
+    started, answered a status and a token.get writes nothing in the rest of its .bss; a
+    source file renamed or added would leave its caches there without a word from lld."""
+    daemon = os.path.join(release_bin_dir(), "authbrokerd")
+    sections, _ = elf_layout(daemon)
+    assert ".bss.hot" in sections, "the release authbrokerd was linked without scripts/authbrokerd.ld"
+    with tempfile.TemporaryDirectory() as tmp:
+        path, config = os.path.join(tmp, "socket"), os.path.join(tmp, "config.toml")
+        with open(config, "w") as f:
+            # Nothing listens on port 9: neither request below reaches the provider.
+            f.write('[daemon]\nstore = "memory"\n\n[providers.p]\nissuer = "http://127.0.0.1:9/"\n'
+                    'client_id = "c"\nresources = ["https://api.example.test"]\n')
+        proc = subprocess.Popen([daemon, "--config", config], env=dict(os.environ, AUTHBROKER_SOCKET=path),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            answers = []
+            for _ in range(200):
+                if os.path.exists(path):
+                    break
+                time.sleep(0.05)
+            with socket.socket(socket.AF_UNIX) as s:
+                s.connect(path)
+                reader = s.makefile("rb")
+                for line in (b'{"jsonrpc":"2.0","id":1,"method":"daemon.status"}\n',
+                             b'{"jsonrpc":"2.0","id":2,"method":"token.get","params":'
+                             b'{"provider":"p","resource":"https://api.example.test"}}\n'):
+                    s.sendall(line)
+                    answers.append(json.loads(reader.readline()))
+            image = os.path.realpath(daemon)
+            with open(f"/proc/{proc.pid}/maps") as f:
+                base = next(int(line.split("-")[0], 16) for line in f
+                            if line.split()[2] == "00000000" and os.path.realpath(line.split()[-1]) == image)
+            with open(f"/proc/{proc.pid}/mem", "rb") as mem:
+                blocks = {}
+                for name in (".bss.hot", ".bss"):
+                    mem.seek(base + sections[name][0])
+                    blocks[name] = mem.read(sections[name][1])
+        finally:
+            proc.terminate()
+            proc.wait()
+    assert "result" in answers[0] and answers[1]["error"]["code"] == -32001, answers
+    hot_start, hot_size = sections[".bss.hot"]
+    bss_start = sections[".bss"][0]
+    hot_pages = range(hot_start // 4096, (hot_start + hot_size - 1) // 4096 + 1)
+    written_hot = {(hot_start + i) // 4096 for i, b in enumerate(blocks[".bss.hot"]) if b}
+    written_cold = {(bss_start + i) // 4096 for i, b in enumerate(blocks[".bss"]) if b} - set(hot_pages)
+    assert len(written_hot) > 20, "the daemon wrote next to nothing in .bss.hot: was it read at all?"
+    assert len(written_cold) == 0, (
+        f"the release daemon wrote {len(written_cold)} pages of .bss outside .bss.hot: remake "
+        "scripts/authbrokerd.ld with `scripts/bench --daemon-layout scripts/authbrokerd.ld` "
+        "(docs/performance.md), then delete the release authbrokerd so that it relinks")

@@ -25,6 +25,7 @@ from glewlwyd_api import Glewlwyd  # noqa: E402
 import bench_peers  # noqa: E402
 from bench_table import table  # noqa: E402
 from bench_fill import fill, p50_in_turns  # noqa: E402
+import bench_bss  # noqa: E402
 from bench_proc import keep_smaps, minor_faults, private_kb, process_schedstats, rss_kb, thread_schedstat  # noqa: E402
 import bench_scale  # noqa: E402
 
@@ -487,6 +488,8 @@ def main():
         results["private_quiet_kb"] = private_kb(daemon.pid)
         results["rss_quiet_kb"] = rss_kb(daemon.pid)
         keep_smaps(daemon.pid, ".quiet")
+        if os.environ.get("AUTHBENCH_BSS"):  # scripts/bench --daemon-layout (bench_bss.py)
+            bench_bss.dump(daemon.pid, AUTHBROKERD, os.environ["AUTHBENCH_BSS"])
         if agent:
             results["peer"]["private_quiet_kb"] = agent.private_kb()
             results["peer"]["rss_quiet_kb"] = agent.rss_kb()

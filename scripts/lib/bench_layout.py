@@ -62,28 +62,30 @@ SECTIONS {
 """
 
 
-def link_map(authctl, out):
-    """Links authctl again as SwiftPM last did (the command in its build manifest), with lld
-    writing a map of every input section to `out`; the binary goes beside it."""
-    scratch = os.path.dirname(os.path.dirname(os.path.dirname(authctl)))
+def link_map(binary, out):
+    """Links the release `binary` (authctl, authbrokerd) again as SwiftPM last did (the
+    command in its build manifest), with lld writing a map of every input section to `out`;
+    the binary goes beside it and is removed."""
+    scratch = os.path.dirname(os.path.dirname(os.path.dirname(binary)))
     args = None
     with open(os.path.join(scratch, "release.yaml")) as f:
         lines = f.read().splitlines()
     for i, line in enumerate(lines):
-        if line.strip() == f'outputs: ["{authctl}"]':
+        if line.strip() == f'outputs: ["{binary}"]':
             command = next(x.strip() for x in lines[i:] if x.strip().startswith("args: "))
             args = json.loads(command[len("args: "):])
             break
     if args is None:
-        raise SystemExit(f"bench_layout: no link command for {authctl} in {scratch}/release.yaml")
+        raise SystemExit(f"bench_layout: no link command for {binary} in {scratch}/release.yaml")
     args[args.index("-o") + 1] = out + ".bin"
     subprocess.run(args + ["-Xlinker", f"-Map={out}"], check=True)
     os.remove(out + ".bin")
 
 
-def input_sections(map_path):
-    """(address, size, input section) of each input section of the executable output
-    sections, from lld's map ("VMA LMA Size Align Out In Symbol", In indented by 8)."""
+def input_sections(map_path, outputs=(".text", ".text.hot")):
+    """(address, size, input section) of each input section of the output sections `outputs`
+    (the executable ones unless told), from lld's map ("VMA LMA Size Align Out In Symbol", In
+    indented by 8)."""
     found, out = [], None
     line_re = re.compile(r"\s*([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)\s+\d+ (.*)$")
     with open(map_path) as f:
@@ -95,7 +97,7 @@ def input_sections(map_path):
             indent = len(rest) - len(rest.lstrip(" "))
             if indent == 0:
                 out = rest.strip()
-            elif indent == 8 and out in (".text", ".text.hot"):
+            elif indent == 8 and out in outputs:
                 found.append((int(m.group(1), 16), int(m.group(2), 16), rest.strip()))
     return found
 

@@ -1,0 +1,113 @@
+"""The layout of a release authbrokerd's zero-initialised data: scripts/authbrokerd.ld, made
+by `scripts/bench --daemon-layout FILE` (docs/performance.md, "The daemon's memory").
+
+A daemon's `.bss` is private memory page by page: a page is anonymous, resident and the
+daemon's own from the first write to it on. Most of authbrokerd's 620 KB of `.bss` are the
+Swift runtime's lazy caches, one per type, conformance or global (3 500 conformance caches of
+128 bytes alone, nearly 1 000 of them FoundationEssentials'), of which a daemon at work
+writes a few hundred, one or two in a page: the linker lays them out by object file, so the
+written ones were spread over 86 of the section's 157 pages after the benchmark's loads.
+
+Here a running daemon's `.bss` is read (/proc/PID/mem, after the loads and a quiet spell), and
+every input section of the link (one per object file, or per variable where a library was
+built with data sections) that holds a written byte goes into `.bss.hot`, before `.bss`: the
+caches a daemon writes then share pages, and the ones it never writes lie in pages it never
+touches. A section missing from the script (new code) only lands in `.bss` again: it costs a
+page, never correctness.
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import bench_layout
+
+HEADER = """\
+/* lld script for a release authbrokerd (Package.swift), made by `scripts/bench --daemon-layout`
+   from the daemon's .bss after the benchmark's loads (scripts/lib/bench_bss.py): the input
+   sections it writes side by side in .bss.hot, so that its private pages hold them and not
+   the caches it never uses (docs/performance.md). Stale lines only cost pages. */
+"""
+OUTPUTS = (".bss.hot", ".bss")
+
+
+def section(binary, name):
+    """(address, size) of the binary's output section `name`, or None."""
+    out = subprocess.run(["readelf", "-SW", binary], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        m = re.match(r"\s*\[\s*\d+\]\s+(\S+)\s+\S+\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)", line)
+        if m and m.group(1) == name:
+            return int(m.group(2), 16), int(m.group(3), 16)
+    return None
+
+
+def image_base(pid, binary):
+    """The address the running process `pid` loaded `binary` at (its mapping at offset 0)."""
+    real = os.path.realpath(binary)
+    with open(f"/proc/{pid}/maps") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6 and parts[2] == "00000000" and os.path.realpath(parts[5]) == real:
+                return int(parts[0].split("-")[0], 16)
+    raise SystemExit(f"bench_bss: {binary} is not mapped in process {pid}")
+
+
+def dump(pid, binary, out):
+    """Writes the running daemon's `.bss` (and `.bss.hot`) as they are now to `out`: one line
+    per output section, its link address and its bytes in hex."""
+    base = image_base(pid, binary)
+    with open(f"/proc/{pid}/mem", "rb") as mem, open(out, "w") as f:
+        for name in OUTPUTS:
+            found = section(binary, name)
+            if found:
+                mem.seek(base + found[0])
+                f.write(f"{found[0]:x} {mem.read(found[1]).hex()}\n")
+
+
+def written(dump_path):
+    """(address, bytes) of each dumped output section."""
+    with open(dump_path) as f:
+        return [(int(a, 16), bytes.fromhex(h)) for a, h in (line.split() for line in f)]
+
+
+def hot(sections, blocks):
+    """The input sections (address, size, name) that hold a byte other than zero."""
+    found = []
+    for address, size, name in sections:
+        for start, data in blocks:
+            if start <= address < start + len(data) and any(data[address - start:address - start + size]):
+                found.append(name)
+                break
+    return found
+
+
+def write(binary, dump_path, out):
+    """Writes the script `out` for the release authbrokerd `binary` whose `.bss` `dump_path`
+    holds, from a map of the same link."""
+    with tempfile.TemporaryDirectory() as work:
+        map_path = os.path.join(work, "authbrokerd.map")
+        bench_layout.link_map(binary, map_path)
+        sections = bench_layout.input_sections(map_path, OUTPUTS)
+    found = list(dict.fromkeys(bench_layout.pattern(s) for s in hot(sections, written(dump_path))))
+    with open(out, "w") as f:
+        f.write(HEADER + "SECTIONS {\n  .bss.hot : {\n")
+        f.write("".join(f"    {p}\n" for p in found))
+        f.write("  }\n} INSERT BEFORE .bss;\n")
+    print(f"{out}: {len(found)} input sections")
+
+
+def main(out):
+    """A quick benchmark run (its loads, then 8 s quiet) with the daemon's .bss kept, then the
+    script."""
+    with tempfile.TemporaryDirectory() as work:
+        kept = os.path.join(work, "bss")
+        env = dict(os.environ, AUTHBENCH_BSS=kept)
+        script = os.path.join(os.path.dirname(__file__), "bench.py")
+        subprocess.run([sys.executable, script, "--quick", "--json"], env=env, stdout=subprocess.DEVNULL, check=True)
+        import bench  # noqa: E402 (reads AUTHBROKER_BIN)
+        write(bench.AUTHBROKERD, kept, out)
+
+
+if __name__ == "__main__":
+    main(os.path.abspath(sys.argv[1]))
