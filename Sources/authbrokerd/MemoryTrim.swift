@@ -46,7 +46,7 @@ struct MemoryTrim: Sendable {
     /// At most this many malloc heaps, the main one included, for the 7 threads the daemon
     /// keeps (main, the front door, the event loop, the trim, libdispatch's, GLib's two)
     /// and the concurrency pool's while they run.
-    static let heaps: CInt = 4
+    static let heaps: CInt = 3
 
     /// Shapes malloc for a daemon that is mostly idle between bursts; call before other
     /// threads start.
@@ -55,8 +55,10 @@ struct MemoryTrim: Sendable {
     ///   after the benchmark's loads, each with a few long-lived allocations (OpenSSL's
     ///   method store, the Swift runtime's metadata, libdispatch's and GLib's state) on
     ///   pages otherwise free. At most ``heaps``, the same allocations share pages: 0.08–0.12
-    ///   MB less private memory after the loads, 64 KB less idle (docs/performance.md, "The
-    ///   daemon's memory"). The threads are mostly idle; two that allocate at the same
+    ///   MB less private memory after the loads at 4 heaps, 64 KB less idle, and ~75 KB less
+    ///   again at 3 (docs/performance.md, "The daemon's memory"; 2 held more, the bursts' and
+    ///   the long-lived allocations of all other threads in one heap). The threads are
+    ///   mostly idle; two that allocate at the same
     ///   moment take turns for a heap's lock only when their own cache of freed chunks has
     ///   nothing of the size.
     /// - **No freed top kept.** glibc shrinks a thread's heap only at a free that leaves at

@@ -32,7 +32,7 @@ final class HeapTopTests: XCTestCase {
     static let blockSize = 100 << 10
 
     func testAThreadHeapThatShrinksKeepsNoneOfItsFreedTopResident() throws {
-        // The daemon's settings, with room for a heap of the worker's own: at 4 heaps the
+        // The daemon's settings, with room for a heap of the worker's own: at 3 heaps the
         // test process (which has more threads than the daemon) may give it the main heap,
         // which malloc_trim does shrink, and which is not what this is about.
         XCTAssertEqual(clinux_malloc_configure(64), 1)
