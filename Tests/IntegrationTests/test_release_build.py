@@ -21,6 +21,7 @@ import time
 
 import pytest
 
+import elf_image
 from conftest import ROOT, release_bin_dir
 
 ORDER = os.path.join(ROOT, "scripts", "authctl.order")
@@ -104,20 +105,8 @@ def test_the_release_authctl_takes_its_arguments_from_start_up_not_from_proc(rel
 
 def elf_layout(binary):
     """The binary's sections {name: (address, size)} and its loadable segments
-    [(flags, vaddr, filesz, memsz)], from `readelf -W`."""
-    out = subprocess.run(["readelf", "-SW", binary], capture_output=True, text=True, check=True).stdout
-    sections = {}
-    for line in out.splitlines():
-        parts = line.replace("[ ", "[").split()
-        if len(parts) > 5 and parts[0].startswith("[") and parts[0][1:-1].isdigit():
-            sections[parts[1]] = (int(parts[3], 16), int(parts[5], 16))
-    out = subprocess.run(["readelf", "-lW", binary], capture_output=True, text=True, check=True).stdout
-    segments = []
-    for line in out.splitlines():
-        parts = line.split()
-        if parts and parts[0] == "LOAD":
-            segments.append((" ".join(parts[6:-1]), int(parts[2], 16), int(parts[4], 16), int(parts[5], 16)))
-    return sections, segments
+    [(flags, vaddr, filesz, memsz)]."""
+    return elf_image.sections(binary), elf_image.segments(binary)
 
 
 def code_addresses(binary):
@@ -240,24 +229,15 @@ def test_the_release_daemon_writes_its_bss_only_where_scripts_authbrokerd_ld_gat
                              b'{"provider":"p","resource":"https://api.example.test"}}\n'):
                     s.sendall(line)
                     answers.append(json.loads(reader.readline()))
-            image = os.path.realpath(daemon)
-            with open(f"/proc/{proc.pid}/maps") as f:
-                base = next(int(line.split("-")[0], 16) for line in f
-                            if line.split()[2] == "00000000" and os.path.realpath(line.split()[-1]) == image)
-            with open(f"/proc/{proc.pid}/mem", "rb") as mem:
-                blocks = {}
-                for name in (".bss.hot", ".bss"):
-                    mem.seek(base + sections[name][0])
-                    blocks[name] = mem.read(sections[name][1])
+            blocks = elf_image.read_sections(proc.pid, daemon, (".bss.hot", ".bss"))
         finally:
             proc.terminate()
             proc.wait()
     assert "result" in answers[0] and answers[1]["error"]["code"] == -32001, answers
-    hot_start, hot_size = sections[".bss.hot"]
-    bss_start = sections[".bss"][0]
-    hot_pages = range(hot_start // 4096, (hot_start + hot_size - 1) // 4096 + 1)
-    written_hot = {(hot_start + i) // 4096 for i, b in enumerate(blocks[".bss.hot"]) if b}
-    written_cold = {(bss_start + i) // 4096 for i, b in enumerate(blocks[".bss"]) if b} - set(hot_pages)
+    (hot_start, hot), (bss_start, bss) = blocks[".bss.hot"], blocks[".bss"]
+    hot_pages = range(hot_start // 4096, (hot_start + len(hot) - 1) // 4096 + 1)
+    written_hot = {(hot_start + i) // 4096 for i, b in enumerate(hot) if b}
+    written_cold = {(bss_start + i) // 4096 for i, b in enumerate(bss) if b} - set(hot_pages)
     assert len(written_hot) > 20, "the daemon wrote next to nothing in .bss.hot: was it read at all?"
     assert len(written_cold) == 0, (
         f"the release daemon wrote {len(written_cold)} pages of .bss outside .bss.hot: remake "

@@ -16,12 +16,14 @@ touches. A section missing from the script (new code) only lands in `.bss` again
 page, never correctness.
 """
 import os
-import re
 import subprocess
 import sys
 import tempfile
 
 import bench_layout
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "Tests", "IntegrationTests", "support"))
+from elf_image import read_sections  # noqa: E402
 
 HEADER = """\
 /* lld script for a release authbrokerd (Package.swift), made by `scripts/bench --daemon-layout`
@@ -32,37 +34,12 @@ HEADER = """\
 OUTPUTS = (".bss.hot", ".bss")
 
 
-def section(binary, name):
-    """(address, size) of the binary's output section `name`, or None."""
-    out = subprocess.run(["readelf", "-SW", binary], capture_output=True, text=True, check=True).stdout
-    for line in out.splitlines():
-        m = re.match(r"\s*\[\s*\d+\]\s+(\S+)\s+\S+\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)", line)
-        if m and m.group(1) == name:
-            return int(m.group(2), 16), int(m.group(3), 16)
-    return None
-
-
-def image_base(pid, binary):
-    """The address the running process `pid` loaded `binary` at (its mapping at offset 0)."""
-    real = os.path.realpath(binary)
-    with open(f"/proc/{pid}/maps") as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) >= 6 and parts[2] == "00000000" and os.path.realpath(parts[5]) == real:
-                return int(parts[0].split("-")[0], 16)
-    raise SystemExit(f"bench_bss: {binary} is not mapped in process {pid}")
-
-
 def dump(pid, binary, out):
     """Writes the running daemon's `.bss` (and `.bss.hot`) as they are now to `out`: one line
     per output section, its link address and its bytes in hex."""
-    base = image_base(pid, binary)
-    with open(f"/proc/{pid}/mem", "rb") as mem, open(out, "w") as f:
-        for name in OUTPUTS:
-            found = section(binary, name)
-            if found:
-                mem.seek(base + found[0])
-                f.write(f"{found[0]:x} {mem.read(found[1]).hex()}\n")
+    with open(out, "w") as f:
+        for address, data in read_sections(pid, binary, OUTPUTS).values():
+            f.write(f"{address:x} {data.hex()}\n")
 
 
 def written(dump_path):
