@@ -54,7 +54,6 @@ let package = Package(
                 "BrokerCore", "BrokerCrypto", "BrokerProtocol", "CLinux",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

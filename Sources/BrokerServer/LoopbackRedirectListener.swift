@@ -3,7 +3,6 @@ import Glibc
 #endif
 import BrokerCore
 import NIOCore
-import NIOHTTP1
 import NIOPosix
 import Synchronization
 
@@ -20,15 +19,6 @@ public struct LoopbackRedirects: RedirectListening {
     /// A connection must send its request head within this time.
     static let headTimeout = TimeAmount.seconds(10)
 
-    /// A redirect's head is a short request line and a browser's usual headers.
-    static let headLimits: NIOHTTPDecoderLimitConfiguration = {
-        var limits = NIOHTTPDecoderLimitConfiguration()
-        limits.maxHeaderFieldSize = 16 * 1024
-        limits.maxHeaderListSize = 32 * 1024
-        limits.maxHeaderFieldCount = 100
-        return limits
-    }()
-
     private let group: any EventLoopGroup
 
     public init(group: any EventLoopGroup) {
@@ -37,18 +27,13 @@ public struct LoopbackRedirects: RedirectListening {
 
     public func listen(port: UInt16, screen: RedirectScreen) async throws(BrokerError) -> any RedirectListener {
         let waiting = RedirectWaiting(screen: screen)
-        let limits = Self.headLimits
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .serverChannelOption(.backlog, value: 64)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     guard waiting.admit(channel) else { throw ChannelError.ioOnClosedChannel }
-                    let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(HTTPResponseEncoder())
-                    try sync.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .dropBytes,
-                                                                                limitConfiguration: limits)))
-                    try sync.addHandler(RedirectHTTPHandler(waiting: waiting))
+                    try channel.pipeline.syncOperations.addHandler(RedirectHTTPHandler(waiting: waiting))
                 }
             }
         let channel: any Channel

@@ -1,17 +1,18 @@
 import BrokerCore
 import NIOCore
-import NIOHTTP1
 
 /// One connection to a sign-in's loopback listener. Answers the first request and closes:
-/// 404 for any path but `/callback`, the screen's refusal (400) for a `/callback` that is
-/// not the sign-in's, and for the sign-in's own redirect holds the connection until the
-/// broker answers it with how the sign-in went.
+/// 400 for what is not an HTTP/1.x request head (`RedirectRequestHead`), 405 for any method
+/// but GET, 404 for any path but `/callback`, the screen's refusal (400) for a `/callback`
+/// that is not the sign-in's, and for the sign-in's own redirect holds the connection until
+/// the broker answers it with how the sign-in went.
 final class RedirectHTTPHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTPServerRequestPart
-    typealias OutboundOut = HTTPServerResponsePart
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
 
     private let waiting: RedirectWaiting
-    /// The request head arrived: the rest of what the peer sends is ignored.
+    private var reader = RedirectRequestHead.Reader()
+    /// The request head arrived (or was refused): the rest of what the peer sends is ignored.
     private var seenHead = false
     private var headTimer: Scheduled<Void>?
 
@@ -34,14 +35,19 @@ final class RedirectHTTPHandler: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard case .head(let head) = unwrapInboundIn(data), !seenHead else { return }
+        guard !seenHead else { return }
+        let reading = reader.read(unwrapInboundIn(data).readableBytesView)
+        guard reading != .incomplete else { return }
         seenHead = true
         headTimer?.cancel()
         waiting.headArrived(context.channel)
-        guard head.method == .GET else {
-            return respond(context, status: .methodNotAllowed, html: nil)
+        guard case .head(let head) = reading else {
+            return respond(context, status: 400, html: nil)
         }
-        let target = head.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        guard head.method == "GET" else {
+            return respond(context, status: 405, html: nil)
+        }
+        let target = head.target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
         guard target.first == "/callback" else {
             return respond(context, page: SignInPage.notFound)
         }
@@ -67,36 +73,44 @@ final class RedirectHTTPHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // Not HTTP, or a head over the size caps: answered when nothing was yet.
-        if !seenHead, error is HTTPParserError {
-            seenHead = true
-            headTimer?.cancel()
-            return respond(context, status: .badRequest, html: nil)
-        }
         context.close(promise: nil)
     }
 
     private func respond(_ context: ChannelHandlerContext, page: SignInPage) {
-        respond(context, status: HTTPResponseStatus(statusCode: page.status), html: page.html)
+        respond(context, status: page.status, html: page.html)
     }
 
-    private func respond(_ context: ChannelHandlerContext, status: HTTPResponseStatus, html: String?) {
+    private func respond(_ context: ChannelHandlerContext, status: Int, html: String?) {
         guard context.channel.isActive else { return }
-        var body = context.channel.allocator.buffer(capacity: html?.utf8.count ?? 0)
-        if let html { body.writeString(html) }
-        var headers = HTTPHeaders()
-        if html != nil { headers.add(name: "Content-Type", value: "text/html; charset=utf-8") }
-        headers.add(name: "Content-Length", value: "\(body.readableBytes)")
-        headers.add(name: "Cache-Control", value: "no-store")
-        headers.add(name: "Referrer-Policy", value: "no-referrer")
-        // The page has no script and loads nothing; a frame elsewhere may not show it.
-        headers.add(name: "Content-Security-Policy", value: "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
-        headers.add(name: "X-Content-Type-Options", value: "nosniff")
-        if status == .methodNotAllowed { headers.add(name: "Allow", value: "GET") }
-        headers.add(name: "Connection", value: "close")
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
-        context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+        let response = Self.response(status: status, html: html)
+        var bytes = context.channel.allocator.buffer(capacity: response.utf8.count)
+        bytes.writeString(response)
         let channel = context.channel
-        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
+        context.writeAndFlush(wrapOutboundOut(bytes)).whenComplete { _ in channel.close(promise: nil) }
+    }
+
+    /// The whole response: the status line, the headers every page gets, and the page.
+    static func response(status: Int, html: String?) -> String {
+        var head = "HTTP/1.1 \(status) \(reason(status))\r\n"
+        if html != nil { head += "Content-Type: text/html; charset=utf-8\r\n" }
+        head += "Content-Length: \(html?.utf8.count ?? 0)\r\n"
+        head += "Cache-Control: no-store\r\n"
+        head += "Referrer-Policy: no-referrer\r\n"
+        // The page has no script and loads nothing; a frame elsewhere may not show it.
+        head += "Content-Security-Policy: default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'\r\n"
+        head += "X-Content-Type-Options: nosniff\r\n"
+        if status == 405 { head += "Allow: GET\r\n" }
+        head += "Connection: close\r\n\r\n"
+        return head + (html ?? "")
+    }
+
+    private static func reason(_ status: Int) -> String {
+        switch status {
+        case 200: "OK"
+        case 400: "Bad Request"
+        case 404: "Not Found"
+        case 405: "Method Not Allowed"
+        default: "Error"
+        }
     }
 }

@@ -91,6 +91,48 @@ def test_wrong_or_missing_state_gets_400_and_the_real_redirect_still_signs_in(da
     assert not listening(port)  # the listener is gone once the sign-in is over
 
 
+def raw_exchange(port, data):
+    """Sends bytes to the listener as they are and reads until it closes: (status line,
+    headers in lower case, body); the status line is None when it closed without a word."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=15)
+    s.sendall(data)
+    answer = b""
+    try:
+        while chunk := s.recv(65536):
+            answer += chunk
+    except ConnectionResetError:
+        pass
+    s.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict((k.strip().lower(), v.strip()) for k, _, v in (line.partition(":") for line in lines[1:]))
+    return (lines[0] or None), headers, body
+
+
+def test_what_is_not_a_browsers_get_is_refused_and_the_redirect_still_signs_in(daemon_factory, glewlwyd):
+    """Any local program can write to the sign-in's port: whatever it sends gets a plain
+    HTTP refusal at once (not a wait for the head timeout) and leaves the sign-in waiting."""
+    d = daemon_factory().start()
+    c, start = start_browser_login(d)
+    location = play_browser(glewlwyd, "authbroker", start["authorization_url"])
+    port = redirect_port(start)
+    query = urllib.parse.urlsplit(location).query
+
+    status, headers, body = raw_exchange(port, f"POST /callback?{query} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{{}}".encode())
+    assert status == "HTTP/1.1 405 Method Not Allowed" and headers["allow"] == "GET" and body == b""
+    for refused in [b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",  # a TLS handshake, no line end
+                    b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+                    f"GET /callback?{query} HTTP/1.1\r\nHost : x\r\n\r\n".encode(),
+                    b"GET /callback?" + b"a" * 20000 + b" HTTP/1.1\r\n\r\n"]:
+        status, headers, _ = raw_exchange(port, refused)
+        assert status == "HTTP/1.1 400 Bad Request", refused[:40]
+        assert headers["connection"] == "close" and headers["cache-control"] == "no-store"
+
+    status, page = follow(location)
+    assert status == 200 and "You are signed in" in page
+    assert c.call("login.wait", {"login_id": start["login_id"]})["result"]["account"]["state"] == "ready"
+
+
 def test_a_stalled_client_does_not_hold_up_the_redirect(daemon_factory, glewlwyd):
     d = daemon_factory().start()
     c, start = start_browser_login(d)
