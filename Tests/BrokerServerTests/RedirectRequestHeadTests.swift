@@ -31,6 +31,33 @@ final class RedirectRequestHeadTests: XCTestCase {
         XCTAssertEqual(read([String(browser.dropLast(3))]), .incomplete)
     }
 
+    /// However the input is split, the reading is the one of the whole: for heads, for heads
+    /// with bytes changed at random, and for random bytes.
+    func testAnySplitReadsAsTheWhole() {
+        var rng = SystemRandomNumberGenerator()
+        let samples: [[UInt8]] = [Array(browser.utf8), Array("GET / HTTP/1.0\nA:b\n\n".utf8), Array("\r\nPOST /x HTTP/1.1\r\n\r\n".utf8)]
+        for round in 0..<2_000 {
+            var bytes = samples[round % samples.count]
+            if round % 2 == 1 {
+                for _ in 0..<Int.random(in: 1...3, using: &rng) {
+                    bytes[Int.random(in: 0..<bytes.count, using: &rng)] = UInt8.random(in: 0...255, using: &rng)
+                }
+            }
+            if round % 7 == 0 { bytes = (0..<Int.random(in: 1...64, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) } }
+            var whole = RedirectRequestHead.Reader()
+            let expected = whole.read(bytes)
+            var split = RedirectRequestHead.Reader()
+            var rest = bytes[...]
+            var got = RedirectRequestHead.Reading.incomplete
+            while !rest.isEmpty {
+                let n = Int.random(in: 1...rest.count, using: &rng)
+                got = split.read(rest.prefix(n))
+                rest = rest.dropFirst(n)
+            }
+            XCTAssertEqual(got, expected, "\(bytes)")
+        }
+    }
+
     func testBareLineFeedsAndEmptyLinesBeforeTheRequestLineAreRead() {
         XCTAssertEqual(read(["GET /callback?code=abc&state=xyz HTTP/1.0\nHost: x\n\n"]), callback)
         XCTAssertEqual(read(["\r\n\r\nGET /callback?code=abc&state=xyz HTTP/1.1\r\n\r\n"]), callback)
