@@ -108,6 +108,10 @@ final class ConfigLoaderTests: XCTestCase {
         assertError("[providers.a]\nissuer=\"https://a\"\nclient_id=\"x\"\nscope=[\"openid\"]", key: "providers.a.scope", contains: "unknown key")
         assertError("[providers.a]\nissuer=\"https://a\"\nclient_id=\"x\"\nresources=[1]", key: "providers.a.resources", contains: "array of strings")
         assertError("[daemon]\n", key: "providers", contains: "no provider")
+        // The issuer follows discovery's rule when the file is read, not at the first sign-in.
+        assertError("[providers.a]\nissuer=\"http://login.example.com\"\nclient_id=\"x\"", key: "providers.a.issuer", contains: "must use https")
+        assertError("[providers.a]\nissuer=\"https://login.example.com?tenant=a\"\nclient_id=\"x\"", key: "providers.a.issuer", contains: "query")
+        XCTAssertNoThrow(try ConfigLoader.parse("[providers.a]\nissuer=\"http://127.0.0.1:8080/oidc\"\nclient_id=\"x\"", file: "/x/config.toml"))
         assertError("[daemon\n", key: nil, contains: "line 1")
     }
 

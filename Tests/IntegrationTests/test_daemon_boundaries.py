@@ -3,10 +3,12 @@ need a provider: the config names one on a closed loopback port."""
 import json
 import os
 import re
+import signal
 import socket
 import stat
 import subprocess
 import tempfile
+import time
 
 import pytest
 
@@ -153,6 +155,35 @@ def test_config_error_names_file_key_and_problem():
     d.cleanup()
     assert r.returncode == 78
     assert d.config in r.stderr and "daemon.store" in r.stderr and "memory" in r.stderr
+
+
+def test_an_issuer_no_sign_in_could_use_is_refused_at_start_and_on_reload(daemon):
+    """An http:// issuer on a host that is not loopback (or one with a query) is refused
+    when the file is read, naming the key, as docs/configuration.md says: not accepted at
+    start and then reported only at the first sign-in."""
+    plain_http = CONFIG.replace("http://127.0.0.1:9/oidc", "http://login.example.com")
+    with_query = CONFIG.replace("http://127.0.0.1:9/oidc", "https://login.example.com/?tenant=a")
+    other = Daemon(None, name="corp")
+    try:
+        for text, problem in [(plain_http, "must use https"), (with_query, "query")]:
+            other.write_config(text=text)
+            r = subprocess.run([AUTHBROKERD, "--config", other.config], env=other.env, capture_output=True,
+                               text=True, timeout=20)
+            assert r.returncode == 78, r.stderr
+            assert "providers.corp.issuer" in r.stderr and problem in r.stderr, r.stderr
+    finally:
+        other.cleanup()
+
+    # A reload into it is refused: the running issuer stays, and `authctl status` says why.
+    daemon.write_config(text=plain_http)
+    daemon.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 20
+    while "still running on the previous one" not in daemon.log_text():
+        assert time.monotonic() < deadline, "the reload never ended:\n" + daemon.log_text()
+        time.sleep(0.05)
+    assert daemon.status()["providers"][0]["issuer"] == "http://127.0.0.1:9/oidc"
+    r = daemon.ctl("status")
+    assert "last reload" in r.stdout and "providers.corp.issuer" in r.stdout, r.stdout
 
 
 def test_authctl_without_a_daemon_says_how_to_start_one():
