@@ -131,6 +131,13 @@ final class ConfigLoaderTests: XCTestCase {
         }
     }
 
+    func testAClientCredentialsProviderMayTakeItsSecretFromTheSecretService() throws {
+        // `authctl set-secret` stores it later (docs/configuration.md, `grant`).
+        let config = try ConfigLoader.parse("[providers.ci]\nissuer=\"https://a.example\"\nclient_id=\"bot\"\ngrant=\"client_credentials\"", file: "/x/config.toml")
+        XCTAssertEqual(config.providers.first?.grant, .clientCredentials)
+        XCTAssertNil(config.providers.first?.clientSecret)
+    }
+
     func testSignInNotificationsCanBeTurnedOff() throws {
         let provider = "[providers.a]\nissuer = \"https://a.example\"\nclient_id = \"c\"\n"
         XCTAssertTrue(try ConfigLoader.parse(provider, file: "c.toml").daemon.signInNotifications)

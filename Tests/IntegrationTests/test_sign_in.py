@@ -197,6 +197,40 @@ resources = ["{API}", "{GIT}"]
         d.cleanup()
 
 
+def test_machine_account_with_its_secret_set_by_authctl_set_secret(glewlwyd):
+    """grant = "client_credentials" without client_secret in the file: the daemon starts,
+    a token request says to run `authctl set-secret` (exit 12), and once the secret is set
+    the machine account gets tokens, also after a restart (docs/configuration.md, `grant`)."""
+    d = Daemon(glewlwyd)  # a provider name of its own: no secret stored by an earlier run
+    d.write_config(text=f"""
+[daemon]
+store = "secret-service"
+[providers.{d.name}]
+issuer = "{glewlwyd.issuer}"
+client_id = "{glewlwyd.client_id('machine')}"
+grant = "client_credentials"
+scopes = ["api"]
+resources = ["{API}"]
+""")
+    secret = glewlwyd.client_secret("machine")
+    try:
+        d.start()
+        r = d.ctl("token", "--provider", d.name, "--resource", API)
+        assert r.returncode == 12 and r.stdout == "", r.stderr + d.log_text()
+        assert f"authctl set-secret --provider {d.name}" in r.stderr
+        r = subprocess.run([AUTHCTL, "set-secret", "--provider", d.name], input=secret + "\n",
+                           env=d.env, capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        for _ in range(2):
+            t = d.ctl("token", "--provider", d.name, "--resource", API)
+            assert t.returncode == 0, t.stderr + d.log_text()
+            assert decode_jwt(t.stdout.strip())[1]["aud"] == API
+            d.restart()  # the secret comes back from the Secret Service
+        assert secret not in open(d.config).read() and secret not in d.log_text()
+    finally:
+        d.cleanup()
+
+
 def test_two_providers_keep_separate_accounts_tokens_and_items(glewlwyd_static):
     gl = glewlwyd_static
     d = Daemon(gl, name="ignored")

@@ -336,9 +336,8 @@ struct TableReader {
             throw fail("\(key).refresh_ahead", "needs access_tokens = \"independent\": with \"one-per-refresh-token\" (the default) every refresh revokes the token programs hold; set access_tokens only if \(name) keeps earlier tokens alive (docs/providers.md), or remove refresh_ahead")
         }
         try callerChoices(t, into: &provider, at: key)
-        if provider.grant == .clientCredentials && provider.clientSecret == nil {
-            throw fail("\(key).client_secret", "is missing: the client_credentials grant needs a confidential client")
-        }
+        // A client_credentials provider without client_secret here takes the one stored with
+        // `authctl set-secret`; until there is one, its token requests say to store it.
         return provider
     }
 }

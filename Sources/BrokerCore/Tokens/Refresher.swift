@@ -64,6 +64,10 @@ final class Refresher: Sendable {
         guard account.state == .ready else {
             throw BrokerError.signInAgain(provider.name, account.displayName)
         }
+        if account.machine && provider.config.clientSecret == nil {
+            // Neither config.toml nor the Secret Service holds one: asking would only be refused.
+            throw BrokerError.configuration(provider: provider.name, message: "\(provider.name) uses grant = \"client_credentials\", which needs the client's secret: store it with `authctl set-secret --provider \(provider.name) < FILE`, or set client_secret under [providers.\(provider.name)] in config.toml")
+        }
         let metadata = try await provider.discovered()
         try await provider.checkBackoff()
         if provider.config.dpop != nil { try provider.checkOffersDPoP(metadata) }
