@@ -138,6 +138,21 @@ final class ConfigLoaderTests: XCTestCase {
         XCTAssertNil(config.providers.first?.clientSecret)
     }
 
+    func testAFolderOrAHugeFileIsNamedAsSuch() throws {
+        let folder = NSTemporaryDirectory() + "config-dir-\(getpid())"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        XCTAssertThrowsError(try ConfigLoader.load(path: folder)) { error in
+            XCTAssertTrue("\(error)".contains("is a folder"), "\(error)")
+        }
+        let huge = NSTemporaryDirectory() + "config-huge-\(getpid()).toml"
+        XCTAssertTrue(FileManager.default.createFile(atPath: huge, contents: Data(repeating: UInt8(ascii: "#"), count: 2 << 20)))
+        defer { try? FileManager.default.removeItem(atPath: huge) }
+        XCTAssertThrowsError(try ConfigLoader.load(path: huge)) { error in
+            XCTAssertTrue("\(error)".contains("larger than 1 MiB"), "\(error)")
+        }
+    }
+
     func testSignInNotificationsCanBeTurnedOff() throws {
         let provider = "[providers.a]\nissuer = \"https://a.example\"\nclient_id = \"c\"\n"
         XCTAssertTrue(try ConfigLoader.parse(provider, file: "c.toml").daemon.signInNotifications)

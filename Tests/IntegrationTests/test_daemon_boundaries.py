@@ -186,6 +186,26 @@ def test_an_issuer_no_sign_in_could_use_is_refused_at_start_and_on_reload(daemon
     assert "last reload" in r.stdout and "providers.corp.issuer" in r.stdout, r.stdout
 
 
+@pytest.mark.parametrize("what", ["folder", "huge"])
+def test_a_config_path_that_is_no_config_file_is_named_as_such(what):
+    """--config naming a folder, or a file far too large for a configuration: the sentence
+    says what is wrong with the path, not "no provider is configured" or a stale errno."""
+    d = Daemon(None, name="corp")
+    try:
+        if what == "folder":
+            path, expected = d.dir, "is a folder"
+        else:
+            path, expected = d.config, "larger than 1 MiB"
+            with open(path, "w") as f:
+                f.write(CONFIG + "#" * (2 << 20) + "\n")
+        r = subprocess.run([AUTHBROKERD, "--config", path], env=d.env, capture_output=True, text=True, timeout=20)
+        assert r.returncode == 78, r.stderr
+        assert expected in r.stderr, r.stderr
+        assert "no provider is configured" not in r.stderr and "No such file" not in r.stderr, r.stderr
+    finally:
+        d.cleanup()
+
+
 def test_authctl_without_a_daemon_says_how_to_start_one():
     path = os.path.join(tempfile.mkdtemp(prefix="ab-", dir="/tmp"), "nothing")
     r = subprocess.run([AUTHCTL, "token", "--resource", "https://x"], capture_output=True, text=True,

@@ -16,8 +16,18 @@ public enum ConfigLoader {
     }
 
     public static func load(path: String) throws(ConfigError) -> BrokerConfig {
-        guard let bytes = readFile(path) else {
-            throw ConfigError(file: path, key: nil, problem: "cannot be read (\(String(cString: strerror(errno)))): create it, see docs/configuration.md")
+        let bytes: [UInt8]
+        switch readFile(path) {
+        case .bytes(let read):
+            bytes = read
+        case .failed(let code) where code == EISDIR:
+            throw ConfigError(file: path, key: nil, problem: "is a folder, not a file: give the path of config.toml itself, see docs/configuration.md")
+        case .failed(let code) where code == ENOENT:
+            throw ConfigError(file: path, key: nil, problem: "cannot be read (\(String(cString: strerror(code)))): create it, see docs/configuration.md")
+        case .failed(let code):
+            throw ConfigError(file: path, key: nil, problem: "cannot be read (\(String(cString: strerror(code)))): check the file and its permissions, see docs/configuration.md")
+        case .tooLarge:
+            throw ConfigError(file: path, key: nil, problem: "is larger than \(maxFileSize >> 20) MiB, far more than any configuration needs: check that it is the right file")
         }
         let root: TOMLTable
         do throws(TOMLError) {
@@ -105,18 +115,33 @@ public enum ConfigLoader {
         return BrokerConfig(daemon: daemon, providers: providers, policy: CallerPolicy(rules: rules))
     }
 
-    private static func readFile(_ path: String) -> [UInt8]? {
-        guard let f = fopen(path, "r") else { return nil }
+    /// The largest file read: a configuration is a few KiB.
+    static let maxFileSize = 1 << 20
+
+    enum FileRead {
+        case bytes([UInt8])
+        /// `errno` of the open or the read.
+        case failed(Int32)
+        case tooLarge
+    }
+
+    /// The file's bytes, or why not: a folder opens (fopen takes it) and fails only at the
+    /// read, with EISDIR, so a read error is checked rather than taken for the end.
+    private static func readFile(_ path: String) -> FileRead {
+        guard let f = fopen(path, "r") else { return .failed(errno) }
         defer { fclose(f) }
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         while true {
             let n = fread(&buffer, 1, buffer.count, f)
             if n > 0 { bytes.append(contentsOf: buffer[0..<n]) }
-            if n < buffer.count { break }
-            if bytes.count > 1 << 20 { return nil }
+            if bytes.count > maxFileSize { return .tooLarge }
+            if n < buffer.count {
+                if ferror(f) != 0 { return .failed(errno) }
+                break
+            }
         }
-        return bytes
+        return .bytes(bytes)
     }
 }
 
