@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import API, AUTHCTL, GIT, fingerprint, token_for
+from conftest import API, AUTHCTL, GIT, Daemon, fingerprint, token_for
 from stub_http import StubHTTPServer, bearer
 
 SCOPES = ["openid", "profile", "email", "offline_access"]
@@ -208,6 +208,26 @@ def test_login_logout_and_the_rest_print_json_without_tokens(daemon_factory):
     assert "not-a-real-secret" not in r.stdout + r.stderr
     r = ctl(d.env, "set-secret", "--provider", d.name, "--json", input="")
     assert r.returncode == 64 and json_error(r)["kind"] == "usage"
+
+
+def test_set_secret_over_a_secret_in_config_toml_is_a_configuration_error(tmp_path):
+    """config.toml already holds client_secret: set-secret is refused as the file's doing
+    (exit 12, kind "configuration", the provider in data), not as a bad request (9), and
+    the sentence says what to change."""
+    d = Daemon(None, name="corp")
+    d.write_config(text='[daemon]\nstore = "memory"\n[providers.corp]\nissuer = "http://127.0.0.1:9/oidc"\n'
+                        'client_id = "c"\nclient_secret = "in-the-file"\n')
+    try:
+        d.start()
+        r = ctl(d.env, "set-secret", "--provider", "corp", input="not-a-real-secret\n")
+        assert r.returncode == 12, r.stderr
+        assert "remove it from [providers.corp]" in r.stderr and "reload" in r.stderr
+        r = ctl(d.env, "set-secret", "--provider", "corp", "--json", input="not-a-real-secret\n")
+        error = json_error(r)
+        assert (r.returncode, error["kind"], error["code"], error["data"]) == (12, "configuration", -32010, {"provider": "corp"})
+        assert "not-a-real-secret" not in r.stdout + r.stderr and "in-the-file" not in r.stdout + r.stderr
+    finally:
+        d.cleanup()
 
 
 # Completions.

@@ -133,7 +133,8 @@ public final class ProvidersService: PolicySource, RegistersMethods, Sendable {
     public func setClientSecret(_ params: SetSecretParams) async throws(BrokerError) -> SetSecretResult {
         let provider = try provider(params.provider)
         guard provider.config.clientSecret == nil || table.withLock({ $0.storedSecrets[provider.name] }) != nil else {
-            throw BrokerError.invalidRequest(message: "\(provider.name) has client_secret in config.toml: remove it there first, so the file holds no secret")
+            // The file decides, not the request: the configuration error (-32010, authctl exit 12).
+            throw BrokerError.configuration(provider: provider.name, message: "\(provider.name) has client_secret in config.toml, which takes precedence: remove it from [providers.\(provider.name)] there and reload authbrokerd (`systemctl --user reload authbroker.service`), then set the secret again")
         }
         // Trimmed with the standard library alone: BrokerCore does not import Foundation.
         let leading = params.clientSecret.drop(while: \.isWhitespace)
