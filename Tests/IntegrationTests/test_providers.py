@@ -7,13 +7,16 @@ tokens without a name, a token endpoint that moved.
 Every test asserts what the user sees and that nothing the broker gave up on is left
 alive at the provider. No test prints a token: tokens are compared via fingerprint()."""
 import re
+import signal
+import subprocess
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 
 import pytest
 
-from conftest import RPC, Daemon, fingerprint
+from conftest import AUTHCTL, RPC, Daemon, fingerprint
 from stub_provider import StubProvider
 
 API = "https://api.example.test"
@@ -293,3 +296,64 @@ def test_stub_sign_in_without_a_refresh_token_names_prompt_consent(stub, make_da
     assert 'authorization_params = { prompt = "consent" }' in r.stderr, r.stderr
     assert "offline_access" in r.stderr
     assert accounts(d) == []
+
+
+def test_a_reload_that_moves_a_provider_to_another_issuer_or_client_drops_its_stored_secret():
+    """A secret stored with `authctl set-secret` belongs to one issuer and client_id. A
+    reload that gives the provider another issuer (or client) must not send that secret to
+    the new one: the provider then has no secret, as after a restart, and says to set one."""
+    stubs = [StubProvider().start(), StubProvider().start()]
+    sent = {0: [], 1: []}
+    for i, s in enumerate(stubs):
+        s.discovery_extra["token_endpoint_auth_methods_supported"] = ["client_secret_post"]
+
+        def machine_token(form, i=i):
+            sent[i].append(form.get("client_secret", [None])[0])
+            return 200, {"access_token": f"stub-at-cc-{i}-{len(sent[i])}", "token_type": "Bearer", "expires_in": 600}
+        s.grant_handlers["client_credentials"] = machine_token
+
+    def config(stub, client_id="bot"):
+        return (f'[daemon]\nstore = "memory"\n[providers.{d.name}]\nissuer = "{stub.issuer}"\n'
+                f'client_id = "{client_id}"\ngrant = "client_credentials"\nresources = ["{API}"]\n')
+
+    def reload(text):
+        before = d.log_text().count("configuration reloaded")
+        d.write_config(text=text)
+        d.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 20
+        while d.log_text().count("configuration reloaded") == before:
+            assert time.monotonic() < deadline, "the reload never ended:\n" + d.log_text()
+            time.sleep(0.05)
+
+    secret = "not-a-real-secret-of-bot-at-the-first-issuer"
+    d = Daemon(None)
+    try:
+        d.write_config(text=config(stubs[0]))
+        d.start()
+        r = subprocess.run([AUTHCTL, "set-secret", "--provider", d.name], input=secret + "\n", env=d.env,
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        assert d.ctl("token", "--provider", d.name, "--resource", API).returncode == 0
+        assert sent[0] == [secret]
+
+        # Another issuer: nothing reaches it with the first one's secret.
+        reload(config(stubs[1]))
+        r = d.ctl("token", "--provider", d.name, "--resource", API)
+        assert r.returncode == 12 and "authctl set-secret" in r.stderr, r.stderr
+        assert sent[1] == []
+
+        # Back to the first issuer with another client_id: not that client's secret either.
+        reload(config(stubs[0], client_id="other-bot"))
+        r = d.ctl("token", "--provider", d.name, "--resource", API)
+        assert r.returncode == 12, r.stderr
+        assert sent[0] == [secret]
+
+        # Back to the issuer and client it was set for: the stored secret is read again.
+        reload(config(stubs[0]))
+        assert d.ctl("token", "--provider", d.name, "--resource", API).returncode == 0
+        assert sent == {0: [secret, secret], 1: []}
+        assert secret not in d.log_text()
+    finally:
+        d.cleanup()
+        for s in stubs:
+            s.stop()

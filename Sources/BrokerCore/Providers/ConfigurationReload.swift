@@ -37,7 +37,10 @@ struct ConfigurationReload: Sendable {
 
         // The swap. Between the table and the accounts a caller may meet the new provider
         // with its old accounts, never with none.
-        providers.replace(config: new, adding: stored.clientSecrets)
+        // A stored client secret belongs to one issuer and client_id, as its item says: a
+        // provider removed, or moved to another issuer or client, keeps none of the old one,
+        // which would otherwise be sent to the new issuer (a restart would not load it).
+        providers.replace(config: new, adding: stored.clientSecrets, forgetting: unread.union(summary.removed))
         let touched = Set(summary.changed + summary.removed + summary.added)
         let dropped = accounts.reconcile(touched, with: new, stored: stored)
         // Restarted by the next requests, under the new configuration.

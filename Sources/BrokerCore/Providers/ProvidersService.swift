@@ -97,10 +97,12 @@ public final class ProvidersService: PolicySource, RegistersMethods, Sendable {
     }
 
     /// Puts `new` (nil: the configuration in force) in force with the stored client secrets and `secrets` besides, keeping the
-    /// providers whose configuration did not change (with their discovery and back-off).
-    func replace(config new: BrokerConfig? = nil, adding secrets: [String: String] = [:]) {
+    /// providers whose configuration did not change (with their discovery and back-off);
+    /// the stored secrets of the `stale` providers (removed, or another issuer or client) are dropped.
+    func replace(config new: BrokerConfig? = nil, adding secrets: [String: String] = [:], forgetting stale: Set<String> = []) {
         table.changing { t in
-            t = ProviderTable(config: new ?? t.config, storedSecrets: t.storedSecrets.merging(secrets) { $1 },
+            let kept = t.storedSecrets.filter { !stale.contains($0.key) }
+            t = ProviderTable(config: new ?? t.config, storedSecrets: kept.merging(secrets) { $1 },
                               keeping: t.providers, transport: transport, clock: clock, events: events)
             policyOpen.store(t.config.policy.isOpen, ordering: .releasing)
         }
