@@ -48,6 +48,10 @@ struct CommandLineOptions: Equatable {
 
         """
 
+    /// The levels `--log-level` and `$AUTHBROKER_LOG_LEVEL` take: swift-log's names, the
+    /// six documented ones first (`critical` is read but never needed).
+    static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
+
     /// What the command line asks for.
     enum Parsed: Equatable {
         case run(CommandLineOptions)
@@ -79,6 +83,9 @@ struct CommandLineOptions: Equatable {
                 guard let value, !value.isEmpty else { return .invalid("\(name) needs a value") }
                 // As with ArgumentParser before, a repeated option's last value counts: a
                 // wrapper may append to a command line it was given.
+                if name == "--log-level", !logLevels.contains(value) {
+                    return .invalid("--log-level must be one of \(logLevels.prefix(6).joined(separator: ", ")), not '\(value.prefix(64))'")
+                }
                 if name == "--config" { options.config = value } else { options.logLevel = value }
             default:
                 return .invalid("unknown argument '\(argument.prefix(64))'")

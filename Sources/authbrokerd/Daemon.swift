@@ -44,10 +44,17 @@ struct Daemon {
     func prepare() -> Prepared {
         Hardening.apply()
         let env: (String) -> String? = { getenv($0).map { String(cString: $0) } }
-        let level = Logger.Level(rawValue: logLevel ?? env("AUTHBROKER_LOG_LEVEL") ?? "info") ?? .info
+        // --log-level is checked with the command line; a mistyped variable (a unit's
+        // Environment= line) does not stop the daemon, but is said rather than ignored.
+        let variable = logLevel == nil ? env("AUTHBROKER_LOG_LEVEL").flatMap { $0.isEmpty ? nil : $0 } : nil
+        let level = Logger.Level(rawValue: logLevel ?? variable ?? "info") ?? .info
         let journal = StderrLogHandler.stderrIsJournal(env("JOURNAL_STREAM"))
         LoggingSystem.bootstrap { StderrLogHandler(label: $0, level: level, journal: journal) }
         let logger = Logger(label: "authbrokerd")
+        if let variable, Logger.Level(rawValue: variable) == nil {
+            logger.warning("AUTHBROKER_LOG_LEVEL is not a log level, so the level is info: set it to one of \(CommandLineOptions.logLevels.prefix(6).joined(separator: ", "))",
+                           metadata: ["value": "\(variable.prefix(64))"])
+        }
         let notifier = SystemdNotifier(environment: env)
 
         let path = config ?? ConfigLoader.defaultPath(environment: env)

@@ -339,7 +339,9 @@ def test_the_command_line_is_read_strictly():
     """authbrokerd's own two options: a bad command line is exit 64 with a sentence, and
     --config=FILE means the same as --config FILE."""
     for args, problem in ((["--bogus"], "unknown argument '--bogus'"), (["--config"], "--config needs a value"),
-                          (["--log-level", "--config", "x"], "--log-level needs a value")):
+                          (["--log-level", "--config", "x"], "--log-level needs a value"),
+                          (["--log-level", "verbose"], "--log-level must be one of trace, debug, info, notice, warning, error, not 'verbose'"),
+                          (["--log-level=DEBUG"], "--log-level must be one of trace, debug, info, notice, warning, error, not 'DEBUG'")):
         r = subprocess.run([AUTHBROKERD, *args], capture_output=True, text=True, timeout=10)
         assert r.returncode == 64, (args, r.returncode)
         assert r.stderr.startswith(f"authbrokerd: {problem}\n"), r.stderr
@@ -355,6 +357,10 @@ def test_the_command_line_is_read_strictly():
         # --config=FILE is --config FILE, and a repeated option's last value counts.
         r = subprocess.run([AUTHBROKERD, "--config", "/nonexistent", f"--config={bad}"], capture_output=True, text=True, timeout=10, env=env)
         assert r.returncode == 78 and bad in r.stderr, r.stderr
+        # A mistyped AUTHBROKER_LOG_LEVEL (a unit's Environment= line) is said, not ignored.
+        r = subprocess.run([AUTHBROKERD, "--config", bad], capture_output=True, text=True, timeout=10,
+                           env=dict(env, AUTHBROKER_LOG_LEVEL="verbose"))
+        assert r.returncode == 78 and "AUTHBROKER_LOG_LEVEL is not a log level" in r.stderr, r.stderr
 
 
 def daemon_descriptors(d):
