@@ -375,9 +375,13 @@ public struct SetSecretParams: Codable, Sendable, Equatable {
 public struct SetSecretResult: Codable, Sendable, Equatable {
     public var provider: String
     public var stored: Bool
+    /// Where it was stored: `[daemon] store`, `secret-service`, `kernel-keyring` or `memory`
+    /// (absent from daemons before it was added).
+    public var store: String?
 
-    public init(provider: String, stored: Bool) {
+    public init(provider: String, stored: Bool, store: String? = nil) {
         self.provider = provider
         self.stored = stored
+        self.store = store
     }
 }

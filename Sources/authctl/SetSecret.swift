@@ -32,7 +32,21 @@ struct SetSecret: ParsableCommand {
         let result = try DaemonCall.session(json: json) { broker throws(ClientError) -> SetSecretResult in
             try broker.call(.providerSetSecret, params, as: SetSecretResult.self)
         }
-        Output.line(json ? try Output.json(result) : "Stored the client secret of \(Output.safe(result.provider)) in the Secret Service.")
+        Output.line(json ? try Output.json(result) : Self.sentence(result))
+    }
+
+    /// Where the secret went, as `[daemon] store` says: only secret-service is the Secret
+    /// Service, and a secret in memory is gone with the daemon.
+    static func sentence(_ result: SetSecretResult) -> String {
+        let name = Output.safe(result.provider)
+        switch result.store {
+        case "kernel-keyring":
+            return "Stored the client secret of \(name) in the kernel keyring (store = \"kernel-keyring\"): set it again after a reboot."
+        case "memory":
+            return "Kept the client secret of \(name) in authbrokerd's memory only (store = \"memory\"): set it again after the daemon restarts."
+        default:
+            return "Stored the client secret of \(name) in the Secret Service."
+        }
     }
 
     /// The first line of stdin, with echo off when stdin is a terminal.

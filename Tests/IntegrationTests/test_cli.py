@@ -202,7 +202,7 @@ def test_login_logout_and_the_rest_print_json_without_tokens(daemon_factory):
 
     r = ctl(d.env, "set-secret", "--provider", d.name, "--json", input="not-a-real-secret\n")
     if r.returncode == 0:
-        assert json.loads(r.stdout) == {"provider": d.name, "stored": True}
+        assert json.loads(r.stdout) == {"provider": d.name, "stored": True, "store": "secret-service"}
     else:  # the client has a secret in config.toml: refused, as a JSON error
         assert json_error(r)["kind"] == "configuration"
     assert "not-a-real-secret" not in r.stdout + r.stderr
@@ -226,6 +226,24 @@ def test_set_secret_over_a_secret_in_config_toml_is_a_configuration_error(tmp_pa
         error = json_error(r)
         assert (r.returncode, error["kind"], error["code"], error["data"]) == (12, "configuration", -32010, {"provider": "corp"})
         assert "not-a-real-secret" not in r.stdout + r.stderr and "in-the-file" not in r.stdout + r.stderr
+    finally:
+        d.cleanup()
+
+
+def test_set_secret_says_where_the_secret_was_kept(tmp_path):
+    """With store = "memory" the secret is in the daemon's memory only: set-secret says so
+    and that it must be set again after a restart, not "in the Secret Service"; --json
+    names the store."""
+    d = Daemon(None, name="corp")
+    d.write_config(text='[daemon]\nstore = "memory"\n[providers.corp]\nissuer = "http://127.0.0.1:9/oidc"\nclient_id = "c"\n')
+    try:
+        d.start()
+        r = ctl(d.env, "set-secret", "--provider", "corp", input="not-a-real-secret\n")
+        assert r.returncode == 0, r.stderr
+        assert "Secret Service" not in r.stdout and "memory only" in r.stdout and "again after" in r.stdout, r.stdout
+        r = ctl(d.env, "set-secret", "--provider", "corp", "--json", input="not-a-real-secret\n")
+        assert r.returncode == 0 and json.loads(r.stdout) == {"provider": "corp", "stored": True, "store": "memory"}
+        assert "not-a-real-secret" not in r.stdout + r.stderr
     finally:
         d.cleanup()
 

@@ -152,7 +152,7 @@ public final class ProvidersService: PolicySource, RegistersMethods, Sendable {
         }
         replace(adding: [provider.name: secret])
         logger.notice("client secret stored", metadata: ["provider": "\(provider.name)"])
-        return SetSecretResult(provider: provider.name, stored: true)
+        return SetSecretResult(provider: provider.name, stored: true, store: store.kind)
     }
 
     public func register(into registrar: inout some MethodRegistrar) {
