@@ -38,6 +38,8 @@ struct Daemon {
         let inherited: SocketActivation.Listener?
         let socketPath: String
         let inspector: ProcessInspector
+        /// What the confinement lets the daemon read besides the system; nil unconfined.
+        let confinedTo: [String]?
     }
 
     /// Logging, the configuration, the socket, and the confinement (`confine`).
@@ -84,10 +86,10 @@ struct Daemon {
         }
 
         // Confinement comes before the first thread (the event loops, the store's pool).
-        let inspector = confine(configPath: path, socketFolder: inherited == nil ? Sandbox.parent(of: socketPath) : nil,
-                                env: env, logger: logger, notifier)
+        let (inspector, confinedTo) = confine(configPath: path, socketFolder: inherited == nil ? Sandbox.parent(of: socketPath) : nil,
+                                              env: env, logger: logger, notifier)
         return Prepared(logger: logger, notifier: notifier, path: path, settings: settings, inherited: inherited,
-                        socketPath: socketPath, inspector: inspector)
+                        socketPath: socketPath, inspector: inspector, confinedTo: confinedTo)
     }
 
     func run(_ prepared: Prepared) async {
@@ -137,22 +139,23 @@ struct Daemon {
         PtraceCheck.warnIfOpen(settings.policy, logger: logger)
         let lifecycle = Lifecycle(
             broker: broker, server: server, configPath: path, notifier: notifier,
-            socketActivated: inherited != nil, logger: logger)
+            socketActivated: inherited != nil, confinedTo: prepared.confinedTo, logger: logger)
         _ = await lifecycle.run()
     }
 
     /// Starts the identification helper and confines the daemon (`Sandbox`) when asked
     /// to; returns how callers are to be identified. Exits when the confinement asked for
-    /// cannot be put in force.
+    /// cannot be put in force. Also returns what the confinement lets the daemon read
+    /// (nil when it runs unconfined), for the sentence of a reload it keeps from reading.
     private func confine(configPath: String, socketFolder: String?, env: (String) -> String?, logger: Logger,
-                         _ notifier: SystemdNotifier) -> ProcessInspector {
+                         _ notifier: SystemdNotifier) -> (ProcessInspector, [String]?) {
         let choice: Sandbox.Choice
         switch Sandbox.choice(environment: env) {
         case .success(let chosen): choice = chosen
         case .failure(let failure): fail(failure.description, status: 64, notifier)
         }
         _ = NamespaceCheck.ownsUserNamespace  // read while the parent process may still be looked at
-        guard choice != .off else { return .direct }
+        guard choice != .off else { return (.direct, nil) }
         // The folder the socket goes in must exist to be allowed; SocketListener checks it.
         if let socketFolder { _ = mkdir(socketFolder, 0o700) }
         guard let inspector = ProcessInspector.start() else {
@@ -166,6 +169,7 @@ struct Daemon {
                     "abi": "\(abi)", "readable": "\(sandbox.readable.joined(separator: ","))",
                     "writable": "\(sandbox.writable.joined(separator: ","))", "identification_helper": "\(inspector.helperPID ?? 0)",
                 ])
+                return (inspector, sandbox.readable)
             case .unsupported(let why):
                 if choice == .required { fail("AUTHBROKER_SANDBOX=on, but \(why)", status: 71, notifier) }
                 logger.warning("authbrokerd runs unconfined (only the systemd unit's options apply): \(why)")
@@ -173,7 +177,7 @@ struct Daemon {
         } catch {
             fail(error.description, status: 71, notifier)
         }
-        return inspector
+        return (inspector, nil)
     }
 
     /// Prints the sentence, tells systemd why (STATUS, ERRNO-free), and exits.

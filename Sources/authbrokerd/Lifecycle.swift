@@ -14,6 +14,8 @@ struct Lifecycle {
     let configPath: String
     let notifier: SystemdNotifier
     let socketActivated: Bool
+    /// What the Landlock confinement lets the daemon read besides the system; nil unconfined.
+    let confinedTo: [String]?
     let logger: Logger
 
     /// Why the daemon stopped.
@@ -117,8 +119,9 @@ struct Lifecycle {
             NamespaceCheck.warnIfCallersAreHidden(config.policy, logger: logger)
             RuleFileCheck.warnAboutUnmatchableRules(config.policy, home: getenv("HOME").map { String(cString: $0) }, logger: logger)
         } catch let error as ConfigError {
-            logger.error("the new configuration is not valid; still running on the previous one", metadata: ["error": "\(error)"])
-            refusal = "the new configuration is not valid: \(error)"
+            let why = confinedTo.flatMap { Self.outsideConfinement(error, readable: $0) } ?? "\(error)"
+            logger.error("the new configuration is not valid; still running on the previous one", metadata: ["error": "\(why)"])
+            refusal = "the new configuration is not valid: \(why)"
         } catch let error as BrokerError {
             logger.error("the new configuration could not be put in force; still running on the previous one", metadata: ["error": "\(error.message)"])
             refusal = "the new configuration could not be put in force: \(error.message)"
@@ -129,6 +132,24 @@ struct Lifecycle {
         broker.providers.noteReload(refused: refusal)
         server.recordWriters(!broker.gate.policy.isOpen)
         notifier.ready(status: readyStatus())
+    }
+
+    /// The sentence for a configuration file the confinement keeps the daemon from reading
+    /// on reload: a config.toml that is a link out of its folder (into a dotfiles
+    /// repository, say) was read at start, before the confinement, but not since. Names
+    /// where the link leads, so that a link nobody meant (into ~/.ssh) stands out; nil when
+    /// the file is unreadable for another reason.
+    static func outsideConfinement(_ error: ConfigError, readable: [String]) -> String? {
+        guard error.key == nil, error.systemError == EACCES || error.systemError == EPERM,
+              let real = realpath(error.file, nil) else { return nil }
+        let target = String(cString: real)
+        free(real)
+        guard target != error.file, !readable.contains(where: { target == $0 || target.hasPrefix($0 + "/") }) else { return nil }
+        // The first readable place is the configuration's own (Sandbox.init).
+        let own = readable.first ?? Sandbox.parent(of: error.file)
+        return "\(error.file) cannot be read on reload (Permission denied): it is a link to \(target), and authbrokerd's confinement (Landlock) lets it read "
+            + "only \(own) of your files, where the configuration was when it started: restart it to read the file "
+            + "(`systemctl --user restart authbroker.service`), or keep config.toml itself in \(Sandbox.parent(of: error.file)) (docs/security.md, \"Confinement\")"
     }
 
     /// Stops accepting, gives requests in flight a few seconds to finish (a refresh must

@@ -145,6 +145,37 @@ def test_the_confined_daemon_cannot_read_ssh(glewlwyd_static):
         d.cleanup()
 
 
+def test_a_config_linked_from_a_dotfiles_folder_is_refused_on_reload_with_a_sentence_that_says_why():
+    """config.toml as a link into a dotfiles repository: read at start, before the
+    confinement; on reload the confinement refuses it, and the refusal says so (where the
+    link leads, and to restart) rather than a bare "Permission denied: check its permissions"
+    about a file the user can read."""
+    d = Daemon(None, extra_env={"AUTHBROKER_SANDBOX": "on"})
+    h = Home(d)
+    dotfiles = os.path.join(h.home, "dotfiles", "authbroker")
+    os.makedirs(dotfiles)
+    real = os.path.join(dotfiles, "config.toml")
+    with open(real, "w") as f:
+        f.write(f'[daemon]\nstore = "memory"\n[providers.{d.name}]\nissuer = "http://127.0.0.1:9/oidc"\nclient_id = "c"\n')
+    os.symlink(real, d.config)
+    try:
+        d.start()
+        assert "confined by Landlock" in d.log_text(), d.log_text()
+        before = d.log_text()
+        d.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 20
+        while not any(s in d.log_text()[len(before):] for s in ("still running on the previous one", "configuration reloaded")):
+            assert time.monotonic() < deadline, d.log_text()
+            time.sleep(0.05)
+        status = d.ctl("status")
+        assert status.returncode == 0, status.stderr
+        line = next(l for l in status.stdout.splitlines() if "last reload" in l)
+        assert f"a link to {real}" in line and "confinement" in line and "systemctl --user restart authbroker.service" in line, line
+        assert "check the file and its permissions" not in line, line
+    finally:
+        d.cleanup()
+
+
 def test_a_daemon_that_cannot_identify_its_caller_says_so(glewlwyd_static):
     """In a user namespace of its own (what PrivateUsers= does), the kernel refuses the
     daemon (and its helper) the caller's /proc/PID/exe: the refusal says that, not "add an

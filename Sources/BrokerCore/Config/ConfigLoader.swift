@@ -25,7 +25,8 @@ public enum ConfigLoader {
         case .failed(let code) where code == ENOENT:
             throw ConfigError(file: path, key: nil, problem: "cannot be read (\(String(cString: strerror(code)))): create it, see docs/configuration.md")
         case .failed(let code):
-            throw ConfigError(file: path, key: nil, problem: "cannot be read (\(String(cString: strerror(code)))): check the file and its permissions, see docs/configuration.md")
+            throw ConfigError(file: path, key: nil, problem: "cannot be read (\(String(cString: strerror(code)))): check the file and its permissions, see docs/configuration.md",
+                              systemError: code)
         case .tooLarge:
             throw ConfigError(file: path, key: nil, problem: "is larger than \(maxFileSize >> 20) MiB, far more than any configuration needs: check that it is the right file")
         }
