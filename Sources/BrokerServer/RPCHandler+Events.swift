@@ -12,7 +12,7 @@ import NIOCore
 extension RPCHandler {
     func subscribe(_ context: ChannelHandlerContext, method: String, line: RequestLine, id: RequestID, answer: Bool) {
         guard let events else {
-            return fail(context, id, RPCError(.methodNotFound, "this server does not send events"))
+            return fail(context, id, RPCError(.methodNotFound, "this server does not send events"), answer: answer)
         }
         if let subscription { events.unsubscribe(subscription) }
         subscription = nil
@@ -24,7 +24,7 @@ extension RPCHandler {
         do {
             params = try codec.decoder.decode(RequestParams<EventsSubscribeParams>.self, from: line.data).params ?? EventsSubscribeParams()
         } catch {
-            return fail(context, id, RPCError(.invalidParams, "invalid params for events.subscribe: \(MethodTable.describe(error))"))
+            return fail(context, id, RPCError(.invalidParams, "invalid params for events.subscribe: \(MethodTable.describe(error))"), answer: answer)
         }
         var kinds: Set<EventKind>?
         if let names = params.kinds {
@@ -32,7 +32,7 @@ extension RPCHandler {
             for name in names {
                 guard let kind = EventKind(rawValue: name) else {
                     let known = EventKind.allCases.map(\.rawValue).joined(separator: ", ")
-                    return fail(context, id, RPCError(.invalidParams, "there is no event kind \"\(name.prefix(64))\": choose from \(known)"))
+                    return fail(context, id, RPCError(.invalidParams, "there is no event kind \"\(name.prefix(64))\": choose from \(known)"), answer: answer)
                 }
                 wanted.insert(kind)
             }

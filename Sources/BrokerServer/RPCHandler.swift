@@ -223,7 +223,10 @@ final class RPCHandler: ChannelDuplexHandler {
             if method == RPCMethod.eventsSubscribe.rawValue || method == RPCMethod.eventsUnsubscribe.rawValue {
                 return subscribe(context, method: method, line: line, id: id, answer: header.hasID)
             }
-            return fail(context, id, RPCError(.methodNotFound, "there is no method \"\(method.prefix(64))\": see docs/protocol.md for the methods"))
+            // A notification is never answered, not even with an error (JSON-RPC 2.0 §4.1):
+            // a client would take an error with id null for the answer to its next request.
+            return fail(context, id, RPCError(.methodNotFound, "there is no method \"\(method.prefix(64))\": see docs/protocol.md for the methods"),
+                        answer: header.hasID)
         }
         guard let peer = caller.peer else { return }
         let reply = handler(line, id, codec, peer.identify, caller.answers)
@@ -322,9 +325,10 @@ final class RPCHandler: ChannelDuplexHandler {
         if inFlight.inputClosed && inFlight.pending == 0 && pressure.held.isEmpty && context.channel.isActive { context.close(promise: nil) }
     }
 
-    func fail(_ context: ChannelHandlerContext, _ id: RequestID, _ error: RPCError) {
+    /// Counts an error, and answers it unless the request was a notification (`answer` false).
+    func fail(_ context: ChannelHandlerContext, _ id: RequestID, _ error: RPCError, answer: Bool = true) {
         counters.errors.increment()
-        write(context, codec.failure(id, error))
+        if answer { write(context, codec.failure(id, error)) }
     }
 
     func write(_ context: ChannelHandlerContext, _ data: Data) {

@@ -71,6 +71,27 @@ def test_several_requests_on_one_connection_are_answered_by_id(daemon):
     c.close()
 
 
+@pytest.mark.parametrize("notification", [
+    b'{"jsonrpc":"2.0","method":"no.such.method"}\n',
+    b'{"jsonrpc":"2.0","method":"token.get","params":{"resource":42}}\n',
+    b'{"jsonrpc":"2.0","method":"events.subscribe","params":{"kinds":["no_such_kind"]}}\n',
+    b'{"jsonrpc":"2.0","method":"events.subscribe","params":[1]}\n',
+], ids=["unknown-method", "token.get-bad-params", "events-unknown-kind", "events-params-by-position"])
+def test_a_notification_that_fails_is_not_answered_either(daemon, notification):
+    """JSON-RPC 2.0 §4.1: the server never answers a notification, errors included (a
+    client's answer to its next request would otherwise be an error with id null, which
+    clients take for the answer to the request they have outstanding)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(daemon.socket)
+    s.sendall(notification + b'{"jsonrpc":"2.0","id":"next","method":"account.list"}\n')
+    s.shutdown(socket.SHUT_WR)
+    answers = [json.loads(line) for line in read_until_closed(s).splitlines()]
+    s.close()
+    assert [a.get("id") for a in answers] == ["next"], answers
+    assert "result" in answers[0]
+
+
 def test_oversized_line_is_refused_and_the_connection_closed(daemon):
     c = RPC(daemon.socket)
     c.send_line(b'{"jsonrpc":"2.0","id":1,"method":"daemon.status","params":{"x":"' + b"a" * 70000)
