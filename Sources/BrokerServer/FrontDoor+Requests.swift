@@ -37,7 +37,7 @@ extension FrontDoor {
               case .line(let length, let consumed) = LineFraming.next(chunk, maxLength: BrokerServer.maxLineLength),
               consumed == n
         else {
-            give(connection, Handover(unread: ByteBuffer(bytes: chunk)))
+            give(connection, read: chunk)
             return false
         }
         // A whole line: none is left started.
@@ -66,7 +66,7 @@ extension FrontDoor {
               let method = scanned.method, let handler = table[method],
               table.gate.isOpen
         else {
-            give(connection, Handover(unread: ByteBuffer(bytes: chunk)))
+            give(connection, read: chunk)
             return false
         }
         counters.requests.increment()
@@ -107,6 +107,16 @@ extension FrontDoor {
             give(connection, Handover(adopted: AdoptedRequest(reply: reply, id: id, answer: hasID, mints: table.mints(method))))
             return false
         }
+    }
+
+    /// Hands the connection to NIO with the bytes read of it, and keeps no copy of them in
+    /// the read buffer: they may hold a `login.answer`'s value (a password, with an escape or
+    /// non-ASCII, or behind another line) that NIO reads and wipes in its own copy, and that
+    /// the next short request would not overwrite here.
+    private func give(_ connection: Connection, read chunk: UnsafeRawBufferPointer) {
+        let unread = ByteBuffer(bytes: chunk)
+        SecretBytes.wipe(UnsafeMutableRawBufferPointer(mutating: chunk))
+        give(connection, Handover(unread: unread))
     }
 
     /// Writes one answer line. What the socket does not take waits in `unsent`, and the

@@ -92,6 +92,30 @@ def test_a_notification_that_fails_is_not_answered_either(daemon, notification):
     assert "result" in answers[0]
 
 
+@pytest.mark.parametrize("value, before", [
+    ('w\u00f6rd', b""),      # non-ASCII: not the front door's to read, handed to NIO
+    ('q\\"uote', b""),       # an escape: the same
+    ("plain", b'{"jsonrpc":"2.0","id":0,"method":"account.list"}\n'),  # after another line in the same write
+], ids=["non-ascii", "escaped-quote", "pipelined"])
+def test_an_answer_sent_on_a_new_connection_leaves_no_copy_in_the_daemons_memory(daemon, value, before):
+    """login.answer's value (a password) is wiped from every buffer once read, also when
+    the front door reads it first and hands the connection to NIO (docs/security.md)."""
+    import secrets
+    from test_sign_in_terminal import copies_in_memory
+    marker = "pw" + secrets.token_hex(12)
+    line = ('{"jsonrpc":"2.0","id":1,"method":"login.answer","params":{"login_id":"none","value":"%s%s"}}\n'
+            % (marker, value)).encode()
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(daemon.socket)
+    s.sendall(before + line)
+    s.shutdown(socket.SHUT_WR)
+    answers = [json.loads(x) for x in read_until_closed(s).splitlines()]
+    s.close()
+    assert answers[-1]["id"] == 1 and answers[-1]["error"]["code"] == -32007, answers
+    assert copies_in_memory(daemon.proc.pid, marker) == 0
+
+
 def test_oversized_line_is_refused_and_the_connection_closed(daemon):
     c = RPC(daemon.socket)
     c.send_line(b'{"jsonrpc":"2.0","id":1,"method":"daemon.status","params":{"x":"' + b"a" * 70000)
