@@ -143,10 +143,11 @@ final class RPCHandler: ChannelDuplexHandler {
 
     /// Tells the connection guard when reading stops or resumes, so the time a started line
     /// waits unread in the socket is not taken for the client's stall.
-    /// Tells it too while answers are being worked on: the guard keeps half-closure on
-    /// for them, so a peer that closes its writing side still gets them.
+    /// Tells it too while answers are being worked on, or events are sent (a subscription):
+    /// the guard keeps half-closure on for them, so a peer that closes its writing side
+    /// still gets them.
     private func tellGuard(_ context: ChannelHandlerContext) {
-        let owes = inFlight.pending > 0
+        let owes = inFlight.pending > 0 || subscription != nil
         if owes != pressure.owing {
             pressure.owing = owes
             context.triggerUserOutboundEvent(AnswersOwed(owed: owes), promise: nil)
@@ -321,8 +322,12 @@ final class RPCHandler: ChannelDuplexHandler {
         context.close(promise: nil)
     }
 
+    /// Closes a connection whose peer closed its writing side once nothing is owed to it: no
+    /// answer in the works or held, and no subscription (its events go on until the peer hangs up).
     private func closeIfDone(_ context: ChannelHandlerContext) {
-        if inFlight.inputClosed && inFlight.pending == 0 && pressure.held.isEmpty && context.channel.isActive { context.close(promise: nil) }
+        if inFlight.inputClosed && inFlight.pending == 0 && pressure.held.isEmpty && subscription == nil && context.channel.isActive {
+            context.close(promise: nil)
+        }
     }
 
     /// Counts an error, and answers it unless the request was a notification (`answer` false).

@@ -136,6 +136,23 @@ def wait_for_subscribers(d, base, count):
     raise AssertionError("the subscribers did not connect")
 
 
+def test_a_subscriber_that_closed_its_writing_side_still_gets_its_events(stub, daemon):
+    """The shell way to follow events: the subscription piped into socat, which half-closes
+    when its input ends and reads on (-t). A half-close says the client has nothing more to
+    ask, as for login.wait: the events keep coming until the client hangs up."""
+    import socket
+    d = daemon
+    c = RPC(d.socket, timeout=30)
+    c.send_line(b'{"jsonrpc":"2.0","id":1,"method":"events.subscribe","params":{"kinds":["signed_in"]}}\n')
+    c.sock.shutdown(socket.SHUT_WR)
+    assert c.read()["result"]["subscribed"] is True
+    r = d.ctl("login", "--device", "--provider", d.name, timeout=30)
+    assert r.returncode == 0, r.stderr
+    _, signed_in = next_event(c)
+    assert signed_in["kind"] == "signed_in" and signed_in["subject"] == stub.subject
+    c.close()
+
+
 def test_authctl_events_follows_the_daemon_one_line_per_event(stub, daemon):
     """`authctl events` (the CLI side of events.subscribe): --json prints one object per line,
     --kind filters, plain lines name the kind, provider and resource; no token anywhere."""
