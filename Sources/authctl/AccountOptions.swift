@@ -4,6 +4,14 @@ import ArgumentParser
 struct ProviderOption: ParsableArguments {
     @Option(help: "The provider's name in config.toml; may be left out when only one is configured.", completion: Completions.provider)
     var provider: String?
+
+    /// An empty name is no provider's: without this it reached the daemon and came back as
+    /// "no provider named  is configured".
+    func validate() throws {
+        if let provider, provider.isEmpty {
+            throw ValidationError("--provider needs a name, e.g. --provider corp")
+        }
+    }
 }
 
 /// `--provider` and `--account`: which signed-in account a command means.

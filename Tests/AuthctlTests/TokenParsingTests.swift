@@ -59,6 +59,8 @@ final class TokenParsingTests: XCTestCase {
         (["--account=-alice"], .both(params(account: "-alice"))),
         (["--account", "-alice"], .refused),
         (["--provider", "a", "--provider", "b"], .parserOnly(params(provider: "b"))),
+        (["--provider", ""], .refused),
+        (["--provider="], .refused),
         (["--min-ttl", "0"], .both(params(minTTL: 0))),
         (["--min-ttl", "86400"], .both(params(minTTL: 86_400))),
         (["--min-ttl=600"], .both(params(minTTL: 600))),
@@ -110,6 +112,17 @@ final class TokenParsingTests: XCTestCase {
                 actual = other
             }
             XCTAssertEqual(actual, expected, "authctl token \(arguments.joined(separator: " "))")
+        }
+    }
+
+    /// `--provider ""` is a usage error that says what to write, for every command that
+    /// takes it, not a request for a provider named "" ("no provider named  is configured").
+    func testAnEmptyProviderIsAUsageError() {
+        for command in [["token"], ["login"], ["logout"], ["whoami"]] {
+            XCTAssertThrowsError(try AuthCtl.parseAsRoot(command + ["--provider", ""]), "\(command)") { error in
+                XCTAssertEqual(AuthCtl.exitCode(for: error), .validationFailure, "\(command)")
+                XCTAssertEqual(AuthCtl.message(for: error), "--provider needs a name, e.g. --provider corp", "\(command)")
+            }
         }
     }
 

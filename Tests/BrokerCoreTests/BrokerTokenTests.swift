@@ -185,6 +185,9 @@ final class BrokerTokenTests: XCTestCase {
         XCTAssertNil(h.broker.tokens.cachedToken(TokenGetParams(provider: "nope")))
         let unknown = await h.tokenError(TokenGetParams(provider: "nope"))
         XCTAssertEqual(unknown, .unknownProvider(message: "no provider named nope is configured (configured: corp)"))
+        // An empty name (`--provider ""`, `"provider":""`) is said to be empty, not shown as a gap.
+        let empty = await h.tokenError(TokenGetParams(provider: ""))
+        XCTAssertEqual(empty, .unknownProvider(message: "the provider name is empty: name one of the configured providers (corp)"))
         XCTAssertNil(h.broker.tokens.cachedToken(TokenGetParams(account: "bob")))
         let noAccount = await h.tokenError(TokenGetParams(account: "bob"))
         XCTAssertEqual(noAccount, .loginRequired(provider: "corp", message: "no account bob is signed in to corp: run `authctl login --provider corp`"))

@@ -100,6 +100,12 @@ final class ConfigLoaderTests: XCTestCase {
         }
     }
 
+    /// `[providers.""]` is a table TOML allows, but no name `--provider` could choose.
+    func testAnEmptyProviderNameIsRefused() {
+        assertError("[providers.\"\"]\nissuer=\"https://a\"\nclient_id=\"x\"", key: "providers.\"\"",
+                    contains: "a provider needs a name: write [providers.NAME]")
+    }
+
     func testErrorsNameFileKeyAndProblem() {
         assertError("[daemon]\nstore = \"disk\"\n[providers.a]\nissuer=\"https://a\"\nclient_id=\"x\"", key: "daemon.store", contains: "must be \"secret-service\", \"kernel-keyring\" or \"memory\"")
         assertError("[daemon]\nrefresh_margin = \"soon\"\n[providers.a]\nissuer=\"https://a\"\nclient_id=\"x\"", key: "daemon.refresh_margin", contains: "whole number")

@@ -88,7 +88,8 @@ public enum ConfigLoader {
         var providers: [ProviderConfig] = []
         if let table = try reader.table(root, "providers", at: nil) {
             for name in table.keys.sorted() {
-                let key = "providers.\(name)"
+                // `[providers.""]` is valid TOML: its key is shown quoted, as it is written.
+                let key = name.isEmpty ? "providers.\"\"" : "providers.\(name)"
                 guard let p = table[name]?.table else {
                     throw ConfigError(file: file, key: key, problem: "must be a table ([\(key)])")
                 }
@@ -255,6 +256,9 @@ struct TableReader {
                                   "scope_sets", "any_scopes", "caller_params", "max_tokens_per_account",
                                   "refresh_token_reuse_grace"]
         try checkKeys(t, allowed: known.union(ConfiguredEndpoints.keys.map(\.0)), at: key)
+        guard !name.isEmpty else {
+            throw fail(key, "a provider needs a name: write [providers.NAME] with letters, digits, '-', '_' or '.' in NAME")
+        }
         guard name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." }) else {
             throw fail(key, "provider names may hold letters, digits, '-', '_' and '.' only")
         }

@@ -87,6 +87,9 @@ public final class ProvidersService: PolicySource, RegistersMethods, Sendable {
     /// The error for a request whose provider is not configured, or names none when it must.
     func providerMissing(_ name: String?) -> BrokerError {
         let known = config.providers.map(\.name).joined(separator: ", ")
+        if let name, name.isEmpty {
+            return .unknownProvider(message: "the provider name is empty: name one of the configured providers (\(known))")
+        }
         if let name {
             return .unknownProvider(message: "no provider named \(name) is configured (configured: \(known))")
         }
