@@ -206,4 +206,13 @@ final class BrokerTokenTests: XCTestCase {
         XCTAssertEqual(unnamed, .invalidRequest(message: "several accounts are signed in to corp (alice, alice): choose one with --account"))
         XCTAssertEqual(h.transport.tokenRequests.count, 1)
     }
+
+    /// Unreachable from config.toml (the loader refuses a file without providers), but the
+    /// sentence must still name the file's real syntax, not a `[[provider]]` array.
+    func testNoProviderAtAllNamesTheProvidersTable() async throws {
+        let h = try await BrokerHarness()
+        h.broker.providers.replace(config: BrokerConfig(providers: []))
+        let error = await h.tokenError()
+        XCTAssertEqual(error, .unknownProvider(message: "no provider is configured: add a [providers.NAME] table with issuer and client_id to config.toml"))
+    }
 }

@@ -94,7 +94,7 @@ public final class ProvidersService: PolicySource, RegistersMethods, Sendable {
             return .unknownProvider(message: "no provider named \(name) is configured (configured: \(known))")
         }
         if known.isEmpty {
-            return .unknownProvider(message: "no provider is configured: add a [[provider]] to config.toml")
+            return .unknownProvider(message: "no provider is configured: add a [providers.NAME] table with issuer and client_id to config.toml")
         }
         return .unknownProvider(message: "several providers are configured (\(known)): choose one with --provider, or set default_provider in [daemon]")
     }
