@@ -158,7 +158,7 @@ final class BrokerTokenTests: XCTestCase {
         // Inside the back-off callers are told at once, without asking the provider.
         h.clock.advance(0.5)
         let waiting = await h.tokenError()
-        XCTAssertEqual(waiting, .providerUnreachable(provider: "corp", retryAfter: 1, message: "corp did not answer recently; authbroker retries in 1 s"))
+        XCTAssertEqual(waiting, .providerUnreachable(provider: "corp", retryAfter: 1, message: "corp did not answer recently: try again in 1 s"))
 
         h.clock.advance(1)
         let second = await h.tokenError()

@@ -87,7 +87,7 @@ actor Provider {
             let wait = Int((retryAt - now).rounded(.up))
             throw BrokerError.providerUnreachable(
                 provider: config.name, retryAfter: wait,
-                message: "\(config.name) did not answer recently; authbroker retries in \(wait) s")
+                message: "\(config.name) did not answer recently: try again in \(wait) s")
         }
     }
 
