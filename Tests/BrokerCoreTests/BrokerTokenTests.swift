@@ -193,6 +193,23 @@ final class BrokerTokenTests: XCTestCase {
         XCTAssertEqual(noAccount, .loginRequired(provider: "corp", message: "no account bob is signed in to corp: run `authctl login --provider corp`"))
     }
 
+    /// A resource the provider does not serve is refused before the account is looked at:
+    /// "not signed in" would send the user to sign in only to get this refusal afterwards.
+    func testAnUnlistedResourceIsRefusedBeforeNotSignedIn() async throws {
+        let h = try await BrokerHarness(extraConfig: """
+            [providers.home]
+            issuer = "\(StubTransport.issuer)"
+            client_id = "other"
+            resources = ["https://nas.example"]
+            """)
+        let unlisted = await h.tokenError(TokenGetParams(resource: "https://elsewhere.example", provider: "home"))
+        XCTAssertEqual(unlisted, .invalidRequest(message: "resource is not one of the resources of [providers.home] in config.toml: add it there (and sign in again), or set any_resource = true there"))
+        // A listed resource still says what to do first: sign in.
+        let listed = await h.tokenError(TokenGetParams(resource: "https://nas.example", provider: "home"))
+        XCTAssertEqual(listed, .notSignedIn("home"))
+        XCTAssertEqual(h.transport.tokenRequests.count, 0, "neither asked the provider")
+    }
+
     func testAUsernameTwoAccountsShareMustBeReplacedByTheSubject() async throws {
         let h = try await BrokerHarness(alsoSignedIn: ["sub-alice-2"])
         let bySubject = try await h.token(TokenGetParams(account: "sub-alice-2"))

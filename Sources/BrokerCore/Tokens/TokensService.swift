@@ -119,16 +119,19 @@ public final class TokensService: RegistersMethods, Sendable {
     private func tokenNow(_ request: TokenGetParams) async throws(BrokerError) -> TokenGetResult {
         try Self.checkMinTTL(request.minTTL)
         try Self.checkParams(request.params)
-        let (provider, account) = try accounts.resolved(provider: request.provider, account: request.account)
-        guard account.state == .ready else {
-            throw BrokerError.signInAgain(provider.name, account.displayName)
-        }
+        // The request's own mistakes first, before the account: "not signed in" would send
+        // the user to sign in only to be refused afterwards.
+        let provider = try providers.provider(request.provider)
         // Every new resource costs a request to the provider: only configured ones are asked
         // for, so a caller cannot make the daemon send thousands.
         guard provider.config.serves(resource: request.resource) else {
             throw BrokerError.invalidRequest(message: "resource is not one of the resources of [providers.\(provider.name)] in config.toml: add it there (and sign in again), or set any_resource = true there")
         }
         try provider.checkCallerChoices(scopes: request.scopes, params: request.params)
+        let (_, account) = try accounts.resolved(provider: provider.name, account: request.account)
+        guard account.state == .ready else {
+            throw BrokerError.signInAgain(provider.name, account.displayName)
+        }
         let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [], params: request.params)
         // After the answer is in the cache: the background refresh starts from it.
         defer { ahead.askedFor(key, provider: provider) }
