@@ -88,14 +88,24 @@ public enum ProviderAnswer {
             expiresIn: expiresIn, interval: interval)
     }
 
-    /// Whole non-negative seconds, from a number or a string of digits; nil when absent.
+    /// The longest lifetime taken as said: ten years. A longer one (a provider that means
+    /// "never" may send Int64.max) counts as ten years, so every expiry stays an ordinary
+    /// Unix time; such a token is refreshed after ten years instead of never.
+    public static let longestLifetime = 315_360_000
+
+    /// Whole non-negative seconds, from a number or a string of digits, at most
+    /// `longestLifetime`; nil when absent.
     private static func seconds(_ value: JSONValue?, name: String, answer: String) throws(OAuthError) -> Int? {
-        guard let value, value != .null else { return nil }
-        if case .number(let number) = value, number.isFinite, number >= 0, number < 1e15 { return Int(number) }
-        guard let whole = value.integerValue, whole >= 0 else {
+        switch value {
+        case nil, .null?:
+            return nil
+        case .number(let number)? where number.isFinite && number >= 0:
+            return number < Double(longestLifetime) ? Int(number) : longestLifetime
+        case .string(let text)? where !text.isEmpty && text.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }):
+            return min(Int(text) ?? longestLifetime, longestLifetime)
+        default:
             throw .invalidResponse("the provider's \(answer) answer has an \(name) that is not a number of seconds")
         }
-        return whole
     }
 
     /// Explains statuses that need it.

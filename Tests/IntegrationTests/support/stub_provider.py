@@ -109,6 +109,12 @@ class StubProvider:
         self.post_handlers = {}
         self.discovery_extra = {}
         self.code_verifier_check = None  # (code, code_verifier) -> bool, for PKCE (stub_first_party.py)
+        # Refresh answers as a test wants them: `refresh_answer_extra` is merged into every
+        # ok refresh answer (an odd expires_in, say); `refresh_refusal(form)` may return
+        # (status, body dict, headers dict) to answer a refresh with instead, the refresh
+        # token left valid (an error the provider words as it likes).
+        self.refresh_answer_extra = {}
+        self.refresh_refusal = None
         self.server = None
         self.port = None
         self.thread = None
@@ -267,10 +273,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-    def _json(self, status, body):
+    def _json(self, status, body, headers=None):
         raw = json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(raw)))
         self.send_header("Connection", "close")
         self.end_headers()
@@ -390,6 +398,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._json(200, answer)
         elif grant == "refresh_token":
             presented = form.get("refresh_token", [""])[0]
+            refusal = p.refresh_refusal(form) if p.refresh_refusal else None
+            if refusal is not None:
+                self._json(*refusal)
+                return
             with p.lock:
                 known = presented in p.valid_refresh
                 p.valid_refresh.discard(presented)
@@ -402,6 +414,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             resources = asked or (grant_resources if p.restrict_default_audience else [])
             answer = p._tokens(with_id_token=False, resources=resources, grant=grant_resources)
             p._keep(answer, presented=presented)
+            answer.update(p.refresh_answer_extra)
             self._json(200, answer)
         elif grant in p.grant_handlers:
             self._json(*p.grant_handlers[grant](form))

@@ -1,0 +1,78 @@
+"""Token endpoint answers at the edges of the standards, each played by a STUB provider
+(support/stub_provider.py) because Glewlwyd never answers this way: a lifetime too large
+for a clock, a refusal that echoes the refresh token it was sent, a provider that says
+"too many requests" or "temporarily unavailable" and when to come back.
+
+Every test asserts what a user sees: the token answer, the sentence, the daemon staying
+up. No test prints a token: tokens are compared via fingerprint()."""
+import time
+
+import pytest
+
+from conftest import RPC, Daemon, fingerprint
+from stub_provider import StubProvider
+
+API = "https://api.example.test"
+
+
+def stub_config(name, stub, refresh_margin=120):
+    # Stub tokens live 60 s; refresh_margin 120 s makes every token request refresh first.
+    return (f'[daemon]\nstore = "secret-service"\nrefresh_margin = {refresh_margin}\n'
+            "http_timeout = 2\nrefresh_timeout = 2\n\n"
+            f"[providers.{name}]\nissuer = \"{stub.issuer}\"\nclient_id = \"{stub.client_id}\"\n"
+            f'scopes = ["openid", "offline_access"]\nresources = ["{API}"]\n'
+            'access_tokens = "independent"\n')
+
+
+@pytest.fixture
+def stub():
+    s = StubProvider(access_token_life=60).start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def signed_in(stub):
+    made = []
+
+    def make(**config):
+        d = Daemon(None)
+        d.write_config(text=stub_config(d.name, stub, **config))
+        d.start()
+        made.append(d)
+        r = d.ctl("login", "--device", "--provider", d.name, timeout=30)
+        assert r.returncode == 0, f"sign-in at the STUB failed ({r.returncode}): {r.stderr}"
+        return d
+
+    yield make
+    for d in made:
+        d.cleanup()
+
+
+def token_get(d, **params):
+    c = RPC(d.socket, timeout=30)
+    try:
+        return c.call("token.get", dict(params, provider=d.name))
+    finally:
+        c.close()
+
+
+# --- expires_in beyond any clock --------------------------------------------------------
+
+@pytest.mark.parametrize("expires_in", ["9223372036854775807", 9223372036854774784],
+                         ids=["int64-max-as-string", "largest-double-below-2**63"])
+def test_stub_enormous_expires_in_is_served_and_the_daemon_stays_up(stub, signed_in, expires_in):
+    d = signed_in(refresh_margin=60)
+    stub.refresh_answer_extra = {"expires_in": expires_in}
+    answer = token_get(d, resource=API)
+    assert "result" in answer, f"token.get failed: {answer.get('error')}\n{d.log_text()[-2000:]}"
+    assert d.proc.poll() is None, "authbrokerd died on a token whose expires_in is enormous"
+    assert answer["result"]["expires_at"] > time.time() + 86400
+    # A second request is a cache hit: the daemon keeps the token it answered with.
+    _, refreshes = stub.counts()
+    again = token_get(d, resource=API)
+    assert fingerprint(again["result"]["access_token"]) == fingerprint(answer["result"]["access_token"])
+    assert stub.counts()[1] == refreshes
+    status = d.ctl("status")
+    assert status.returncode == 0, status.stderr
+    assert d.proc.poll() is None
