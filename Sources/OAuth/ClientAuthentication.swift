@@ -57,7 +57,19 @@ extension OAuthClient {
                       timeout: Double? = nil) async throws(OAuthError) -> TokenResponse {
         let response = try await postForm(parameters, to: metadata.tokenEndpoint, name: "token endpoint",
                                           authMethods: metadata.tokenEndpointAuthMethodsSupported, timeout: timeout)
-        return try ProviderAnswer.tokens(ProviderAnswer.object(response, place: "token endpoint"))
+        return try ProviderAnswer.tokens(ProviderAnswer.object(response, place: "token endpoint", sent: secrets(in: parameters)))
+    }
+
+    /// The form parameters whose values are credentials.
+    static let secretParameters: Set<String> = [
+        "refresh_token", "code", "code_verifier", "device_code", "client_secret", "token", "subject_token",
+        "actor_token", "assertion", "client_assertion", "auth_session", "password",
+    ]
+
+    /// The credentials a request with `parameters` carries, the client secret included: the
+    /// provider's error text never shows them (`ProviderAnswer.redacting`).
+    func secrets(in parameters: [(String, String)]) -> [String] {
+        parameters.filter { Self.secretParameters.contains($0.0) }.map(\.1) + (configuration.clientSecret.map { [$0] } ?? [])
     }
 
     /// The optional `resource` (or configured audience parameter) and `scope` pairs.

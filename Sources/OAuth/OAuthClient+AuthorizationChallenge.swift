@@ -37,13 +37,15 @@ extension OAuthClient {
         let place = "authorization challenge endpoint"
         let response = try await postForm(parameters, to: endpoint, name: place,
                                           authMethods: metadata.tokenEndpointAuthMethodsSupported)
+        // The user's answer is a credential unless it is the user name.
+        let secrets = secrets(in: parameters) + (answer.name == "username" ? [] : [answer.value])
         let json = try? JSONDecoder().decode([String: JSONValue].self, from: Data(response.body))
         if response.status == 400, let json, json["error"]?.stringValue == "insufficient_authorization" {
             return .needs(authSession: json["auth_session"]?.stringValue,
                           next: json["next"]?.stringValue.map { ProviderAnswer.printable($0, limit: 32) },
-                          message: json["message"]?.stringValue.map { ProviderAnswer.printable($0, limit: 200) })
+                          message: json["message"]?.stringValue.map { ProviderAnswer.printable(ProviderAnswer.redacting($0, secrets), limit: 200) })
         }
-        let object = try ProviderAnswer.object(response, place: place)
+        let object = try ProviderAnswer.object(response, place: place, sent: secrets)
         guard let code = object["authorization_code"]?.stringValue, !code.isEmpty else {
             throw .invalidResponse("the provider's \(place) answered without an authorization_code")
         }

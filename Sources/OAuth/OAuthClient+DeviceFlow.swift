@@ -13,7 +13,7 @@ extension OAuthClient {
         parameters += resources.map { (configuration.audienceParameter, $0) }
         let response = try await postForm(parameters, to: endpoint, name: "device authorization endpoint",
                                           authMethods: metadata.tokenEndpointAuthMethodsSupported)
-        return try ProviderAnswer.deviceAuthorization(ProviderAnswer.object(response, place: "device authorization endpoint"))
+        return try ProviderAnswer.deviceAuthorization(ProviderAnswer.object(response, place: "device authorization endpoint", sent: secrets(in: [])))
     }
 
     /// Asks once whether the user has approved (RFC 8628 §3.4). `authorization_pending`

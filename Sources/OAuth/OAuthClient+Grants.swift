@@ -31,7 +31,7 @@ extension OAuthClient {
                                               + resources.map { (configuration.audienceParameter, $0) } + resourceAndScope(nil, scopes),
                                           secret: ("password", password), to: metadata.tokenEndpoint, name: "token endpoint",
                                           authMethods: metadata.tokenEndpointAuthMethodsSupported)
-        return try ProviderAnswer.tokens(ProviderAnswer.object(response, place: "token endpoint"))
+        return try ProviderAnswer.tokens(ProviderAnswer.object(response, place: "token endpoint", sent: secrets(in: [])))
     }
 
     /// Redeems an authorization code with its PKCE verifier (RFC 6749 §4.1.3, RFC 7636 §4.5).
@@ -62,7 +62,7 @@ extension OAuthClient {
                                               ?? metadata.tokenEndpointAuthMethodsSupported)
         guard response.status != 200 else { return true }
         do {
-            _ = try ProviderAnswer.object(response, place: "revocation endpoint")
+            _ = try ProviderAnswer.object(response, place: "revocation endpoint", sent: secrets(in: [("token", token)]))
             return true
         } catch {
             if case .provider(oauthCode: "unsupported_token_type", _, _) = error { return false }

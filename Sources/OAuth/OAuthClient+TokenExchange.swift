@@ -31,6 +31,6 @@ extension OAuthClient {
         if let scopes, !scopes.isEmpty { form.append(("scope", scopes.joined(separator: " "))) }
         let response = try await postForm(form, to: metadata.tokenEndpoint, name: "token endpoint",
                                           authMethods: metadata.tokenEndpointAuthMethodsSupported)
-        return try ProviderAnswer.tokens(ProviderAnswer.object(response, place: "token endpoint"), untyped: true)
+        return try ProviderAnswer.tokens(ProviderAnswer.object(response, place: "token endpoint", sent: secrets(in: form)), untyped: true)
     }
 }

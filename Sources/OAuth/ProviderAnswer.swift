@@ -11,8 +11,10 @@ import Foundation
 /// reduced to printable ASCII and cut short.
 public enum ProviderAnswer {
     /// The answer's JSON object on HTTP 200; otherwise the error it stands for.
-    /// `place` names the endpoint, e.g. "token endpoint".
-    static func object(_ response: HTTPResponse, place: String) throws(OAuthError) -> [String: JSONValue] {
+    /// `place` names the endpoint, e.g. "token endpoint". `secrets` are the credentials the
+    /// request carried: a provider's `error` and `error_description` never show them
+    /// (`redacting`), since some quote back the parameter they refuse.
+    static func object(_ response: HTTPResponse, place: String, sent secrets: [String] = []) throws(OAuthError) -> [String: JSONValue] {
         if response.status == 404 {
             // Whatever the body says: the endpoint is not there (any more).
             throw .endpointNotFound("the provider's \(place) answered HTTP 404 (not found)")
@@ -20,7 +22,9 @@ public enum ProviderAnswer {
         let json = try? JSONDecoder().decode([String: JSONValue].self, from: Data(response.body))
         // Some providers (GitHub) answer errors with HTTP 200.
         if let json, response.status < 500, let code = json["error"]?.stringValue, json["access_token"] == nil {
-            throw .provider(oauthCode: printable(code, limit: 64), description: json["error_description"]?.stringValue.map { printable($0, limit: 200) }, httpStatus: response.status)
+            throw .provider(oauthCode: printable(redacting(code, secrets), limit: 64),
+                            description: json["error_description"]?.stringValue.map { printable(redacting($0, secrets), limit: 200) },
+                            httpStatus: response.status)
         }
         if response.status == 200 {
             guard let json else { throw .invalidResponse("the provider's \(place) answered with something that is not a JSON object") }
@@ -116,6 +120,47 @@ public enum ProviderAnswer {
         default: return ""
         }
     }
+
+    /// `text` with every credential of `secrets` taken out: each one whole and form-encoded,
+    /// and any word of 8 or more token characters that is part of one (a provider may quote
+    /// a token cut short), replaced by `[redacted]`. Runs before `printable` cuts the text,
+    /// so no cut can leave part of a secret that was whole before. Values shorter than 6
+    /// characters are no credentials a provider issues, and replacing them would garble the text.
+    static func redacting(_ text: String, _ secrets: [String]) -> String {
+        let secrets = secrets.filter { $0.count >= 6 }
+        guard !secrets.isEmpty else { return text }
+        var text = text
+        for secret in secrets {
+            text = text.replacing(secret, with: redacted)
+            let encoded = FormEncoding.escape(secret)
+            if encoded != secret { text = text.replacing(encoded, with: redacted) }
+        }
+        // Words of token characters (RFC 6749 Appendix A's VSCHAR without quotes and
+        // separators), trimmed of the dots that end sentences.
+        func isTokenCharacter(_ c: Character) -> Bool {
+            c.isASCII && (c.isLetter || c.isNumber || "-._~+/=%".contains(c))
+        }
+        var out = ""
+        var word = ""
+        func flush() {
+            var core = Substring(word)
+            while core.first == "." { core.removeFirst() }
+            while core.last == "." { core.removeLast() }
+            if core.count >= 8, secrets.contains(where: { $0.contains(core) || FormEncoding.escape($0).contains(core) }) {
+                out += word.replacing(core, with: redacted)
+            } else {
+                out += word
+            }
+            word = ""
+        }
+        for c in text {
+            if isTokenCharacter(c) { word.append(c) } else { flush(); out.append(c) }
+        }
+        flush()
+        return out
+    }
+
+    static let redacted = "[redacted]"
 
     /// `text` reduced to printable ASCII (RFC 6749 §5.2's character set) and `limit` characters.
     /// Also used for provider text that arrives elsewhere (a redirect's `error`).

@@ -19,7 +19,7 @@ extension OAuthClient {
         if response.status == 401 || response.status == 403 {
             throw .provider(oauthCode: "invalid_token", description: "the userinfo endpoint refused the access token", httpStatus: response.status)
         }
-        let claims = try ProviderAnswer.object(response, place: "userinfo endpoint")
+        let claims = try ProviderAnswer.object(response, place: "userinfo endpoint", sent: [accessToken])
         guard let sub = claims["sub"]?.stringValue, !sub.isEmpty else {
             throw .invalidResponse("the provider's userinfo answer names no subject (sub)")
         }
@@ -39,7 +39,7 @@ extension OAuthClient {
         let response = try await postForm([("token", accessToken), ("token_type_hint", "access_token")], to: endpoint,
                                           name: "introspection endpoint",
                                           authMethods: metadata.tokenEndpointAuthMethodsSupported)
-        let answer = try ProviderAnswer.object(response, place: "introspection endpoint")
+        let answer = try ProviderAnswer.object(response, place: "introspection endpoint", sent: secrets(in: [("token", accessToken)]))
         guard answer["active"] == .bool(true), let sub = answer["sub"]?.stringValue, !sub.isEmpty else { return nil }
         if let client = answer["client_id"]?.stringValue, client != configuration.clientID { return nil }
         if let iss = answer["iss"]?.stringValue, iss != configuration.issuer { return nil }

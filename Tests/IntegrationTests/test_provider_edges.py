@@ -76,3 +76,26 @@ def test_stub_enormous_expires_in_is_served_and_the_daemon_stays_up(stub, signed
     status = d.ctl("status")
     assert status.returncode == 0, status.stderr
     assert d.proc.poll() is None
+
+
+# --- a refusal that echoes what it was sent ---------------------------------------------
+
+def test_stub_refusal_echoing_the_refresh_token_never_shows_it(stub, signed_in):
+    """Some providers quote the parameter they refuse in error_description. The refresh
+    token must not reach the caller's sentence, authctl's output or the daemon's log."""
+    d = signed_in()
+    stub.refresh_refusal = lambda form: (400, {
+        "error": "invalid_scope",
+        "error_description": f"scope not allowed for grant {form['refresh_token'][0]} of client {form['client_id'][0]}"}, {})
+    r = d.ctl("token", "--provider", d.name, "--resource", API)
+    assert r.returncode != 0
+    refresh_token = stub.last_issued_refresh
+    assert refresh_token and refresh_token in stub.valid_refresh
+    shown = r.stdout + r.stderr
+    assert "invalid_scope" in shown, "the provider's refusal is no longer shown"
+    assert "scope not allowed for grant" in shown, "the provider's description is no longer shown"
+    # Booleans first, so that a failure prints no token.
+    in_output = refresh_token in shown or refresh_token[:16] in shown
+    in_log = refresh_token in d.log_text() or refresh_token[:16] in d.log_text()
+    assert not in_output, "authctl printed (a prefix of) the refresh token the provider echoed"
+    assert not in_log, "the daemon logged (a prefix of) the refresh token the provider echoed"

@@ -80,6 +80,19 @@ final class TokenEndpointTests: XCTestCase {
         XCTAssertFalse(messages.joined().contains("fake"))
     }
 
+    /// A provider that quotes what it refuses must not make a credential part of a sentence:
+    /// the refresh token whole, form-encoded or cut short, and the client secret.
+    func testErrorTextNeverRepeatsTheCredentialsSent() async {
+        let refreshToken = "rt/Secret+Value=0123456789abcdef"
+        let encoded = "rt%2FSecret%2BValue%3D0123456789abcdef"
+        stub.route("/token", .json(#"{"error":"invalid_request","error_description":"grant \#(refreshToken) (\#(encoded)) starting 'rt/Secret+Val...' for client sec-XYZ-987654 is not valid."}"#, status: 400))
+        let error = await expectError {
+            try await stubClient(self.stub, secret: "sec-XYZ-987654").refresh(stubMetadata(self.stub), refreshToken: refreshToken, resource: nil, scopes: nil)
+        }
+        guard case .provider("invalid_request", let description?, 400)? = error else { return XCTFail("got another error") }
+        XCTAssertEqual(description, "grant [redacted] ([redacted]) starting '[redacted]...' for client [redacted] is not valid.")
+    }
+
     func testExpiresInAsStringAndTokenTypeCase() async throws {
         stub.route("/token", .json(#"{"access_token":"a","token_type":"BEARER","expires_in":"300","id_token":"x.y.z"}"#),
                    .json(#"{"access_token":"a","token_type":"Bearer","expires_in":"soon"}"#))
