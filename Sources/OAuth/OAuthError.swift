@@ -15,10 +15,14 @@ public enum OAuthError: Error, Sendable, Equatable {
     /// An endpoint the discovery document named answered HTTP 404: the document may be
     /// out of date, so the caller reads it again.
     case endpointNotFound(String)
+    /// The provider said it cannot take the request now (HTTP 429 or 503, or the error
+    /// `temporarily_unavailable`), perhaps with when to come back (`Retry-After`): nothing
+    /// was refused, and the request was most likely not carried out.
+    case busy(String, retryAfter: RetryAfter?)
 
     public var message: String {
         switch self {
-        case .unreachable(let m), .invalidResponse(let m), .configuration(let m), .endpointNotFound(let m): return m
+        case .unreachable(let m), .invalidResponse(let m), .configuration(let m), .endpointNotFound(let m), .busy(let m, _): return m
         case .provider(let code, let description, _):
             if let description, !description.isEmpty { return "the provider answered \(code): \(description)" }
             return "the provider answered \(code)"
@@ -46,8 +50,57 @@ public enum OAuthError: Error, Sendable, Equatable {
     /// may or may not have been carried out by the provider.
     public var isNoAnswer: Bool {
         switch self {
-        case .unreachable, .invalidResponse: return true
+        // A busy answer may come from a proxy in front of a provider that did take the request.
+        case .unreachable, .invalidResponse, .busy: return true
         case .provider, .configuration, .endpointNotFound: return false
+        }
+    }
+}
+
+/// When a provider asked to be asked again (`Retry-After`, RFC 9110 §10.2.3): a number of
+/// seconds, or an HTTP-date.
+public enum RetryAfter: Sendable, Equatable {
+    case seconds(Int)
+    /// Unix seconds.
+    case date(Int64)
+
+    /// The header's value; nil when it is neither form (then the usual back-off applies).
+    /// Only the IMF-fixdate form of HTTP-date is read ("Sun, 06 Nov 1994 08:49:37 GMT"),
+    /// the one RFC 9110 §5.6.7 says senders generate.
+    public init?(header: String) {
+        var value = Substring(header)
+        while value.first == " " || value.first == "\t" { value.removeFirst() }
+        while value.last == " " || value.last == "\t" { value.removeLast() }
+        if !value.isEmpty, value.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }) {
+            self = .seconds(Int(value.prefix(9)) ?? 0)
+            return
+        }
+        let parts = value.split(separator: " ")
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        guard parts.count == 6, parts[0].hasSuffix(","), parts[5] == "GMT",
+              let day = Int(parts[1]), let monthIndex = months.firstIndex(of: String(parts[2])), let year = Int(parts[3]),
+              (1...31).contains(day), (1970...9999).contains(year) else { return nil }
+        let clock = parts[4].split(separator: ":")
+        guard clock.count == 3, let h = Int(clock[0]), let m = Int(clock[1]), let s = Int(clock[2]),
+              (0...23).contains(h), (0...59).contains(m), (0...60).contains(s) else { return nil }
+        // Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil).
+        let month = monthIndex + 1
+        let y = month <= 2 ? year - 1 : year
+        let era = y / 400
+        let yearOfEra = y - era * 400
+        let shifted: Int = month > 2 ? month - 3 : month + 9
+        let dayOfYear: Int = (153 * shifted + 2) / 5 + day - 1
+        let dayOfEra: Int = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        let days: Int = era * 146_097 + dayOfEra - 719_468
+        let secondOfDay: Int = h * 3600 + m * 60 + s
+        self = .date(Int64(days) * 86_400 + Int64(secondOfDay))
+    }
+
+    /// Whole seconds from `now` (Unix seconds) until then; 0 when it is past.
+    public func seconds(from now: Double) -> Int {
+        switch self {
+        case .seconds(let s): return max(0, s)
+        case .date(let at): return max(0, Int((Double(at) - now).rounded(.up)))
         }
     }
 }

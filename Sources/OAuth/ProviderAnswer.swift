@@ -20,6 +20,13 @@ public enum ProviderAnswer {
             throw .endpointNotFound("the provider's \(place) answered HTTP 404 (not found)")
         }
         let json = try? JSONDecoder().decode([String: JSONValue].self, from: Data(response.body))
+        // "Not now" is no refusal, whatever the status: the request was not carried out.
+        let code = json?["error"]?.stringValue
+        if response.status == 429 || response.status == 503 || (code == "temporarily_unavailable" && json?["access_token"] == nil) {
+            let retryAfter = response.headers["retry-after"].flatMap(RetryAfter.init(header:))
+            let said = code == "temporarily_unavailable" ? "temporarily_unavailable" : "HTTP \(response.status)\(statusHint(response.status))"
+            throw .busy("the provider's \(place) answered \(said)", retryAfter: retryAfter)
+        }
         // Some providers (GitHub) answer errors with HTTP 200.
         if let json, response.status < 500, let code = json["error"]?.stringValue, json["access_token"] == nil {
             throw .provider(oauthCode: printable(redacting(code, secrets), limit: 64),
@@ -117,6 +124,7 @@ public enum ProviderAnswer {
         switch status {
         case 300..<400: return " (a redirect, which authbroker does not follow)"
         case 404: return " (not found: check the issuer)"
+        case 429: return " (too many requests)"
         default: return ""
         }
     }

@@ -5,6 +5,7 @@ for a clock, a refusal that echoes the refresh token it was sent, a provider tha
 
 Every test asserts what a user sees: the token answer, the sentence, the daemon staying
 up. No test prints a token: tokens are compared via fingerprint()."""
+import email.utils
 import time
 
 import pytest
@@ -99,3 +100,40 @@ def test_stub_refusal_echoing_the_refresh_token_never_shows_it(stub, signed_in):
     in_log = refresh_token in d.log_text() or refresh_token[:16] in d.log_text()
     assert not in_output, "authctl printed (a prefix of) the refresh token the provider echoed"
     assert not in_log, "the daemon logged (a prefix of) the refresh token the provider echoed"
+
+
+# --- "come back later" ------------------------------------------------------------------
+
+def _http_date(seconds_from_now):
+    return email.utils.formatdate(time.time() + seconds_from_now, usegmt=True)
+
+
+BUSY = {
+    # Auth0's rate limit answer: HTTP 429 with an OAuth-style error.
+    "429-json-retry-after-seconds": lambda: (429, {"error": "too_many_requests", "error_description": "Global limit has been reached"}, {"Retry-After": "40"}),
+    "429-retry-after-http-date": lambda: (429, {"message": "slow down"}, {"Retry-After": _http_date(40)}),
+    "503-retry-after-seconds": lambda: (503, {"error": "temporarily_unavailable"}, {"Retry-After": "40"}),
+    # RFC 6749 §4.1.2.1's code, as some providers also answer it at the token endpoint.
+    "400-temporarily-unavailable": lambda: (400, {"error": "temporarily_unavailable", "error_description": "try later"}, {"Retry-After": "40"}),
+}
+
+
+@pytest.mark.parametrize("answer", list(BUSY), ids=list(BUSY))
+def test_stub_busy_provider_serves_the_cached_token_and_waits_as_asked(stub, signed_in, answer):
+    """A provider that says it is busy has not refused the grant: the cached token that is
+    still good is served, and no refresh is sent before the Retry-After it gave."""
+    d = signed_in()  # tokens live 60 s, refresh_margin 120 s: every request refreshes first
+    first = token_get(d, resource=API)
+    assert "result" in first, first.get("error")
+    stub.refresh_refusal = lambda form: BUSY[answer]()
+    served = token_get(d, resource=API)
+    assert "result" in served, f"the still-valid cached token was not served: {served.get('error')}"
+    assert fingerprint(served["result"]["access_token"]) == fingerprint(first["result"]["access_token"])
+    _, refreshes = stub.counts()
+    # A token the cache cannot give (it lives 60 s) waits for the provider's time.
+    waiting = token_get(d, resource=API, min_ttl=3000)
+    error = waiting.get("error")
+    assert error and error["code"] == -32004, f"expected 'provider unreachable', got {error}"
+    assert error["data"]["retry_after"] >= 20, f"Retry-After not honoured: {error}"
+    assert stub.counts()[1] == refreshes, "a refresh was sent inside the provider's Retry-After"
+    assert d.ctl("status").returncode == 0

@@ -61,8 +61,8 @@ final class TokenEndpointTests: XCTestCase {
     }
 
     func testServerErrorsAndGarbageAreInvalidResponses() async {
-        stub.route("/token", .text("upstream down", status: 503), .text("<html>hello</html>"),
-                   .json(#"{"error":"temporarily_unavailable"}"#, status: 502), .json(#"{"token_type":"Bearer"}"#),
+        stub.route("/token", .text("upstream down", status: 500), .text("<html>hello</html>"),
+                   .json(#"{"error":"server_error"}"#, status: 502), .json(#"{"token_type":"Bearer"}"#),
                    .json(#"{"access_token":"fake","token_type":"mac"}"#),
                    StubAnswer(status: 302, headers: ["Location": "/elsewhere"]))
         let metadata = stubMetadata(stub)
@@ -73,7 +73,7 @@ final class TokenEndpointTests: XCTestCase {
             guard case .invalidResponse(let message)? = error else { return XCTFail("got \(String(describing: error))") }
             messages.append(message)
         }
-        XCTAssertEqual(messages[0], "the provider's token endpoint answered HTTP 503")
+        XCTAssertEqual(messages[0], "the provider's token endpoint answered HTTP 500")
         XCTAssertEqual(messages[2], "the provider's token endpoint answered HTTP 502")
         XCTAssertEqual(messages[3], "the provider's token answer has no access_token")
         XCTAssertTrue(messages[5].contains("302"), messages[5])
@@ -91,6 +91,33 @@ final class TokenEndpointTests: XCTestCase {
         }
         guard case .provider("invalid_request", let description?, 400)? = error else { return XCTFail("got another error") }
         XCTAssertEqual(description, "grant [redacted] ([redacted]) starting '[redacted]...' for client [redacted] is not valid.")
+    }
+
+    /// 429, 503 and `temporarily_unavailable` (at any status) say "not now", with the
+    /// Retry-After the provider gave, in seconds or as an HTTP-date.
+    func testBusyAnswersCarryRetryAfter() async {
+        stub.route("/token", StubAnswer(status: 429, headers: ["Retry-After": "40"], body: Array("slow down".utf8)),
+                   .text("upstream down", status: 503),
+                   StubAnswer(status: 400, headers: ["Retry-After": "Sun, 06 Nov 1994 08:49:37 GMT"],
+                              body: Array(#"{"error":"temporarily_unavailable","error_description":"later"}"#.utf8)),
+                   .json(#"{"error":"temporarily_unavailable"}"#, status: 502))
+        let metadata = stubMetadata(stub)
+        let client = stubClient(stub)
+        var answers: [OAuthError?] = []
+        for _ in 0..<4 {
+            answers.append(await expectError { try await client.refresh(metadata, refreshToken: "r", resource: nil, scopes: nil) })
+        }
+        XCTAssertEqual(answers[0], .busy("the provider's token endpoint answered HTTP 429 (too many requests)", retryAfter: .seconds(40)))
+        XCTAssertEqual(answers[1], .busy("the provider's token endpoint answered HTTP 503", retryAfter: nil))
+        XCTAssertEqual(answers[2], .busy("the provider's token endpoint answered temporarily_unavailable", retryAfter: .date(784_111_777)))
+        XCTAssertEqual(answers[3], .busy("the provider's token endpoint answered temporarily_unavailable", retryAfter: nil))
+        XCTAssertEqual(RetryAfter(header: " 7 "), .seconds(7))
+        XCTAssertEqual(RetryAfter(header: "Thu, 01 Jan 1970 00:00:00 GMT"), .date(0))
+        XCTAssertEqual(RetryAfter(header: "Tue, 29 Feb 2028 23:59:60 GMT"), .date(1_835_481_600))
+        XCTAssertNil(RetryAfter(header: "Sunday, 06-Nov-94 08:49:37 GMT"))
+        XCTAssertNil(RetryAfter(header: "-5"))
+        XCTAssertEqual(RetryAfter.date(100).seconds(from: 40.5), 60)
+        XCTAssertEqual(RetryAfter.date(100).seconds(from: 200), 0)
     }
 
     func testExpiresInAsStringAndTokenTypeCase() async throws {
@@ -139,7 +166,7 @@ final class TokenEndpointTests: XCTestCase {
     }
 
     func testRevocation() async throws {
-        stub.route("/revoke", .empty(status: 200), .json(#"{"error":"unsupported_token_type"}"#, status: 400), .text("", status: 503))
+        stub.route("/revoke", .empty(status: 200), .json(#"{"error":"unsupported_token_type"}"#, status: 400), .text("", status: 500))
         let client = stubClient(stub)
         let metadata = stubMetadata(stub)
         let revoked = try await client.revoke(metadata, token: "t", tokenTypeHint: "refresh_token")

@@ -97,7 +97,7 @@ final class DeviceSignIn: Sendable {
                 case .provider:
                     counters.providerErrors.increment()
                     throw BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) failed: \(error.message)")
-                case .unreachable, .invalidResponse, .configuration, .endpointNotFound:
+                case .unreachable, .invalidResponse, .configuration, .endpointNotFound, .busy:
                     // A provider that blinks during a sign-in is asked again at the next interval.
                     counters.providerErrors.increment()
                     logger.warning("device poll failed; polling on", metadata: ["provider": "\(name)", "error": "\(error.message)"])

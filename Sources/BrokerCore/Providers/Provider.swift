@@ -117,6 +117,9 @@ actor Provider {
             notFoundAfterRereading = true
             let configured = config.endpoints == ConfiguredEndpoints() ? "" : " (if it is an endpoint set in config.toml, correct it there)"
             return .providerUnreachable(provider: name, retryAfter: 0, message: "\(name): \(m); authbroker reads its discovery document again on the next request: try again\(configured)")
+        case .busy(let m, let retryAfter):
+            let delay = backOff(atLeast: retryAfter.map { min($0.seconds(from: clock.now()), Self.longestRetryAfter) } ?? 0)
+            return .providerUnreachable(provider: name, retryAfter: delay, message: "\(name): \(m); try again in \(delay) s")
         case .configuration(let m):
             return .configuration(provider: name, message: "\(name): \(m)")
         case .provider(let code, _, _):
@@ -130,7 +133,7 @@ actor Provider {
         let name = config.name
         let again = "run `authctl login --provider \(name)` again"
         switch error {
-        case .unreachable(let m), .invalidResponse(let m):
+        case .unreachable(let m), .invalidResponse(let m), .busy(let m, _):
             let delay = backOff()
             return .loginFailed(provider: name, message: "the sign-in to \(name) was abandoned because the provider failed (\(m)): \(again) in \(delay) s or later")
         case .endpointNotFound(let m):
@@ -141,10 +144,14 @@ actor Provider {
         }
     }
 
-    private func backOff() -> Int {
+    /// The longest `Retry-After` honoured: a provider that asks for more is asked again
+    /// after five minutes, so that a mistaken header cannot stop refreshes for hours.
+    static let longestRetryAfter = 300
+
+    private func backOff(atLeast asked: Int = 0) -> Int {
         failures += 1
         if failures == 1 { events.emit(BrokerEvent(kind: .providerUnreachable, provider: config.name)) }
-        let delay = min(30, 1 << min(failures - 1, 5))
+        let delay = max(asked, min(30, 1 << min(failures - 1, 5)))
         retryAt = clock.now() + Double(delay)
         return delay
     }
