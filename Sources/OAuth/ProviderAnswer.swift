@@ -74,8 +74,18 @@ public enum ProviderAnswer {
         return TokenResponse(
             accessToken: accessToken, tokenType: normalized,
             expiresIn: try seconds(json["expires_in"], name: "expires_in", answer: "token"),
-            refreshToken: json["refresh_token"]?.stringValue, idToken: json["id_token"]?.stringValue,
+            refreshToken: token(json["refresh_token"]), idToken: token(json["id_token"]),
             scope: json["scope"]?.stringValue)
+    }
+
+    /// A token member's value; nil when absent, null, not a string, or empty or blank:
+    /// some providers that do not rotate send `"refresh_token": ""`, which is no token and
+    /// must not replace the one that works.
+    private static func token(_ value: JSONValue?) -> String? {
+        guard let text = value?.stringValue, text.contains(where: { $0 != " " && $0 != "\t" && $0 != "\n" && $0 != "\r" }) else {
+            return nil
+        }
+        return text
     }
 
     /// A device authorization answer (RFC 8628 §3.2); `verification_url` (Google) is read

@@ -137,3 +137,21 @@ def test_stub_busy_provider_serves_the_cached_token_and_waits_as_asked(stub, sig
     assert error["data"]["retry_after"] >= 20, f"Retry-After not honoured: {error}"
     assert stub.counts()[1] == refreshes, "a refresh was sent inside the provider's Retry-After"
     assert d.ctl("status").returncode == 0
+
+
+# --- a rotated refresh token that is no token -------------------------------------------
+
+@pytest.mark.parametrize("rotated", ["", "   "], ids=["empty", "blank"])
+def test_stub_empty_refresh_token_in_a_refresh_answer_keeps_the_one_that_works(stub, signed_in, rotated):
+    """`"refresh_token": ""` in a refresh answer is no new refresh token (some providers send
+    it when they do not rotate): the account keeps the one it has and stays signed in."""
+    d = signed_in()  # every request refreshes
+    stub.refresh_answer_extra = {"refresh_token": rotated}
+    # The stub keeps the presented refresh token valid, as a provider that does not rotate.
+    stub.valid_refresh_keep = True
+    for _ in range(3):
+        answer = token_get(d, resource=API)
+        assert "result" in answer, f"token.get failed after a refresh answer with an empty refresh token: {answer.get('error')}"
+    assert d.rpc("account.list")["result"]["accounts"][0]["state"] == "ready"
+    assert all(f["refresh_token"][0].strip() for f in stub.token_forms if f.get("grant_type") == ["refresh_token"]), \
+        "the daemon sent an empty refresh token"

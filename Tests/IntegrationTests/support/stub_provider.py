@@ -115,6 +115,7 @@ class StubProvider:
         # token left valid (an error the provider words as it likes).
         self.refresh_answer_extra = {}
         self.refresh_refusal = None
+        self.valid_refresh_keep = False  # a refresh token stays valid after use (no rotation)
         self.server = None
         self.port = None
         self.thread = None
@@ -404,7 +405,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 return
             with p.lock:
                 known = presented in p.valid_refresh
-                p.valid_refresh.discard(presented)
+                if not p.valid_refresh_keep:
+                    p.valid_refresh.discard(presented)
             if not known:
                 self._json(400, {"error": "invalid_grant"})
                 return
