@@ -53,11 +53,13 @@ extension OAuthClient {
     }
 
     /// Sends a token request and reads the token answer; `timeout` as in `HTTPRequest`.
+    /// `keepingRefreshToken` reads the answer with `ProviderAnswer.refreshedTokens`.
     func tokenRequest(_ metadata: ProviderMetadata, _ parameters: [(String, String)],
-                      timeout: Double? = nil) async throws(OAuthError) -> TokenResponse {
+                      timeout: Double? = nil, keepingRefreshToken: Bool = false) async throws(OAuthError) -> TokenResponse {
         let response = try await postForm(parameters, to: metadata.tokenEndpoint, name: "token endpoint",
                                           authMethods: metadata.tokenEndpointAuthMethodsSupported, timeout: timeout)
-        return try ProviderAnswer.tokens(ProviderAnswer.object(response, place: "token endpoint", sent: secrets(in: parameters)))
+        let json = try ProviderAnswer.object(response, place: "token endpoint", sent: secrets(in: parameters))
+        return keepingRefreshToken ? try ProviderAnswer.refreshedTokens(json) : try ProviderAnswer.tokens(json)
     }
 
     /// The form parameters whose values are credentials.

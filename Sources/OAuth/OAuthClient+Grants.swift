@@ -4,10 +4,13 @@ extension OAuthClient {
     /// Trades a refresh token for new tokens (RFC 6749 §6), optionally narrowed to one
     /// resource (RFC 8707) and to `scopes` (omitted when nil or empty). `extra` holds
     /// parameters already checked against `TokenRequestParameters.reservedParameters`.
+    /// With `keepingRefreshToken`, an answer whose access token cannot be used but that
+    /// carries a new refresh token is returned with `unusable` set (`TokenResponse`).
     public func refresh(_ metadata: ProviderMetadata, refreshToken: String, resource: String?,
-                        scopes: [String]?, extra: [(String, String)] = [], timeout: Double? = nil) async throws(OAuthError) -> TokenResponse {
+                        scopes: [String]?, extra: [(String, String)] = [], timeout: Double? = nil,
+                        keepingRefreshToken: Bool = false) async throws(OAuthError) -> TokenResponse {
         try await tokenRequest(metadata, [("grant_type", "refresh_token"), ("refresh_token", refreshToken)]
-            + resourceAndScope(resource, scopes) + extra, timeout: timeout)
+            + resourceAndScope(resource, scopes) + extra, timeout: timeout, keepingRefreshToken: keepingRefreshToken)
     }
 
     /// Gets tokens for the client itself (RFC 6749 §4.4), for machine accounts. Needs a

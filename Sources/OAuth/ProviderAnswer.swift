@@ -88,6 +88,19 @@ public enum ProviderAnswer {
         return text
     }
 
+    /// A refresh answer: `tokens(_:)`, except that an answer whose access token cannot be
+    /// used but which carries a refresh token comes back with `unusable` set instead of
+    /// throwing, so that the rotated refresh token is not lost with it.
+    static func refreshedTokens(_ json: [String: JSONValue]) throws(OAuthError) -> TokenResponse {
+        do {
+            return try tokens(json)
+        } catch {
+            guard let refreshToken = token(json["refresh_token"]) else { throw error }
+            return TokenResponse(accessToken: "", tokenType: "", expiresIn: nil, refreshToken: refreshToken, idToken: nil,
+                                 scope: nil, unusable: error)
+        }
+    }
+
     /// A device authorization answer (RFC 8628 §3.2); `verification_url` (Google) is read
     /// as `verification_uri`. An absent or unusable interval becomes 5 seconds.
     static func deviceAuthorization(_ json: [String: JSONValue]) throws(OAuthError) -> DeviceAuthorization {

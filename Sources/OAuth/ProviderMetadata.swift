@@ -104,14 +104,22 @@ public struct TokenResponse: Sendable, Equatable {
     public var refreshToken: String?
     public var idToken: String?
     public var scope: String?
+    /// Set when the answer's access token cannot be used (no `token_type`, an unknown one, a
+    /// broken `expires_in`, no `access_token`) although it brought a refresh token: the
+    /// provider took the refresh and may have spent the refresh token sent, so the new one
+    /// must be kept all the same (`OAuthClient.refresh(keepingRefreshToken:)`). Then
+    /// `refreshToken` is the only member that counts.
+    public var unusable: OAuthError?
 
-    public init(accessToken: String, tokenType: String, expiresIn: Int?, refreshToken: String?, idToken: String?, scope: String?) {
+    public init(accessToken: String, tokenType: String, expiresIn: Int?, refreshToken: String?, idToken: String?, scope: String?,
+                unusable: OAuthError? = nil) {
         self.accessToken = accessToken
         self.tokenType = tokenType
         self.expiresIn = expiresIn
         self.refreshToken = refreshToken
         self.idToken = idToken
         self.scope = scope
+        self.unusable = unusable
     }
 }
 

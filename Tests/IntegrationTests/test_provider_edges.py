@@ -155,3 +155,34 @@ def test_stub_empty_refresh_token_in_a_refresh_answer_keeps_the_one_that_works(s
     assert d.rpc("account.list")["result"]["accounts"][0]["state"] == "ready"
     assert all(f["refresh_token"][0].strip() for f in stub.token_forms if f.get("grant_type") == ["refresh_token"]), \
         "the daemon sent an empty refresh token"
+
+
+# --- an unusable access token with a rotated refresh token ------------------------------
+
+UNUSABLE = {
+    "no-token-type": {"token_type": None},
+    "token-type-n-a": {"token_type": "N_A"},
+    "expires-in-with-unit": {"expires_in": "3600s"},
+    "empty-access-token": {"access_token": ""},
+}
+
+
+@pytest.mark.parametrize("odd", list(UNUSABLE), ids=list(UNUSABLE))
+def test_stub_unusable_refresh_answer_still_keeps_the_rotated_refresh_token(stub, signed_in, odd):
+    """A refresh answer whose access token cannot be served still carries the provider's
+    new refresh token, and the one sent is spent (rotation): the account must keep the new
+    one, or the next refresh signs it out."""
+    d = signed_in()  # every request refreshes; the stub rotates refresh tokens
+    stub.refresh_answer_extra = UNUSABLE[odd]
+    refused = token_get(d, resource=API)
+    assert "error" in refused, "an unusable access token was served"
+    assert "authctl login" not in refused["error"]["message"]
+    stub.refresh_answer_extra = {}
+    answer = token_get(d, resource=API)
+    for _ in range(5):  # the daemon backs off after a broken answer: wait as it says
+        if answer.get("error", {}).get("code") != -32004:
+            break
+        time.sleep(answer["error"]["data"]["retry_after"])
+        answer = token_get(d, resource=API)
+    assert "result" in answer, f"the account lost its refresh token: {answer.get('error')}"
+    assert d.rpc("account.list")["result"]["accounts"][0]["state"] == "ready"

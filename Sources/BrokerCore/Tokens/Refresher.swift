@@ -147,6 +147,14 @@ final class Refresher: Sendable {
         if !account.machine, let rotated = response.refreshToken, rotated != refreshToken {
             await persistRotation(rotated, idToken: idToken, of: account, chain: chain, resource: key.resource)
         }
+        if let unusable = response.unusable {
+            // After the rotated refresh token is kept: the provider took the refresh.
+            counters.providerErrors.increment()
+            let failure = await provider.failed(unusable, doing: "token refresh")
+            logger.warning("refresh answered with an access token that cannot be used; its refresh token was kept",
+                           metadata: ["account": "\(account.key)", "error": "\(failure.message)"])
+            throw failure
+        }
         if provider.signer(of: account) != nil, response.tokenType != "DPoP" {
             // After the rotated refresh token is kept: the refresh itself worked.
             throw BrokerError.configuration(provider: provider.name, message: "\(provider.name) issued a \(response.tokenType) token although dpop is set for it in config.toml, so the token is not bound to the daemon's key: enable DPoP for client \(provider.config.clientID) at the provider, or set dpop = false for \(provider.name)")
@@ -172,13 +180,13 @@ final class Refresher: Sendable {
         let timeout = Double(providers.config.daemon.refreshTimeout)
         do {
             return try await client.refresh(metadata, refreshToken: refreshToken, resource: resource, scopes: scopes,
-                                            extra: extra, timeout: timeout)
+                                            extra: extra, timeout: timeout, keepingRefreshToken: true)
         } catch {
             let grace = Double(provider.config.refreshTokenReuseGrace)
             guard error.isNoAnswer, grace > 0, clock.now() - sentAt < grace - 1 else { throw error }
             logger.notice("no answer to a refresh; sending it once more with the same refresh token, inside \(provider.name)'s reuse grace period", metadata: ["account": "\(account.key)", "error": "\(error.message)"])
             return try await client.refresh(metadata, refreshToken: refreshToken, resource: resource, scopes: scopes,
-                                            extra: extra, timeout: timeout)
+                                            extra: extra, timeout: timeout, keepingRefreshToken: true)
         }
     }
 

@@ -110,7 +110,8 @@ class StubProvider:
         self.discovery_extra = {}
         self.code_verifier_check = None  # (code, code_verifier) -> bool, for PKCE (stub_first_party.py)
         # Refresh answers as a test wants them: `refresh_answer_extra` is merged into every
-        # ok refresh answer (an odd expires_in, say); `refresh_refusal(form)` may return
+        # ok refresh answer (an odd expires_in, say; None leaves a member out);
+        # `refresh_refusal(form)` may return
         # (status, body dict, headers dict) to answer a refresh with instead, the refresh
         # token left valid (an error the provider words as it likes).
         self.refresh_answer_extra = {}
@@ -416,7 +417,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             resources = asked or (grant_resources if p.restrict_default_audience else [])
             answer = p._tokens(with_id_token=False, resources=resources, grant=grant_resources)
             p._keep(answer, presented=presented)
-            answer.update(p.refresh_answer_extra)
+            for name, value in p.refresh_answer_extra.items():
+                if value is None:
+                    answer.pop(name, None)  # None: the member is left out
+                else:
+                    answer[name] = value
             self._json(200, answer)
         elif grant in p.grant_handlers:
             self._json(*p.grant_handlers[grant](form))
