@@ -186,3 +186,19 @@ def test_stub_unusable_refresh_answer_still_keeps_the_rotated_refresh_token(stub
         answer = token_get(d, resource=API)
     assert "result" in answer, f"the account lost its refresh token: {answer.get('error')}"
     assert d.rpc("account.list")["result"]["accounts"][0]["state"] == "ready"
+
+
+# --- the client refused ------------------------------------------------------------------
+
+def test_stub_invalid_client_says_which_keys_to_check(stub, signed_in):
+    """invalid_client (RFC 6749 §5.2: client authentication failed) is about the client,
+    not the account: the sentence says where the client's identity is set."""
+    d = signed_in()
+    stub.refresh_refusal = lambda form: (401, {"error": "invalid_client", "error_description": "Client authentication failed"},
+                                         {"WWW-Authenticate": 'Basic realm="token"'})
+    r = d.ctl("token", "--provider", d.name, "--resource", API)
+    assert r.returncode != 0
+    assert "invalid_client" in r.stderr
+    assert f"client_id and client_secret under [providers.{d.name}]" in r.stderr, r.stderr
+    assert "authctl set-secret" in r.stderr, r.stderr
+    assert d.rpc("account.list")["result"]["accounts"][0]["state"] == "ready"

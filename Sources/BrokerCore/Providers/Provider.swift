@@ -122,6 +122,9 @@ actor Provider {
             return .providerUnreachable(provider: name, retryAfter: delay, message: "\(name): \(m); try again in \(delay) s")
         case .configuration(let m):
             return .configuration(provider: name, message: "\(name): \(m)")
+        case .provider("invalid_client", _, _):
+            // RFC 6749 §5.2: the client's authentication failed; no sign-in changes that.
+            return .providerError(provider: name, oauthError: "invalid_client", message: "\(name) refused the \(what): \(error.message); check client_id and client_secret under [providers.\(name)] in config.toml (or the secret stored with `authctl set-secret --provider \(name)`) against the client registered at the provider")
         case .provider(let code, _, _):
             return .providerError(provider: name, oauthError: code, message: "\(name) refused the \(what): \(error.message)")
         }
