@@ -120,6 +120,31 @@ final class TokenEndpointTests: XCTestCase {
         XCTAssertEqual(RetryAfter.date(100).seconds(from: 200), 0)
     }
 
+    /// Retry-After is provider bytes: every IMF-fixdate from 1970 to 2199 reads as the
+    /// formatter's time, and no string traps the parser.
+    func testRetryAfterReadsEveryHTTPDateAndSurvivesAnyString() {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        var seed: UInt64 = 0x9E37_79B9_7F4A_7C15
+        func next() -> UInt64 {
+            seed ^= seed << 13; seed ^= seed >> 7; seed ^= seed << 17
+            return seed
+        }
+        for _ in 0..<5000 {
+            let at = Int64(next() % 7_258_118_400)  // up to 2200-01-01
+            let header = formatter.string(from: Date(timeIntervalSince1970: Double(at)))
+            XCTAssertEqual(RetryAfter(header: header), .date(at), header)
+        }
+        let alphabet = Array("0123456789 ,:-GMTSunMonJanFeb\t\u{0}é+")
+        for _ in 0..<5000 {
+            let text = String((0..<Int(next() % 40)).map { _ in alphabet[Int(next() % UInt64(alphabet.count))] })
+            _ = RetryAfter(header: text)?.seconds(from: 1_800_000_000)
+        }
+        XCTAssertEqual(RetryAfter(header: "99999999999999999999999"), .seconds(999_999_999))
+    }
+
     func testExpiresInAsStringAndTokenTypeCase() async throws {
         stub.route("/token", .json(#"{"access_token":"a","token_type":"BEARER","expires_in":"300","id_token":"x.y.z"}"#),
                    .json(#"{"access_token":"a","token_type":"Bearer","expires_in":"soon"}"#))
