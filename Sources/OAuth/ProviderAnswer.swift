@@ -21,8 +21,11 @@ public enum ProviderAnswer {
         }
         let json = try? JSONDecoder().decode([String: JSONValue].self, from: Data(response.body))
         // "Not now" is no refusal, whatever the status: the request was not carried out.
+        // The device flow's own "not yet" answers (RFC 8628 §3.5) stay what they say, even
+        // with HTTP 429.
         let code = json?["error"]?.stringValue
-        if response.status == 429 || response.status == 503 || (code == "temporarily_unavailable" && json?["access_token"] == nil) {
+        let polling = code == "authorization_pending" || code == "slow_down"
+        if !polling, response.status == 429 || response.status == 503 || (code == "temporarily_unavailable" && json?["access_token"] == nil) {
             let retryAfter = response.headers["retry-after"].flatMap(RetryAfter.init(header:))
             let said = code == "temporarily_unavailable" ? "temporarily_unavailable" : "HTTP \(response.status)\(statusHint(response.status))"
             throw .busy("the provider's \(place) answered \(said)", retryAfter: retryAfter)

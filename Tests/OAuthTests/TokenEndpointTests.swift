@@ -100,17 +100,19 @@ final class TokenEndpointTests: XCTestCase {
                    .text("upstream down", status: 503),
                    StubAnswer(status: 400, headers: ["Retry-After": "Sun, 06 Nov 1994 08:49:37 GMT"],
                               body: Array(#"{"error":"temporarily_unavailable","error_description":"later"}"#.utf8)),
-                   .json(#"{"error":"temporarily_unavailable"}"#, status: 502))
+                   .json(#"{"error":"temporarily_unavailable"}"#, status: 502), .json(#"{"error":"slow_down"}"#, status: 429))
         let metadata = stubMetadata(stub)
         let client = stubClient(stub)
         var answers: [OAuthError?] = []
-        for _ in 0..<4 {
+        for _ in 0..<5 {
             answers.append(await expectError { try await client.refresh(metadata, refreshToken: "r", resource: nil, scopes: nil) })
         }
         XCTAssertEqual(answers[0], .busy("the provider's token endpoint answered HTTP 429 (too many requests)", retryAfter: .seconds(40)))
         XCTAssertEqual(answers[1], .busy("the provider's token endpoint answered HTTP 503", retryAfter: nil))
         XCTAssertEqual(answers[2], .busy("the provider's token endpoint answered temporarily_unavailable", retryAfter: .date(784_111_777)))
         XCTAssertEqual(answers[3], .busy("the provider's token endpoint answered temporarily_unavailable", retryAfter: nil))
+        // RFC 8628's slow_down stays itself with a 429, so that the device poll slows down.
+        XCTAssertEqual(answers[4], .provider(oauthCode: "slow_down", description: nil, httpStatus: 429))
         XCTAssertEqual(RetryAfter(header: " 7 "), .seconds(7))
         XCTAssertEqual(RetryAfter(header: "Thu, 01 Jan 1970 00:00:00 GMT"), .date(0))
         XCTAssertEqual(RetryAfter(header: "Tue, 29 Feb 2028 23:59:60 GMT"), .date(1_835_481_600))

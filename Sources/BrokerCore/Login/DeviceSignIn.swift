@@ -97,7 +97,14 @@ final class DeviceSignIn: Sendable {
                 case .provider:
                     counters.providerErrors.increment()
                     throw BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) failed: \(error.message)")
-                case .unreachable, .invalidResponse, .configuration, .endpointNotFound, .busy:
+                case .busy:
+                    // Too many requests: ask less often from now on, as slow_down asks (RFC 8628 §3.5).
+                    counters.providerErrors.increment()
+                    logger.warning("device poll answered busy; polling on, 5 s slower", metadata: ["provider": "\(name)", "error": "\(error.message)"])
+                    interval += 5
+                    failing = error.message
+                    continue
+                case .unreachable, .invalidResponse, .configuration, .endpointNotFound:
                     // A provider that blinks during a sign-in is asked again at the next interval.
                     counters.providerErrors.increment()
                     logger.warning("device poll failed; polling on", metadata: ["provider": "\(name)", "error": "\(error.message)"])
