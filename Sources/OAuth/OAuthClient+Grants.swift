@@ -34,7 +34,8 @@ extension OAuthClient {
                                               + resources.map { (configuration.audienceParameter, $0) } + resourceAndScope(nil, scopes),
                                           secret: ("password", password), to: metadata.tokenEndpoint, name: "token endpoint",
                                           authMethods: metadata.tokenEndpointAuthMethodsSupported)
-        return try ProviderAnswer.tokens(ProviderAnswer.object(response, place: "token endpoint", sent: secrets(in: [])))
+        return try ProviderAnswer.tokens(ProviderAnswer.object(response, place: "token endpoint", sent: secrets(in: []),
+                                                               typed: password))
     }
 
     /// Redeems an authorization code with its PKCE verifier (RFC 6749 §4.1.3, RFC 7636 §4.5).

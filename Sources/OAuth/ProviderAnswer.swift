@@ -1,3 +1,4 @@
+import BrokerCrypto
 import BrokerProtocol
 #if canImport(FoundationEssentials)
 import FoundationEssentials
@@ -14,7 +15,10 @@ public enum ProviderAnswer {
     /// `place` names the endpoint, e.g. "token endpoint". `secrets` are the credentials the
     /// request carried: a provider's `error` and `error_description` never show them
     /// (`redacting`), since some quote back the parameter they refuse.
-    static func object(_ response: HTTPResponse, place: String, sent secrets: [String] = []) throws(OAuthError) -> [String: JSONValue] {
+    /// `typed` is a typed password (never a String): a description that quotes it is not
+    /// shown at all (`quotes`).
+    static func object(_ response: HTTPResponse, place: String, sent secrets: [String] = [],
+                       typed: SecretBytes? = nil) throws(OAuthError) -> [String: JSONValue] {
         if response.status == 404 {
             // Whatever the body says: the endpoint is not there (any more).
             throw .endpointNotFound("the provider's \(place) answered HTTP 404 (not found)")
@@ -33,7 +37,10 @@ public enum ProviderAnswer {
         // Some providers (GitHub) answer errors with HTTP 200.
         if let json, response.status < 500, let code = json["error"]?.stringValue, json["access_token"] == nil {
             throw .provider(oauthCode: printable(redacting(code, secrets), limit: 64),
-                            description: json["error_description"]?.stringValue.map { printable(redacting($0, secrets), limit: 200) },
+                            description: json["error_description"]?.stringValue.map { text in
+                                if let typed, quotes(text, typed) { return "(not shown: it quoted the password)" }
+                                return printable(redacting(text, secrets), limit: 200)
+                            },
                             httpStatus: response.status)
         }
         if response.status == 200 {
@@ -195,6 +202,40 @@ public enum ProviderAnswer {
     }
 
     static let redacted = "[redacted]"
+
+    /// Whether `text` quotes `secret`: whole, or by any word of 6 or more token characters
+    /// that is part of it. Reads the secret in place, making no copy of it.
+    static func quotes(_ text: String, _ secret: SecretBytes) -> Bool {
+        let bytes = Array(text.utf8)
+        return secret.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> Bool in
+            func occurs(_ needle: ArraySlice<UInt8>, in haystack: UnsafeRawBufferPointer) -> Bool {
+                guard !needle.isEmpty, needle.count <= haystack.count else { return false }
+                for start in 0...(haystack.count - needle.count)
+                where zip(needle, haystack[start..<(start + needle.count)]).allSatisfy({ $0 == $1 }) {
+                    return true
+                }
+                return false
+            }
+            guard raw.count >= 4 else { return false }
+            // The whole secret in the text.
+            if raw.count <= bytes.count {
+                for start in 0...(bytes.count - raw.count)
+                where zip(bytes[start..<(start + raw.count)], raw).allSatisfy({ $0 == $1 }) {
+                    return true
+                }
+            }
+            // A word of the text in the secret: split at bytes that are not token characters.
+            var wordStart = 0
+            for index in 0...bytes.count {
+                let isWordByte = index < bytes.count && bytes[index] > 0x20 && bytes[index] < 0x7F
+                    && !"\"'`,;()[]{}<>".utf8.contains(bytes[index])
+                if isWordByte { continue }
+                if index - wordStart >= 6, occurs(bytes[wordStart..<index], in: raw) { return true }
+                wordStart = index + 1
+            }
+            return false
+        }
+    }
 
     /// `text` reduced to printable ASCII (RFC 6749 §5.2's character set) and `limit` characters.
     /// Also used for provider text that arrives elsewhere (a redirect's `error`).

@@ -6,11 +6,13 @@ for a clock, a refusal that echoes the refresh token it was sent, a provider tha
 Every test asserts what a user sees: the token answer, the sentence, the daemon staying
 up. No test prints a token: tokens are compared via fingerprint()."""
 import email.utils
+import subprocess
 import time
+import uuid
 
 import pytest
 
-from conftest import RPC, Daemon, fingerprint
+from conftest import AUTHCTL, RPC, Daemon, fingerprint
 from stub_provider import StubProvider
 
 API = "https://api.example.test"
@@ -202,3 +204,25 @@ def test_stub_invalid_client_says_which_keys_to_check(stub, signed_in):
     assert f"client_id and client_secret under [providers.{d.name}]" in r.stderr, r.stderr
     assert "authctl set-secret" in r.stderr, r.stderr
     assert d.rpc("account.list")["result"]["accounts"][0]["state"] == "ready"
+
+
+def test_stub_password_grant_refusal_quoting_the_password_never_shows_it(stub):
+    """The typed password is no String in the daemon; a provider that quotes it back in
+    error_description must not make it one in a sentence or a log line either."""
+    d = Daemon(None)
+    try:
+        d.write_config(text=stub_config(d.name, stub) + "password_grant = true\n")
+        d.start()
+        stub.grant_handlers["password"] = lambda form: (400, {
+            "error": "invalid_request",
+            "error_description": f"password {form['password'][0]} has characters this server does not take"})
+        password = "Typed-Pa55word-" + uuid.uuid4().hex[:8]
+        r = subprocess.run([AUTHCTL, "login", "--terminal", "--provider", d.name], env=d.env,
+                           input=f"alice\n{password}\n", capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0
+        assert "invalid_request" in r.stderr, r.stderr
+        assert "not shown: it quoted the password" in r.stderr
+        leaked = password in r.stdout + r.stderr + d.log_text() or password[:10] in r.stdout + r.stderr + d.log_text()
+        assert not leaked, "the password the provider quoted was shown or logged"
+    finally:
+        d.cleanup()
