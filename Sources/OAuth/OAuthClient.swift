@@ -36,6 +36,10 @@ public struct OAuthClient: Sendable {
         let response = try await transport.send(HTTPRequest(method: "GET", url: url, headers: ["Accept": "application/json"]))
         let place = "the provider's discovery document at \(EndpointPolicy.describe(url))"
         guard response.status == 200 else {
+            if response.status == 429 || response.status == 503 {
+                throw .busy("\(place) answered HTTP \(response.status)\(ProviderAnswer.statusHint(response.status))",
+                            retryAfter: response.headers["retry-after"].flatMap(RetryAfter.init(header:)))
+            }
             throw .invalidResponse("\(place) answered HTTP \(response.status)\(ProviderAnswer.statusHint(response.status))")
         }
         let metadata: ProviderMetadata

@@ -226,3 +226,20 @@ def test_stub_password_grant_refusal_quoting_the_password_never_shows_it(stub):
         assert not leaked, "the password the provider quoted was shown or logged"
     finally:
         d.cleanup()
+
+
+def test_stub_busy_discovery_is_asked_again_only_after_its_retry_after(stub, signed_in):
+    """The discovery document is read at start-up's first request; a provider that answers
+    it with 429 and Retry-After is not asked again before then."""
+    d = signed_in()
+    d.stop()
+    stub.discovery_refusal = (429, {"message": "rate limited"}, {"Retry-After": "40"})
+    d.start()
+    first = token_get(d, resource=API)
+    error = first.get("error")
+    assert error and error["code"] == -32004, error
+    assert error["data"]["retry_after"] >= 20, f"Retry-After not honoured: {error}"
+    asked = stub.discovery_requests
+    again = token_get(d, resource=API)
+    assert again["error"]["code"] == -32004
+    assert stub.discovery_requests == asked, "discovery was asked again inside its Retry-After"

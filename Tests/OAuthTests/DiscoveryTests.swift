@@ -59,14 +59,16 @@ final class DiscoveryTests: XCTestCase {
     }
 
     func testServerErrorAndGarbageAreInvalidResponses() async {
-        stub.route("/.well-known/openid-configuration", .text("oops", status: 503), .text("<html>not json</html>"),
-                   .json(#"{"issuer":"x"}"#))
+        stub.route("/.well-known/openid-configuration", .text("oops", status: 500), .text("<html>not json</html>"),
+                   .json(#"{"issuer":"x"}"#), StubAnswer(status: 503, headers: ["Retry-After": "40"]))
         let unavailable = await expectError { try await stubClient(stub).discover() }
-        XCTAssertEqual(unavailable, .invalidResponse("the provider's discovery document at \(stub.baseURL)/.well-known/openid-configuration answered HTTP 503"))
+        XCTAssertEqual(unavailable, .invalidResponse("the provider's discovery document at \(stub.baseURL)/.well-known/openid-configuration answered HTTP 500"))
         let garbage = await expectError { try await stubClient(stub).discover() }
         guard case .invalidResponse? = garbage else { return XCTFail("got \(String(describing: garbage))") }
         let incomplete = await expectError { try await stubClient(stub).discover() }
         guard case .invalidResponse(let message)? = incomplete else { return XCTFail("got \(String(describing: incomplete))") }
         XCTAssertTrue(message.contains("token_endpoint"), message)
+        let busy = await expectError { try await stubClient(stub).discover() }
+        XCTAssertEqual(busy, .busy("the provider's discovery document at \(stub.baseURL)/.well-known/openid-configuration answered HTTP 503", retryAfter: .seconds(40)))
     }
 }

@@ -117,6 +117,7 @@ class StubProvider:
         self.refresh_answer_extra = {}
         self.refresh_refusal = None
         self.valid_refresh_keep = False  # a refresh token stays valid after use (no rotation)
+        self.discovery_refusal = None  # (status, body dict, headers dict) to answer discovery with
         self.server = None
         self.port = None
         self.thread = None
@@ -299,6 +300,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if self.path == "/.well-known/openid-configuration":
             with p.lock:
                 p.discovery_requests += 1
+            if p.discovery_refusal:
+                self._json(*p.discovery_refusal)
+                return
             self._json(200, p.discovery())
         elif self.path == "/userinfo":
             self._json(*p.userinfo(self.headers))
