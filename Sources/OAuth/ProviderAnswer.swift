@@ -36,8 +36,10 @@ public enum ProviderAnswer {
         }
         // Some providers (GitHub) answer errors with HTTP 200.
         if let json, response.status < 500, let code = json["error"]?.stringValue, json["access_token"] == nil {
-            throw .provider(oauthCode: printable(redacting(code, secrets), limit: 64),
-                            description: json["error_description"]?.stringValue.map { text in
+            // Only the start of a long text can be shown: the searches for secrets read no more.
+            throw .provider(oauthCode: printable(redacting(String(code.prefix(256)), secrets), limit: 64),
+                            description: json["error_description"]?.stringValue.map { full in
+                                let text = String(full.prefix(1024))
                                 if let typed, quotes(text, typed) { return "(not shown: it quoted the password)" }
                                 return printable(redacting(text, secrets), limit: 200)
                             },
