@@ -35,7 +35,8 @@ func rpcInputProblem(_ input: UnsafeRawBufferPointer) -> String? {
             return nil  // refused before any decoding; the connection is closed
         case .needMoreData:
             // A last line without its `\n` counts when the client half-closes.
-            guard input.count <= rpcLineCap else { return "the framing waits for more past the cap" }
+            // A `\r` at the end may be the one before the `\n` still to come: not counted.
+            guard input.count - (input.last == UInt8(ascii: "\r") ? 1 : 0) <= rpcLineCap else { return "the framing waits for more past the cap" }
             return rpcLineProblem(input)
         }
     }

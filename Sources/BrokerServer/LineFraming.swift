@@ -21,12 +21,15 @@ enum LineFraming {
         line.allSatisfy { $0 == 0x20 || $0 == 0x09 }
     }
 
+    /// The cap counts the line's own bytes: neither its `\n` nor a `\r` before it, so a
+    /// line of `maxLength` bytes ending in `\r\n` is whole, also while its `\n` is still to come.
     static func next(_ bytes: UnsafeRawBufferPointer, maxLength: Int) -> Next {
         guard let newline = newline(in: bytes) else {
-            return bytes.count > maxLength ? .tooLong : .needMoreData
+            let carriageReturn = bytes.last == UInt8(ascii: "\r") ? 1 : 0
+            return bytes.count - carriageReturn > maxLength ? .tooLong : .needMoreData
         }
-        if newline > maxLength { return .tooLong }
         let length = newline > 0 && bytes[newline - 1] == UInt8(ascii: "\r") ? newline - 1 : newline
+        if length > maxLength { return .tooLong }
         return .line(length: length, consumed: newline + 1)
     }
 

@@ -51,6 +51,22 @@ final class RPCHandlerTests: XCTestCase {
         XCTAssertFalse(channel.isActive, "the connection is closed after the answer")
     }
 
+    /// docs/protocol.md: a `\r` before the `\n` is ignored, so it does not count toward the cap
+    /// either, also when it ends a read and the `\n` comes in the next.
+    func testALineAtTheCapEndingInCarriageReturnNewlineIsServed() throws {
+        let cap = BrokerServer.maxLineLength
+        let request = Handlers.request(id: 1, resource: "now")
+        let line = request + String(repeating: " ", count: cap - request.utf8.count)
+        let channel = try EmbeddedChannel.daemon()
+        try channel.send(line + "\r\n")
+        XCTAssertEqual(try channel.answers().map(\.id), [1])
+        try channel.send(line + "\r")
+        XCTAssertEqual(try channel.answers().count, 0)
+        try channel.send("\n")
+        XCTAssertEqual(try channel.answers().map(\.id), [1])
+        XCTAssertTrue(channel.isActive)
+    }
+
     func testBlankLinesAreToleratedAndBadLinesAnsweredWithoutClosing() throws {
         let channel = try EmbeddedChannel.daemon()
         try channel.send("\n  \n{not json}\n[]\n" + Handlers.request(id: 7, resource: "now") + "\n")

@@ -116,6 +116,38 @@ def test_an_answer_sent_on_a_new_connection_leaves_no_copy_in_the_daemons_memory
     assert copies_in_memory(daemon.proc.pid, marker) == 0
 
 
+def unread_by_the_daemon(s):
+    """Bytes written on `s` that the daemon has not read yet (SIOCOUTQ of a Unix socket)."""
+    import array
+    import fcntl
+    import termios
+    n = array.array("i", [0])
+    fcntl.ioctl(s.fileno(), termios.TIOCOUTQ, n)
+    return n[0]
+
+
+def wait_until_read(s):
+    """Waits until the daemon has read everything written on `s` (at most 10 s)."""
+    deadline = time.monotonic() + 10
+    while unread_by_the_daemon(s) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert unread_by_the_daemon(s) == 0, "the daemon did not read what was written"
+
+
+def test_a_line_at_the_cap_ending_in_cr_lf_is_served(daemon):
+    """docs/protocol.md: a line may be 65536 bytes, and a \\r before its \\n is ignored."""
+    request = b'{"jsonrpc":"2.0","id":1,"method":"daemon.status"}'
+    for pieces in ([request.ljust(65536) + b"\r\n"],
+                   [request.ljust(65536) + b"\r", b"\n"]):  # the \r at the end of a read
+        c = RPC(daemon.socket)
+        for piece in pieces:
+            c.send_line(piece)
+            wait_until_read(c.sock)
+        answer = c.read()
+        assert answer["id"] == 1 and "result" in answer, answer
+        c.close()
+
+
 def test_oversized_line_is_refused_and_the_connection_closed(daemon):
     c = RPC(daemon.socket)
     c.send_line(b'{"jsonrpc":"2.0","id":1,"method":"daemon.status","params":{"x":"' + b"a" * 70000)
