@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import BrokerCore
+import BrokerCrypto
 import BrokerProtocol
 import CLinux
 import Logging
@@ -294,9 +295,15 @@ final class FrontDoor: @unchecked Sendable {
         line.append(UInt8(ascii: "\n"))
         _ = line.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, CInt(MSG_NOSIGNAL | MSG_DONTWAIT)) }
         // A few reads at most: a caller that keeps writing must not hold the thread.
+        var read = 0
         for _ in 0..<4 {
-            guard recv(fd, scratch.buffer.baseAddress, scratch.buffer.count, CInt(MSG_DONTWAIT)) == scratch.buffer.count else { break }
+            let n = recv(fd, scratch.buffer.baseAddress, scratch.buffer.count, CInt(MSG_DONTWAIT))
+            read = max(read, n)
+            guard n == scratch.buffer.count else { break }
         }
+        // What it sent may be a login.answer's value (a password): not left in the read
+        // buffer, of which the next request overwrites only as much as it is long.
+        if read > 0 { SecretBytes.wipe(UnsafeMutableRawBufferPointer(rebasing: scratch.buffer[0..<read])) }
         Glibc.close(fd)
     }
 

@@ -486,6 +486,36 @@ def test_a_flood_past_the_cap_is_answered_closed_at_once_and_logged_in_one_line(
         c.close()
 
 
+def test_an_answer_refused_past_the_cap_leaves_no_copy_in_the_daemons_memory(limited):
+    """A caller refused past max_connections may have sent a login.answer already: the
+    daemon reads what it sent before closing (so that the caller gets its answer instead
+    of a reset), and keeps no copy of it (docs/security.md)."""
+    import secrets
+    from test_sign_in_terminal import copies_in_memory
+    time.sleep(0.3)  # let the readiness probe's connection close first
+    held = [RPC(limited.socket) for _ in range(4)]
+    for c in held:
+        assert "result" in c.call("daemon.status")
+    marker = "pw" + secrets.token_hex(12)
+    line = ('{"jsonrpc":"2.0","id":1,"method":"login.answer","params":{"login_id":"none","value":"%s"}}\n' % marker).encode()
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    # The daemon is stopped while the caller connects and writes: its line is there to be
+    # read when the daemon accepts the connection.
+    os.kill(limited.proc.pid, signal.SIGSTOP)
+    try:
+        s.connect(limited.socket)
+        s.sendall(line)
+    finally:
+        os.kill(limited.proc.pid, signal.SIGCONT)
+    answer = read_until_closed(s, reset_ends=True)
+    s.close()
+    assert b"-32009" in answer, answer
+    assert copies_in_memory(limited.proc.pid, marker) == 0
+    for c in held:
+        c.close()
+
+
 def test_out_of_descriptors_queued_callers_still_get_an_answer(limited):
     """With the daemon's open-file limit lowered to what it holds (a crowded process), a
     caller still hears -32009 instead of waiting unanswered in the listen queue."""
