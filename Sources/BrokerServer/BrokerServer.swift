@@ -148,7 +148,7 @@ public final class BrokerServer: Sendable {
         // One codec for the connection: the guard's answers and the handler's alike.
         let codec = RPCCodec()
         try pipeline.addHandler(ConnectionGuard(stallTimeout: stall, idleTimeout: idle, codec: codec))
-        try pipeline.addHandler(ByteToMessageHandler(LineFrameDecoder(maxLength: maxLineLength)))
+        try pipeline.addHandler(LineFrameDecoder(maxLength: maxLineLength))
         try pipeline.addHandler(
             RPCHandler(table: table, counters: counters, logger: logger, activity: activity, maxConnections: maxConnections,
                        maxInFlight: DaemonSettings.maxRequestsInFlightPerConnection, maxInFlightTotal: maxInFlightTotal,

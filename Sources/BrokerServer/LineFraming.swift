@@ -25,17 +25,22 @@ enum LineFraming {
     /// line of `maxLength` bytes ending in `\r\n` is whole, also while its `\n` is still to come.
     static func next(_ bytes: UnsafeRawBufferPointer, maxLength: Int) -> Next {
         guard let newline = newline(in: bytes) else {
-            let carriageReturn = bytes.last == UInt8(ascii: "\r") ? 1 : 0
-            return bytes.count - carriageReturn > maxLength ? .tooLong : .needMoreData
+            return fits(bytes, maxLength: maxLength) ? .needMoreData : .tooLong
         }
         let length = newline > 0 && bytes[newline - 1] == UInt8(ascii: "\r") ? newline - 1 : newline
         if length > maxLength { return .tooLong }
         return .line(length: length, consumed: newline + 1)
     }
 
+    /// Whether `bytes`, the start of a line without its `\n`, is still within the cap (a `\r`
+    /// at the end may be the one before the `\n`: not counted).
+    static func fits(_ bytes: UnsafeRawBufferPointer, maxLength: Int) -> Bool {
+        bytes.count - (bytes.last == UInt8(ascii: "\r") ? 1 : 0) <= maxLength
+    }
+
     /// Where the first `\n` is: `memchr`, a word at a time, instead of the generic
     /// `firstIndex(of:)`'s byte loop (~800 instructions per request line).
-    private static func newline(in bytes: UnsafeRawBufferPointer) -> Int? {
+    static func newline(in bytes: UnsafeRawBufferPointer) -> Int? {
         guard let base = bytes.baseAddress, let found = memchr(base, 0x0A, bytes.count) else { return nil }
         return UnsafeRawPointer(found) - base
     }

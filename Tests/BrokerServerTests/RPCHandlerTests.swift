@@ -24,6 +24,22 @@ final class RPCHandlerTests: XCTestCase {
         XCTAssertEqual(answers.first?.resource, "now")
     }
 
+    /// A line in several reads is put together in a buffer of the framing's own, and each
+    /// piece is wiped where it was read: it may be part of a login.answer's value, a password
+    /// (docs/security.md), which handling the line wipes only in the line itself.
+    func testThePiecesOfALineInSeveralReadsAreWipedWhereTheyWereRead() throws {
+        let channel = try EmbeddedChannel.daemon()
+        let line = Handlers.request(id: 1, resource: "now")
+        let middle = line.index(line.startIndex, offsetBy: 20)
+        let first = channel.allocator.buffer(string: String(line[..<middle]))
+        let last = channel.allocator.buffer(string: String(line[middle...]) + "\n")
+        try channel.writeInbound(first)
+        try channel.writeInbound(last)
+        XCTAssertEqual(try channel.answers().map(\.id), [1])
+        XCTAssertEqual(Set(first.readableBytesView), [0])
+        XCTAssertEqual(Set(last.readableBytesView), [0])
+    }
+
     func testTwoLinesInOneReadAreTwoRequests() throws {
         let channel = try EmbeddedChannel.daemon()
         try channel.send(Handlers.request(id: 1, resource: "now") + "\n" + Handlers.request(id: 2, resource: "now") + "\n")

@@ -134,6 +134,30 @@ def wait_until_read(s):
     assert unread_by_the_daemon(s) == 0, "the daemon did not read what was written"
 
 
+def test_an_answer_sent_in_pieces_leaves_no_copy_in_the_daemons_memory(daemon):
+    """A login.answer line that comes in several reads (a slow writer, a long line) is
+    put together from the pieces; the pieces keep no copy of the value once it is read
+    (docs/security.md)."""
+    import secrets
+    from test_sign_in_terminal import copies_in_memory
+    marker = "pw" + secrets.token_hex(12)
+    pieces = [b'{"jsonrpc":"2.0","id":1,"method":"login.answer","params":{"login_id":"none","value":"',
+              # the marker behind 256 bytes: the next piece, read into the same buffer, is shorter
+              ("p" * 256 + marker).encode(),
+              b'"}}\n']
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(daemon.socket)
+    for piece in pieces:
+        s.sendall(piece)
+        wait_until_read(s)  # each piece is a read of its own
+    s.shutdown(socket.SHUT_WR)
+    answers = [json.loads(x) for x in read_until_closed(s).splitlines()]
+    s.close()
+    assert answers[-1]["id"] == 1 and answers[-1]["error"]["code"] == -32007, answers
+    assert copies_in_memory(daemon.proc.pid, marker) == 0
+
+
 def test_a_line_at_the_cap_ending_in_cr_lf_is_served(daemon):
     """docs/protocol.md: a line may be 65536 bytes, and a \\r before its \\n is ignored."""
     request = b'{"jsonrpc":"2.0","id":1,"method":"daemon.status"}'
