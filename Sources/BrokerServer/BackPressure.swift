@@ -14,4 +14,12 @@ struct BackPressure {
     var holding = false
     /// Answers are being worked on now, as last told to the connection guard (`AnswersOwed`).
     var owing = false
+
+    /// Drops the held lines unhandled, wiped: any may be a login.answer whose value (a
+    /// password) only handling it would have wiped, and they lie in the connection's read
+    /// buffers, which are freed as they are (docs/security.md). Only a connection that
+    /// closes with lines held pays for it.
+    mutating func dropHeld() {
+        while let line = held.popFirst() { line.wipeReadableBytes() }
+    }
 }

@@ -126,7 +126,7 @@ final class RPCHandler: ChannelDuplexHandler {
         // A peer that hung up fully (not a half-close: that one still reads its answers).
         for task in inFlight.cancelledOnClose.values { task.cancel() }
         inFlight.cancelledOnClose = [:]
-        pressure.held.removeAll()
+        pressure.dropHeld()
         context.fireChannelInactive()
     }
 
@@ -300,7 +300,7 @@ final class RPCHandler: ChannelDuplexHandler {
         } else if event is ConnectionNotReading {
             // Its answers have waited unread for too long: what is queued is dropped.
             logger.info("closing a connection that does not read its answers", metadata: ["pid": "\(caller.peer?.credentials.map { String($0.pid) } ?? "unknown")"])
-            pressure.held.removeAll()
+            pressure.dropHeld()
             context.close(promise: nil)
         } else if event is ConnectionIdle {
             // The lifecycle never says idle while answers are owed (`AnswersOwed`); a

@@ -172,6 +172,42 @@ def test_a_line_at_the_cap_ending_in_cr_lf_is_served(daemon):
         c.close()
 
 
+def test_answers_held_back_when_the_caller_hangs_up_leave_no_copy_in_the_daemons_memory(daemon):
+    """A caller that writes requests without reading their answers is read no further
+    once its answers pile up; the lines of the last read wait, held back. When it hangs
+    up, those lines (login.answer's, here) are dropped without a copy left behind
+    (docs/security.md)."""
+    import secrets
+    from test_sign_in_terminal import copies_in_memory
+    marker = "pw" + secrets.token_hex(12)
+    line = ('{"jsonrpc":"2.0","id":1,"method":"login.answer","params":{"login_id":"none","value":"%s"}}\n' % marker).encode()
+    before = settled_descriptors(daemon)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(daemon.socket)
+    s.setblocking(False)
+    burst, sent = line * 256, 0
+    # Written until the daemon reads no more: its answers, never read here, fill the socket.
+    while True:
+        try:
+            sent = (sent + s.send(burst[sent:])) % len(burst)
+        except BlockingIOError:
+            if unread_by_the_daemon(s) and not progress(s):
+                break
+    s.close()
+    deadline = time.monotonic() + 10
+    while daemon_descriptors(daemon) > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert daemon_descriptors(daemon) <= before, "the daemon kept the connection"
+    assert copies_in_memory(daemon.proc.pid, marker) == 0
+
+
+def progress(s):
+    """Whether the daemon reads from `s` within 0.3 s."""
+    unread = unread_by_the_daemon(s)
+    time.sleep(0.3)
+    return unread_by_the_daemon(s) != unread
+
+
 def test_oversized_line_is_refused_and_the_connection_closed(daemon):
     c = RPC(daemon.socket)
     c.send_line(b'{"jsonrpc":"2.0","id":1,"method":"daemon.status","params":{"x":"' + b"a" * 70000)
