@@ -45,7 +45,9 @@ def test_malformed_and_unknown_requests_get_jsonrpc_errors_on_a_live_connection(
         (b'{"jsonrpc":"2.0","id":4,"method":"token.get","params":{"resource":42}}\n', -32602, 4),
         (b'{"jsonrpc":"2.0","id":5,"method":"token.get","params":[1]}\n', -32602, 5),
         (b'{"jsonrpc":"2.0","id":6,"method":"token.get","params":{"provider":"nope"}}\n', -32006, 6),
-        (b'{"jsonrpc":"2.0","id":7,"method":"token.get","params":{"resource":"https://x"}}\n', -32001, 7),
+        # A resource the provider does not list is refused before the account is looked at.
+        (b'{"jsonrpc":"2.0","id":7,"method":"token.get","params":{"resource":"https://x"}}\n', -32602, 7),
+        (b'{"jsonrpc":"2.0","id":9,"method":"token.get","params":{}}\n', -32001, 9),
         (b'{"jsonrpc":"2.0","id":8,"method":"token.get","params":{"min_ttl":-5}}\n', -32602, 8),
     ]
     for raw, code, rid in cases:
