@@ -9,6 +9,9 @@ final class RefreshQueueTests: XCTestCase {
         let running = Atomic<Int>(0)
         let maxRunning = Atomic<Int>(0)
         let calls = Mutex<[String?]>([])
+        /// Closed: a refresh that started waits until it opens, so that the test decides
+        /// what is queued before any refresh ends, however slowly the machine runs it.
+        let open = Atomic<Bool>(true)
 
         func operation(_ resource: String?) -> @Sendable () async throws(BrokerError) -> CachedToken {
             { () async throws(BrokerError) -> CachedToken in
@@ -20,6 +23,7 @@ final class RefreshQueueTests: XCTestCase {
                     seen = original
                 }
                 self.calls.withLock { $0.append(resource) }
+                while !self.open.load(ordering: .sequentiallyConsistent) { try? await Task.sleep(for: .milliseconds(1)) }
                 try? await Task.sleep(for: .milliseconds(20))
                 self.running.wrappingSubtract(1, ordering: .sequentiallyConsistent)
                 return CachedToken(accessToken: "t-\(resource ?? "-")", tokenType: "Bearer", expiresAt: 1e10, scope: nil)
@@ -55,6 +59,8 @@ final class RefreshQueueTests: XCTestCase {
     func testTurnsGoRoundTheConnections() async throws {
         let queue = RefreshQueue()
         let probe = Probe()
+        // No refresh of the flood ends before the other caller is queued behind it.
+        probe.open.store(false, ordering: .sequentiallyConsistent)
         let account = AccountKey(provider: "p", subject: "s")
         let flood = 100
         let results = try await withThrowingTaskGroup(of: String.self) { group in
@@ -70,6 +76,8 @@ final class RefreshQueueTests: XCTestCase {
                 let key = CacheKey(account: account, resource: "https://other", scopes: [])
                 return try await queue.run(key, origin: 2, probe.operation("https://other")).accessToken
             }
+            while await queue.waitingCount < flood { try await Task.sleep(for: .milliseconds(5)) }
+            probe.open.store(true, ordering: .sequentiallyConsistent)
             var all: [String] = []
             for try await t in group { all.append(t) }
             return all
