@@ -146,6 +146,8 @@ final class LineFrameDecoder: ChannelInboundHandler {
     func handlerRemoved(context: ChannelHandlerContext) {
         started?.wipeReadableBytes()
         started = nil
+        for read in queued { read.wipeReadableBytes() }
+        queued = []
     }
 }
 

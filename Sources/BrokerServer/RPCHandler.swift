@@ -132,7 +132,10 @@ final class RPCHandler: ChannelDuplexHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = unwrapInboundIn(data)
-        if caller.refused { return }
+        // A line that will not be handled (the caller was refused, or the connection closed
+        // while the lines of its last read were still being passed on) is wiped as it is
+        // dropped: it may be a login.answer whose value only handling it would have wiped.
+        if caller.refused || !context.channel.isActive { return buffer.wipeReadableBytes() }
         if !pressure.held.isEmpty || paused(context) {
             pressure.held.append(buffer)
         } else {
