@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from conftest import AUTHCTL, RPC, Daemon, fingerprint
+from conftest import AUTHCTL, Daemon, fingerprint, token
 from stub_provider import StubProvider
 
 API = "https://api.example.test"
@@ -52,14 +52,6 @@ def signed_in(stub):
         d.cleanup()
 
 
-def token_get(d, **params):
-    c = RPC(d.socket, timeout=30)
-    try:
-        return c.call("token.get", dict(params, provider=d.name))
-    finally:
-        c.close()
-
-
 # --- expires_in beyond any clock --------------------------------------------------------
 
 @pytest.mark.parametrize("expires_in", ["9223372036854775807", 9223372036854774784],
@@ -67,13 +59,13 @@ def token_get(d, **params):
 def test_stub_enormous_expires_in_is_served_and_the_daemon_stays_up(stub, signed_in, expires_in):
     d = signed_in(refresh_margin=60)
     stub.refresh_answer_extra = {"expires_in": expires_in}
-    answer = token_get(d, resource=API)
+    answer = token(d, resource=API)
     assert "result" in answer, f"token.get failed: {answer.get('error')}\n{d.log_text()[-2000:]}"
     assert d.proc.poll() is None, "authbrokerd died on a token whose expires_in is enormous"
     assert answer["result"]["expires_at"] > time.time() + 86400
     # A second request is a cache hit: the daemon keeps the token it answered with.
     _, refreshes = stub.counts()
-    again = token_get(d, resource=API)
+    again = token(d, resource=API)
     assert fingerprint(again["result"]["access_token"]) == fingerprint(answer["result"]["access_token"])
     assert stub.counts()[1] == refreshes
     status = d.ctl("status")
@@ -125,15 +117,15 @@ def test_stub_busy_provider_serves_the_cached_token_and_waits_as_asked(stub, sig
     """A provider that says it is busy has not refused the grant: the cached token that is
     still good is served, and no refresh is sent before the Retry-After it gave."""
     d = signed_in()  # tokens live 60 s, refresh_margin 120 s: every request refreshes first
-    first = token_get(d, resource=API)
+    first = token(d, resource=API)
     assert "result" in first, first.get("error")
     stub.refresh_refusal = lambda form: BUSY[answer]()
-    served = token_get(d, resource=API)
+    served = token(d, resource=API)
     assert "result" in served, f"the still-valid cached token was not served: {served.get('error')}"
     assert fingerprint(served["result"]["access_token"]) == fingerprint(first["result"]["access_token"])
     _, refreshes = stub.counts()
     # A token the cache cannot give (it lives 60 s) waits for the provider's time.
-    waiting = token_get(d, resource=API, min_ttl=3000)
+    waiting = token(d, resource=API, min_ttl=3000)
     error = waiting.get("error")
     assert error and error["code"] == -32004, f"expected 'provider unreachable', got {error}"
     assert error["data"]["retry_after"] >= 20, f"Retry-After not honoured: {error}"
@@ -152,7 +144,7 @@ def test_stub_empty_refresh_token_in_a_refresh_answer_keeps_the_one_that_works(s
     # The stub keeps the presented refresh token valid, as a provider that does not rotate.
     stub.valid_refresh_keep = True
     for _ in range(3):
-        answer = token_get(d, resource=API)
+        answer = token(d, resource=API)
         assert "result" in answer, f"token.get failed after a refresh answer with an empty refresh token: {answer.get('error')}"
     assert d.rpc("account.list")["result"]["accounts"][0]["state"] == "ready"
     assert all(f["refresh_token"][0].strip() for f in stub.token_forms if f.get("grant_type") == ["refresh_token"]), \
@@ -176,16 +168,16 @@ def test_stub_unusable_refresh_answer_still_keeps_the_rotated_refresh_token(stub
     one, or the next refresh signs it out."""
     d = signed_in()  # every request refreshes; the stub rotates refresh tokens
     stub.refresh_answer_extra = UNUSABLE[odd]
-    refused = token_get(d, resource=API)
+    refused = token(d, resource=API)
     assert "error" in refused, "an unusable access token was served"
     assert "authctl login" not in refused["error"]["message"]
     stub.refresh_answer_extra = {}
-    answer = token_get(d, resource=API)
+    answer = token(d, resource=API)
     for _ in range(5):  # the daemon backs off after a broken answer: wait as it says
         if answer.get("error", {}).get("code") != -32004:
             break
         time.sleep(answer["error"]["data"]["retry_after"])
-        answer = token_get(d, resource=API)
+        answer = token(d, resource=API)
     assert "result" in answer, f"the account lost its refresh token: {answer.get('error')}"
     assert d.rpc("account.list")["result"]["accounts"][0]["state"] == "ready"
 
@@ -235,11 +227,11 @@ def test_stub_busy_discovery_is_asked_again_only_after_its_retry_after(stub, sig
     d.stop()
     stub.discovery_refusal = (429, {"message": "rate limited"}, {"Retry-After": "40"})
     d.start()
-    first = token_get(d, resource=API)
+    first = token(d, resource=API)
     error = first.get("error")
     assert error and error["code"] == -32004, error
     assert error["data"]["retry_after"] >= 20, f"Retry-After not honoured: {error}"
     asked = stub.discovery_requests
-    again = token_get(d, resource=API)
+    again = token(d, resource=API)
     assert again["error"]["code"] == -32004
     assert stub.discovery_requests == asked, "discovery was asked again inside its Retry-After"
