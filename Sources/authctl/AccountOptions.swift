@@ -22,4 +22,11 @@ struct AccountOptions: ParsableArguments {
     var account: String?
 
     var provider: String? { which.provider }
+
+    /// An empty name is no account's: without this it came back as "no account  is signed in".
+    func validate() throws {
+        if let account, account.isEmpty {
+            throw ValidationError("--account needs a name or a subject, as `authctl accounts` shows them")
+        }
+    }
 }

@@ -126,6 +126,16 @@ final class TokenParsingTests: XCTestCase {
         }
     }
 
+    /// `--account ""` is a usage error too, for every command that takes it.
+    func testAnEmptyAccountIsAUsageError() {
+        for command in [["token"], ["logout"], ["whoami"]] {
+            XCTAssertThrowsError(try AuthCtl.parseAsRoot(command + ["--account", ""]), "\(command)") { error in
+                XCTAssertEqual(AuthCtl.exitCode(for: error), .validationFailure, "\(command)")
+                XCTAssertEqual(AuthCtl.message(for: error), "--account needs a name or a subject, as `authctl accounts` shows them", "\(command)")
+            }
+        }
+    }
+
     /// What the fast path makes of `authctl token <arguments>`, read from a C `argv` as
     /// `main` hands it over.
     static func fastPath(_ arguments: [String]) -> Parsed? {
