@@ -3,6 +3,7 @@ need a provider: the config names one on a closed loopback port."""
 import json
 import os
 import re
+import secrets
 import signal
 import socket
 import stat
@@ -13,6 +14,7 @@ import time
 import pytest
 
 from conftest import AUTHBROKERD, AUTHCTL, Daemon, RPC, bare_bus, read_until_closed
+from test_sign_in_terminal import copies_in_memory
 
 CONFIG = """
 [daemon]
@@ -102,20 +104,28 @@ def test_a_notification_that_fails_is_not_answered_either(daemon, notification):
 def test_an_answer_sent_on_a_new_connection_leaves_no_copy_in_the_daemons_memory(daemon, value, before):
     """login.answer's value (a password) is wiped from every buffer once read, also when
     the front door reads it first and hands the connection to NIO (docs/security.md)."""
-    import secrets
-    from test_sign_in_terminal import copies_in_memory
     marker = "pw" + secrets.token_hex(12)
     line = ('{"jsonrpc":"2.0","id":1,"method":"login.answer","params":{"login_id":"none","value":"%s%s"}}\n'
             % (marker, value)).encode()
+    answers = answers_to(daemon, [before + line])
+    assert answers[-1]["id"] == 1 and answers[-1]["error"]["code"] == -32007, answers
+    assert copies_in_memory(daemon.proc.pid, marker) == 0
+
+
+def answers_to(daemon, pieces, each_read_alone=False):
+    """Writes the pieces on a new connection (each_read_alone: each waits until the daemon
+    has read the one before), half-closes, and returns the answers read until it closes."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(10)
     s.connect(daemon.socket)
-    s.sendall(before + line)
+    for piece in pieces:
+        s.sendall(piece)
+        if each_read_alone:
+            wait_until_read(s)
     s.shutdown(socket.SHUT_WR)
     answers = [json.loads(x) for x in read_until_closed(s).splitlines()]
     s.close()
-    assert answers[-1]["id"] == 1 and answers[-1]["error"]["code"] == -32007, answers
-    assert copies_in_memory(daemon.proc.pid, marker) == 0
+    return answers
 
 
 def unread_by_the_daemon(s):
@@ -140,22 +150,12 @@ def test_an_answer_sent_in_pieces_leaves_no_copy_in_the_daemons_memory(daemon):
     """A login.answer line that comes in several reads (a slow writer, a long line) is
     put together from the pieces; the pieces keep no copy of the value once it is read
     (docs/security.md)."""
-    import secrets
-    from test_sign_in_terminal import copies_in_memory
     marker = "pw" + secrets.token_hex(12)
     pieces = [b'{"jsonrpc":"2.0","id":1,"method":"login.answer","params":{"login_id":"none","value":"',
               # the marker behind 256 bytes: the next piece, read into the same buffer, is shorter
               ("p" * 256 + marker).encode(),
               b'"}}\n']
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(10)
-    s.connect(daemon.socket)
-    for piece in pieces:
-        s.sendall(piece)
-        wait_until_read(s)  # each piece is a read of its own
-    s.shutdown(socket.SHUT_WR)
-    answers = [json.loads(x) for x in read_until_closed(s).splitlines()]
-    s.close()
+    answers = answers_to(daemon, pieces, each_read_alone=True)
     assert answers[-1]["id"] == 1 and answers[-1]["error"]["code"] == -32007, answers
     assert copies_in_memory(daemon.proc.pid, marker) == 0
 
@@ -179,8 +179,6 @@ def test_answers_held_back_when_the_caller_hangs_up_leave_no_copy_in_the_daemons
     once its answers pile up; the lines of the last read wait, held back. When it hangs
     up, those lines (login.answer's, here) are dropped without a copy left behind
     (docs/security.md)."""
-    import secrets
-    from test_sign_in_terminal import copies_in_memory
     marker = "pw" + secrets.token_hex(12)
     line = ('{"jsonrpc":"2.0","id":1,"method":"login.answer","params":{"login_id":"none","value":"%s"}}\n' % marker).encode()
     before = settled_descriptors(daemon)
@@ -552,8 +550,6 @@ def test_an_answer_refused_past_the_cap_leaves_no_copy_in_the_daemons_memory(lim
     """A caller refused past max_connections may have sent a login.answer already: the
     daemon reads what it sent before closing (so that the caller gets its answer instead
     of a reset), and keeps no copy of it (docs/security.md)."""
-    import secrets
-    from test_sign_in_terminal import copies_in_memory
     time.sleep(0.3)  # let the readiness probe's connection close first
     held = [RPC(limited.socket) for _ in range(4)]
     for c in held:

@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from conftest import AUTHCTL, Daemon, fingerprint, token
+from conftest import AUTHCTL, Daemon, fingerprint, signed_in_at_stub, token
 from stub_provider import StubProvider
 
 API = "https://api.example.test"
@@ -39,12 +39,8 @@ def signed_in(stub):
     made = []
 
     def make(**config):
-        d = Daemon(None)
-        d.write_config(text=stub_config(d.name, stub, **config))
-        d.start()
+        d = signed_in_at_stub(lambda name: stub_config(name, stub, **config))
         made.append(d)
-        r = d.ctl("login", "--device", "--provider", d.name, timeout=30)
-        assert r.returncode == 0, f"sign-in at the STUB failed ({r.returncode}): {r.stderr}"
         return d
 
     yield make
