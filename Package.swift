@@ -51,7 +51,7 @@ let package = Package(
         .target(
             name: "BrokerServer",
             dependencies: [
-                "BrokerCore", "BrokerCrypto", "BrokerProtocol", "CLinux",
+                "BrokerCore", "BrokerCrypto", "BrokerProtocol", "CLinux", "HTTPClient",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),

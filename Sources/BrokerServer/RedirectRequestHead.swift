@@ -1,3 +1,5 @@
+import HTTPClient
+
 /// The head of an HTTP/1.1 request to a sign-in's loopback listener (RFC 9112 §2–3, §5),
 /// read only as far as the listener needs it: the method and the request target.
 ///
@@ -81,13 +83,13 @@ struct RedirectRequestHead: Equatable {
     private static func couldStartRequestLine(_ partial: [UInt8]) -> Bool {
         var bytes = partial[...]
         if bytes.last == UInt8(ascii: "\r") { bytes = bytes.dropLast() }
-        return bytes.prefix { $0 != UInt8(ascii: " ") }.allSatisfy(isTokenByte)
+        return bytes.prefix { $0 != UInt8(ascii: " ") }.allSatisfy(HTTPToken.isByte)
     }
 
     /// `method SP request-target SP HTTP-version` (RFC 9112 §3), HTTP/1.0 or 1.1.
     private static func parseRequestLine(_ line: ArraySlice<UInt8>) -> RedirectRequestHead? {
         let parts = line.split(separator: UInt8(ascii: " "), omittingEmptySubsequences: false)
-        guard parts.count == 3, !parts[0].isEmpty, parts[0].allSatisfy(isTokenByte),
+        guard parts.count == 3, !parts[0].isEmpty, parts[0].allSatisfy(HTTPToken.isByte),
               !parts[1].isEmpty, parts[1].allSatisfy({ $0 > 0x20 && $0 < 0x7F }),
               parts[2].elementsEqual("HTTP/1.1".utf8) || parts[2].elementsEqual("HTTP/1.0".utf8)
         else { return nil }
@@ -99,18 +101,8 @@ struct RedirectRequestHead: Equatable {
     /// space between, §5.1), no line folding (§5.2), no control bytes but tab in the value.
     private static func isHeaderLine(_ line: [UInt8]) -> Bool {
         guard let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > 0,
-              line[..<colon].allSatisfy(isTokenByte)
+              line[..<colon].allSatisfy(HTTPToken.isByte)
         else { return false }
         return line[(colon + 1)...].allSatisfy { $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }
-    }
-
-    /// tchar (RFC 9110 §5.6.2).
-    private static func isTokenByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-            return true
-        default:
-            return "!#$%&'*+-.^_`|~".utf8.contains(byte)
-        }
     }
 }

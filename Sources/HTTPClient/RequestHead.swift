@@ -6,7 +6,7 @@ enum RequestHead {
 
     static func make(method: String, target: String, endpoint: Endpoint, headers: [String: String], bodyLength: Int?,
                      proxyAuthorization: String?) throws(HTTPClientError) -> [UInt8] {
-        guard !method.isEmpty, method.utf8.allSatisfy({ isTokenByte($0) }) else {
+        guard !method.isEmpty, method.utf8.allSatisfy(HTTPToken.isByte) else {
             throw .invalidURL(reason: "the method is not an HTTP token")
         }
         var fields: [(String, String)] = [
@@ -23,7 +23,7 @@ enum RequestHead {
         if let proxyAuthorization { fields.append(("Proxy-Authorization", proxyAuthorization)) }
         for (name, value) in headers.sorted(by: { $0.key < $1.key }) {
             let lower = name.lowercased()
-            guard !name.isEmpty, name.utf8.allSatisfy({ isTokenByte($0) }) else {
+            guard !name.isEmpty, name.utf8.allSatisfy(HTTPToken.isByte) else {
                 throw .invalidURL(reason: "a header field name is not an HTTP token")
             }
             // The value is never quoted: it may be a credential.
@@ -41,12 +41,5 @@ enum RequestHead {
         for (name, value) in fields { text += "\(name): \(value)\r\n" }
         text += "\r\n"
         return Array(text.utf8)
-    }
-
-    static func isTokenByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
-        default: return Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
-        }
     }
 }

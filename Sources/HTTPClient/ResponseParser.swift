@@ -55,7 +55,7 @@ struct ResponseParser {
                 continue
             }
             guard let colon = line.firstIndex(of: 0x3A), colon > line.startIndex,
-                  line[..<colon].allSatisfy(Self.isTokenByte)
+                  line[..<colon].allSatisfy(HTTPToken.isByte)
             else { throw .notHTTP(host: host) }
             let name = String(decoding: line[..<colon], as: UTF8.self).lowercased()
             let value = Self.trimmed(line[(colon + 1)...])
@@ -219,13 +219,6 @@ struct ResponseParser {
 
     private static func isHexDigit(_ byte: UInt8) -> Bool {
         (0x30...0x39).contains(byte) || (0x61...0x66).contains(byte)
-    }
-
-    private static func isTokenByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
-        default: return Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
-        }
     }
 
     private static func trimmed(_ bytes: ArraySlice<UInt8>) -> String {

@@ -1,5 +1,6 @@
 import BrokerCrypto
 import BrokerProtocol
+import HTTPClient
 import OAuth
 
 /// The proofs service: `dpop.proof` (RFC 9449), the token `token.get` would give and a
@@ -64,8 +65,7 @@ public final class ProofsService: RegistersMethods, Sendable {
     /// htm is an HTTP method token, htu an absolute http(s) URL, nonce printable: all of
     /// bounded size, since they end up in a header the caller sends.
     static func checkProofTarget(_ request: DPoPProofParams) throws(BrokerError) {
-        let tchar = Set("!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz".utf8)
-        guard !request.htm.isEmpty, request.htm.utf8.count <= 32, request.htm.utf8.allSatisfy(tchar.contains) else {
+        guard !request.htm.isEmpty, request.htm.utf8.count <= 32, request.htm.utf8.allSatisfy(HTTPToken.isByte) else {
             throw BrokerError.invalidRequest(message: "htm must be an HTTP method such as GET or POST")
         }
         let url = request.htu
