@@ -28,6 +28,15 @@ public enum EndpointPolicy {
         }
     }
 
+    /// An issuer (RFC 8414 §2, OpenID Connect Discovery §2): the rule above, and no query
+    /// or fragment. Checked when config.toml is read and again before discovery.
+    public static func checkIssuer(_ issuer: String, what: String) throws(OAuthError) {
+        try check(issuer, what: what)
+        guard !issuer.contains("?"), !issuer.contains("#") else {
+            throw .configuration("\(what) \(describe(issuer)) must not have a query or a fragment")
+        }
+    }
+
     /// A URL for sentences: scheme, host, port and path, without user info, query or
     /// fragment, and cut to 200 characters.
     public static func describe(_ url: String) -> String {

@@ -27,10 +27,7 @@ public struct OAuthClient: Sendable {
     /// https rule. Redirects are not followed.
     public func discover() async throws(OAuthError) -> ProviderMetadata {
         let issuer = configuration.issuer
-        try EndpointPolicy.check(issuer, what: "issuer")
-        guard !issuer.contains("?"), !issuer.contains("#") else {
-            throw .configuration("issuer \(EndpointPolicy.describe(issuer)) must not have a query or a fragment")
-        }
+        try EndpointPolicy.checkIssuer(issuer, what: "issuer")
         let base = issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer
         let url = base + "/.well-known/openid-configuration"
         let response = try await transport.send(HTTPRequest(method: "GET", url: url, headers: ["Accept": "application/json"]))

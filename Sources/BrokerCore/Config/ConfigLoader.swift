@@ -265,16 +265,13 @@ struct TableReader {
         guard let issuer = try string(t, "issuer", at: key) else {
             throw fail("\(key).issuer", "is missing: set it to the provider's issuer URL (discovery is at issuer + /.well-known/openid-configuration)")
         }
-        // The rule discovery applies (https, http on a loopback host only), checked here so
-        // that a daemon never starts, nor a reload takes effect, with an issuer no sign-in
-        // could use.
+        // The rule discovery applies (https, http on a loopback host only, no query or
+        // fragment), checked here so that a daemon never starts, nor a reload takes effect,
+        // with an issuer no sign-in could use.
         do throws(OAuthError) {
-            try EndpointPolicy.check(issuer, what: "the issuer")
+            try EndpointPolicy.checkIssuer(issuer, what: "the issuer")
         } catch {
-            throw fail("\(key).issuer", error.message + ": set it to the provider's https:// issuer URL")
-        }
-        guard !issuer.contains("?"), !issuer.contains("#") else {
-            throw fail("\(key).issuer", "must not have a query or a fragment: set it to the provider's issuer URL exactly as its discovery document names it")
+            throw fail("\(key).issuer", error.message + ": set it to the provider's https:// issuer URL, exactly as its discovery document names it")
         }
         guard let clientID = try string(t, "client_id", at: key), !clientID.isEmpty else {
             throw fail("\(key).client_id", "is missing: set it to the client id registered at the provider")
