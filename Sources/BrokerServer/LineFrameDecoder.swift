@@ -1,4 +1,3 @@
-import BrokerCrypto
 import NIOCore
 
 /// Splits the byte stream into `\n`-terminated lines (`LineFraming`: a trailing `\r` is
@@ -148,13 +147,5 @@ final class LineFrameDecoder: ChannelInboundHandler {
         started = nil
         for read in queued { read.wipeReadableBytes() }
         queued = []
-    }
-}
-
-extension ByteBuffer {
-    /// Overwrites the readable bytes where they lie, in storage other buffers may share (the
-    /// slices of one read): for bytes that may be a secret and are done with.
-    func wipeReadableBytes() {
-        withUnsafeReadableBytes { SecretBytes.wipe(UnsafeMutableRawBufferPointer(mutating: $0)) }
     }
 }
