@@ -357,6 +357,8 @@ public final class BrokerConnection {
             throw .badResponse("the result of \(method.rawValue) does not have the expected shape (\(Self.summary(error)))")
         }
         if Self.isEarlier(envelope.id, than: id) { return nil }
+        // A notification (an event, on a subscribed connection) comes between the answers.
+        if envelope.method != nil, envelope.result == nil, envelope.error == nil { return nil }
         if let rpcError = envelope.error {
             throw Self.answerError(rpcError, carrying: envelope.id, for: id)
         }
@@ -413,6 +415,7 @@ extension BrokerConnection: Sendable {}
 
 /// A response as the client reads it: `result` or `error`, decoded in one pass.
 private struct ResponseEnvelope<R: Decodable>: Decodable {
+    var method: String?
     var id: RequestID?
     var result: R?
     var error: RPCError?

@@ -6,6 +6,7 @@ No test prints a token: tokens are compared through `fingerprint()`."""
 import asyncio
 import os
 import pwd
+import select
 import shutil
 import socket
 import subprocess
@@ -179,6 +180,20 @@ def test_a_daemon_that_never_answers_is_a_timeout_and_the_connection_stays_usabl
         conn.close()
     finally:
         server.close()
+
+
+def test_events_between_the_answers_of_a_subscribed_connection_are_skipped(broker):
+    """A program that subscribes (events.subscribe) and calls on the same connection: the
+    daemon writes its event notifications between the answers (docs/protocol.md)."""
+    with authbroker.Broker(broker.socket, timeout=20) as b:
+        b.call("events.subscribe", {"kinds": ["token_refreshed"]})
+        # Another program makes the daemon refresh a token: an event on b's connection.
+        with authbroker.Broker(broker.socket, timeout=20) as other:
+            other.call("token.reject", {"resource": GIT, "provider": broker.name})
+            other.token(GIT, provider=broker.name)
+        assert select.select([b._sock], [], [], 20)[0], "no event came"
+        assert b.status()["version"]
+        assert b.accounts()[0]["provider"] == broker.name
 
 
 def served_by_nobody():

@@ -138,6 +138,7 @@ type request struct {
 }
 
 type response struct {
+	Method *string         `json:"method"`
 	ID     json.RawMessage `json:"id"`
 	Result json.RawMessage `json:"result"`
 	Error  *RPCError       `json:"error"`
@@ -259,6 +260,9 @@ func (c *Conn) decode(raw []byte, id int64, method string, result interface{}) (
 	var r response
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return true, bad("the answer to %s is not a JSON-RPC response", method)
+	}
+	if r.Method != nil && len(r.Result) == 0 && r.Error == nil {
+		return false, nil // a notification (an event, on a subscribed connection), no answer
 	}
 	var answerID *int64
 	if len(r.ID) > 0 && string(r.ID) != "null" {

@@ -225,6 +225,8 @@ class Broker:
         if not isinstance(answer, dict):
             raise errors.BadResponse(f"authbrokerd answered something unexpected: the answer to {method} "
                                      "is not a JSON-RPC response (not an object)")
+        if isinstance(answer.get("method"), str) and "result" not in answer and "error" not in answer:
+            return _SKIP  # a notification (an event, on a subscribed connection), no answer
         answer_id = answer.get("id")
         if isinstance(answer_id, int) and not isinstance(answer_id, bool) and 1 <= answer_id < request_id:
             return _SKIP  # a late answer to a call that timed out
