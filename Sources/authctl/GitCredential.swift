@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import ArgumentParser
+import BrokerClient
 import BrokerProtocol
 
 /// `authctl git-credential`: a git credential helper that answers with a token.
@@ -12,7 +13,8 @@ struct GitCredential: ParsableCommand {
         discussion: """
             git runs it with get, store or erase and key=value lines on stdin. For get, \
             authctl answers username=, password=<token> and password_expiry_utc=<Unix \
-            seconds>; store and erase do nothing (tokens live in authbrokerd, not in git). \
+            seconds>; erase (the server refused the token) makes authbrokerd drop the token, \
+            so the next get has a fresh one; store does nothing (tokens live in authbrokerd). \
             Configure it for the one host it serves:
 
               git config --global credential.https://git.example.com.helper \\
@@ -41,14 +43,28 @@ struct GitCredential: ParsableCommand {
     func run() throws {
         let request = GitCredentialRequest(lines: StandardInput.linesUntilBlank())
         // git expects the helper to read all of its input, even for operations it ignores.
-        guard operation == "get" else { return }
-        guard let resource = request.resource(configured: token.resource) else { return }
+        guard operation != "store", let resource = request.resource(configured: token.resource) else { return }
+        guard operation == "get" else { return Self.reject(request) }
         let result = try DaemonCall.printableToken(token.params(resource: resource), waitForSignIn: token.waitForSignIn)
         Output.line([
             "username=\(username)",
             "password=\(result.accessToken)",
             "password_expiry_utc=\(result.expiresAt)",
         ].joined(separator: "\n"))
+    }
+}
+
+extension GitCredential {
+    /// `erase`: git sends it when the server refused the credential (HTTP 401), with the
+    /// password it sent. When that is a token the daemon still caches (revoked before it
+    /// expired), the daemon drops it (`token.reject`), so git's next `get` gets a fresh one
+    /// instead of the refused one until it expires. Quiet and best effort: git goes on
+    /// whatever a helper's `erase` does.
+    static func reject(_ request: GitCredentialRequest) {
+        guard let password = request.fields["password"], !password.isEmpty else { return }
+        _ = DaemonCall.attempt { broker throws(ClientError) in
+            try broker.rejectToken(TokenRejectParams(accessToken: password))
+        }
     }
 }
 

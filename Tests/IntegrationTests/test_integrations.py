@@ -176,11 +176,34 @@ def test_git_credential_helper_protocol_as_git_speaks_it(broker):
     assert answer["username"] == "oauth2"
     assert int(answer["password_expiry_utc"]) == expiry_for(broker, GIT)
 
-    # store and erase read their input and do nothing.
+    # store and erase read their input and print nothing (erase of a token no longer cached too).
     for op in ("store", "erase"):
         r = run(broker, AUTHCTL, "git-credential", op,
                 input="protocol=https\nhost=git.example.test\nusername=oauth2\npassword=x\n\n")
-        assert (r.returncode, r.stdout) == (0, ""), r.stderr
+        assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+
+
+def test_a_token_git_rejects_is_not_given_to_git_again(broker, git_home):
+    """The server answered 401 to the token (revoked early): git erases the credential, and
+    its next fetch must get another token, not the refused one from the daemon's cache."""
+    ask = "protocol=https\nhost=git.example.test\n\n"
+
+    def password():
+        r = run(broker, "git", "credential", "fill", input=ask, env=git_home)
+        assert r.returncode == 0, r.stderr
+        return dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)["password"]
+
+    refused = password()
+    seen, cached = fingerprint(refused), fingerprint(password())
+    assert cached == seen  # served from the cache until then
+    # What git does on a 401 (credential_reject): erase with the credential it sent.
+    r = run(broker, "git", "credential", "reject", env=git_home,
+            input=f"protocol=https\nhost=git.example.test\nusername=alice-bot\npassword={refused}\n\n")
+    assert r.returncode == 0 and r.stdout == "" and r.stderr == ""
+    again = password()
+    audience, new = decode_jwt(again)[1]["aud"], fingerprint(again)
+    assert new != seen, "git got the token it had rejected again"
+    assert audience in (GIT, [GIT])
 
 
 def test_git_credential_never_answers_another_host_or_plain_http(broker, git_home):
