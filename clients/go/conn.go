@@ -51,7 +51,9 @@ type Conn struct {
 	mu     sync.Mutex
 	conn   *net.UnixConn
 	reader *bufio.Reader
-	nextID int64
+	// partial is the start of a line whose end had not come when a read ended.
+	partial []byte
+	nextID  int64
 }
 
 // Dial connects to the socket at path ("" = SocketPath()). Before anything is sent the
@@ -202,19 +204,29 @@ func (c *Conn) Call(ctx context.Context, method string, params, result interface
 	}
 }
 
+// readLine returns the next whole line, without its "\n" (and a "\r" before it). The
+// bytes of a line whose end has not come yet are kept for the next call: after a timeout the
+// rest may still come, and a line the daemon never ends (it died) is a lost connection,
+// never an answer.
 func (c *Conn) readLine() ([]byte, error) {
-	var line []byte
+	line := c.partial
+	c.partial = nil
 	for {
-		chunk, isPrefix, err := c.reader.ReadLine()
-		if err != nil {
-			return nil, err
-		}
+		chunk, err := c.reader.ReadSlice('\n')
 		line = append(line, chunk...)
-		if len(line) > MaxResponseBytes {
+		if len(line) > MaxResponseBytes+2 {
 			return nil, errTooLong
 		}
-		if !isPrefix {
+		if err == nil {
+			line = bytes.TrimSuffix(line[:len(line)-1], []byte("\r"))
+			if len(line) > MaxResponseBytes {
+				return nil, errTooLong
+			}
 			return line, nil
+		}
+		if err != bufio.ErrBufferFull {
+			c.partial = line
+			return nil, err
 		}
 	}
 }
