@@ -175,10 +175,17 @@ func (c *Conn) Call(ctx context.Context, method string, params, result interface
 		timeout = time.Until(deadline)
 	}
 	_ = c.conn.SetDeadline(deadline)
-	// A cancelled context ends the wait too.
+	// A cancelled context ends the wait too. The watcher is done before the call returns:
+	// a context cancelled as its call returns (defer cancel()) must not move the deadline of
+	// the connection's next call.
 	stop := make(chan struct{})
-	defer close(stop)
+	watched := make(chan struct{})
+	defer func() {
+		close(stop)
+		<-watched
+	}()
 	go func(conn *net.UnixConn) {
+		defer close(watched)
 		select {
 		case <-ctx.Done():
 			_ = conn.SetDeadline(time.Unix(1, 0))

@@ -3,6 +3,8 @@ package authbroker
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -51,5 +53,41 @@ func TestATimeoutLeavesTheConnectionUsable(t *testing.T) {
 	accounts, err := c.Accounts(context.Background())
 	if err != nil || len(accounts) != 0 {
 		t.Fatalf("got %v %v", accounts, err)
+	}
+}
+
+// A STUB daemon that answers every call at once. Each call has a context of its own that is
+// cancelled as the call returns (defer cancel(), as Conn.Token does for WaitForSignIn): the
+// next call on the connection must not be cut short by it ("did not answer … within 15 s"
+// at once). The cancellation races with the next call, so this tries many times.
+func TestAContextCancelledAfterItsCallLeavesTheNextCallAlone(t *testing.T) {
+	path := stubServing(t, func(conn net.Conn, r *bufio.Reader) {
+		for {
+			line, err := r.ReadBytes('\n')
+			if err != nil {
+				return
+			}
+			var req struct {
+				ID int64 `json:"id"`
+			}
+			json.Unmarshal(line, &req)
+			conn.Write([]byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"accounts":[]}}`+"\n", req.ID)))
+		}
+	})
+	c, err := Dial(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := 0; i < 30000; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_, err := c.Accounts(ctx)
+		cancel()
+		if err == nil {
+			_, err = c.Accounts(context.Background())
+		}
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
 	}
 }
