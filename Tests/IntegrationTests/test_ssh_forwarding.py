@@ -11,11 +11,12 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tempfile
 
 import pytest
 
-from conftest import API, AUTHCTL, GIT, RPC, fingerprint
+from conftest import API, AUTHCTL, GIT, ROOT, RPC, fingerprint
 from device_login import approve_device_login
 from policy_callers import PYTHON
 from sshd import SSH, Sshd
@@ -104,6 +105,21 @@ def test_a_missing_forward_is_named_on_the_remote_side(sshd, daemon_factory):
     r = remote.ctl("token", "--resource", API, forward=False, env={})
     assert r.returncode == 3, r.stderr
     assert "forward" in r.stderr and "AUTHBROKER_SOCKET" in r.stderr, r.stderr
+
+
+def test_the_client_libraries_name_a_missing_forward_too(sshd, daemon_factory):
+    """clients/python in an ssh session without the forward: the advice is to check the
+    forward, not to start a daemon on the remote host (which has none of the sign-ins)."""
+    d = daemon_factory(store="memory").start()
+    remote = Remote(sshd, d)
+    code = ("import sys, authbroker\n"
+            "try:\n    authbroker.get_token(sys.argv[1])\n"
+            "except authbroker.DaemonNotRunning as e:\n    print(e)\n    sys.exit(3)\n")
+    r = sshd.ssh([], [sys.executable, "-c", code, API], timeout=60,
+                 env=remote.env(PYTHONPATH=os.path.join(ROOT, "clients", "python", "src")))
+    assert r.returncode == 3, r.stderr
+    assert "ssh session" in r.stdout and "forward" in r.stdout and "-R" in r.stdout, r.stdout
+    assert "systemctl" not in r.stdout, r.stdout
 
 
 def test_a_forwarded_rule_grants_what_comes_over_ssh_and_nothing_local(sshd, policy_daemon):

@@ -69,8 +69,7 @@ func Dial(path string) (*Conn, error) {
 	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, &ClientError{Kind: DaemonNotRunning, Path: path, Message: fmt.Sprintf(
-				"authbrokerd is not running on %s: start it with `systemctl --user start authbroker.socket`", path)}
+			return nil, &ClientError{Kind: DaemonNotRunning, Path: path, Message: notRunning(path)}
 		}
 		return nil, &ClientError{Kind: CannotConnect, Path: path,
 			Message: fmt.Sprintf("cannot connect to authbrokerd on %s: %v", path, unwrapSyscall(err))}
@@ -87,6 +86,19 @@ func Dial(path string) (*Conn, error) {
 			"the socket %s is served by uid %d, not by you (uid %d), so nothing was sent", path, uid, me)}
 	}
 	return &Conn{Path: path, conn: c, reader: bufio.NewReader(c), nextID: 1}, nil
+}
+
+// notRunning says why nothing answers on path, and what to do. In an ssh session the
+// daemon runs on the machine the user came from: a forward is missing, and starting one
+// here is not the advice (docs/integrations.md, "Over ssh").
+func notRunning(path string) string {
+	if os.Getenv("SSH_CONNECTION") != "" {
+		return fmt.Sprintf("nothing answers on %[1]s, and this is an ssh session: authbrokerd runs on the machine you "+
+			"connect from, so check that this ssh connection forwards its socket here (`ssh -R "+
+			"%[1]s:/run/user/UID/authbroker/socket …`, or RemoteForward in ~/.ssh/config) and that the "+
+			"folder of %[1]s exists on this host (docs/integrations.md, \"Over ssh\")", path)
+	}
+	return fmt.Sprintf("authbrokerd is not running on %s: start it with `systemctl --user start authbroker.socket`", path)
 }
 
 // peerUID is the uid of the process serving the socket, as the kernel reports it.

@@ -105,16 +105,9 @@ class Broker:
         try:
             sock.settimeout(self.timeout if self.timeout else None)
             sock.connect(self.path)
-        except FileNotFoundError:
+        except (FileNotFoundError, ConnectionRefusedError):
             sock.close()
-            raise errors.DaemonNotRunning(
-                f"authbrokerd is not running on {self.path}: start it with "
-                "`systemctl --user start authbroker.socket`", self.path) from None
-        except ConnectionRefusedError:
-            sock.close()
-            raise errors.DaemonNotRunning(
-                f"authbrokerd is not running on {self.path}: start it with "
-                "`systemctl --user start authbroker.socket`", self.path) from None
+            raise errors.DaemonNotRunning(_not_running(self.path), self.path) from None
         except socket.timeout:
             sock.close()
             raise errors.BrokerTimeout(f"authbrokerd did not accept the connection on {self.path} "
@@ -290,6 +283,18 @@ class Broker:
 
 
 _SKIP = object()
+
+
+def _not_running(path):
+    """Why nothing answers on `path`, and what to do. In an ssh session the daemon runs on
+    the machine the user came from: a forward is missing, and starting one here is not the
+    advice (docs/integrations.md, "Over ssh")."""
+    if os.environ.get("SSH_CONNECTION"):
+        return (f"nothing answers on {path}, and this is an ssh session: authbrokerd runs on the machine you "
+                f"connect from, so check that this ssh connection forwards its socket here (`ssh -R "
+                f"{path}:/run/user/UID/authbroker/socket …`, or RemoteForward in ~/.ssh/config) and that the "
+                f"folder of {path} exists on this host (docs/integrations.md, \"Over ssh\")")
+    return f"authbrokerd is not running on {path}: start it with `systemctl --user start authbroker.socket`"
 
 
 def _seconds(timeout):
