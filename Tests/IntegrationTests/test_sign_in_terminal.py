@@ -98,6 +98,23 @@ def test_input_that_ends_early_fails_plainly(glewlwyd_static):
         d.cleanup()
 
 
+def test_terminal_sign_ins_left_at_a_question_do_not_lock_out_the_next(glewlwyd_static):
+    """Five times the user leaves `authctl login --terminal` at the password question (input
+    that ends, as Ctrl-C there: no login.wait is waiting then). The sixth sign-in starts at
+    once and signs in: a new `authctl login` replaces the one in progress (docs/sign-in.md)."""
+    gl = glewlwyd_static
+    d = password_daemon(gl)
+    try:
+        for _ in range(5):
+            left = login_from_pipe(d, ["alice"])
+            assert "input ended" in left.stderr, left.stderr
+        r = login_from_pipe(d, ["alice", gl.user_password("alice")])
+        assert r.returncode == 0, r.stderr
+        assert f"Signed in to {d.name} as alice@" in r.stdout
+    finally:
+        d.cleanup()
+
+
 def read_until(fd, marker, seen, timeout=30):
     deadline = time.time() + timeout
     while marker not in seen[0]:

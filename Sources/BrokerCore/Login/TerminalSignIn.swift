@@ -40,6 +40,9 @@ final class TerminalSignIn: Sendable {
         guard challenge || provider.config.passwordGrant else {
             throw BrokerError.configuration(provider: provider.name, message: "\(provider.name) offers no sign-in in the terminal: set authorization_challenge_endpoint, or password_grant = true if it allows the password grant, under [providers.\(provider.name)] in config.toml (docs/sign-in.md), or sign in with `authctl login --device`")
         }
+        // As every `authctl login`: the user gave up on the one in progress, which may wait
+        // at a question nobody will answer (Ctrl-C there leaves no `login.wait` to cancel it).
+        await logins.replace(provider: provider.name)
         let started = clock.now()
         let deadline = started + Double(timeout)
         let id = SecureRandom.token(bytes: 16)
