@@ -126,6 +126,22 @@ def test_wrong_iss_is_refused(daemon_factory, glewlwyd):
     assert d.rpc("account.list")["result"]["accounts"] == []
 
 
+def test_an_error_from_another_issuer_is_not_shown_as_the_providers(daemon_factory, glewlwyd):
+    """RFC 9207 §2.4: an error response whose iss is not the provider's is refused as such,
+    and its error text is not passed off as the provider's (a mix-up could put words in it)."""
+    d = daemon_factory().start()
+    c, start = start_browser_login(d)
+    q = urllib.parse.parse_qs(urllib.parse.urlsplit(start["authorization_url"]).query)
+    lure = "your account is locked: call the help desk at 555-0100"
+    location = q["redirect_uri"][0] + "?" + urllib.parse.urlencode({
+        "state": q["state"][0], "error": "access_denied", "error_description": lure, "iss": "https://evil.example.test"})
+    status, page = follow(location)
+    assert status == 400 and lure not in page
+    done = c.call("login.wait", {"login_id": start["login_id"]})
+    message = done["error"]["message"]
+    assert done["error"]["code"] == -32007 and "iss" in message and lure not in message, message
+
+
 def test_replayed_code_is_refused(daemon_factory, glewlwyd):
     d = daemon_factory().start()
     c1, first = start_browser_login(d)

@@ -116,7 +116,7 @@ final class BrowserSignIn: Sendable {
         }
     }
 
-    /// Checks the redirect (state, error, iss), redeems the code and stores the account.
+    /// Checks the redirect (state, iss, error), redeems the code and stores the account.
     private func finishBrowserLogin(_ query: [String: String], _ request: AuthorizationRequest, metadata: ProviderMetadata,
                                     provider: Provider, resource: String?) async throws(BrokerError) -> AccountInfo {
         let name = provider.name
@@ -127,17 +127,18 @@ final class BrowserSignIn: Sendable {
             // The listener lets only the sign-in's own state through; this is the second look.
             throw refuse("the redirect's state does not match this sign-in (a forged or stale redirect)")
         }
+        // RFC 9207: a provider that advertises `iss` must send it; any `iss` sent must match.
+        // Error responses too (§2.4): an error from another issuer is not the provider's word.
+        if let iss = query["iss"] {
+            guard iss == provider.config.issuer else { throw refuse("the redirect's iss is not \(provider.config.issuer) (RFC 9207 mix-up protection)") }
+        } else if metadata.authorizationResponseIssParameterSupported == true {
+            throw refuse("the redirect has no iss, which \(name) promises to send (RFC 9207)")
+        }
         if let error = query["error"] {
             let prompt = request.extra.last { $0.0 == "prompt" }?.1
             throw .loginFailed(provider: name, message: ProviderRefusal.message(
                 provider: name, error: error, description: query["error_description"], prompt: prompt,
                 configuredPrompt: provider.config.authorizationParams["prompt"]))
-        }
-        // RFC 9207: a provider that advertises `iss` must send it; any `iss` sent must match.
-        if let iss = query["iss"] {
-            guard iss == provider.config.issuer else { throw refuse("the redirect's iss is not \(provider.config.issuer) (RFC 9207 mix-up protection)") }
-        } else if metadata.authorizationResponseIssParameterSupported == true {
-            throw refuse("the redirect has no iss, which \(name) promises to send (RFC 9207)")
         }
         guard let code = query["code"], !code.isEmpty else { throw refuse("the redirect carries no authorization code") }
         // A new sign-in gets a new DPoP key; the tokens it redeems are bound to it.
