@@ -14,7 +14,8 @@ import Foundation
 /// 2. the header's `alg` is on the allow-list (RS256, PS256, ES256, ES384, EdDSA):
 ///    `none`, HMAC and everything else are refused;
 /// 3. the key: the one named by `kid` (fetching the JWKS again once for an unknown kid,
-///    rate-limited by `JWKSCache`), or with no `kid` the only key that fits. The key must
+///    rate-limited by `JWKSCache`), or with no `kid` the only key that fits (fetched again
+///    the same way when the signature does not verify with it: a rotated key). The key must
 ///    fit the algorithm — kty RSA for RS/PS, EC with the matching curve for ES256/ES384,
 ///    OKP Ed25519 for EdDSA, its own `alg` if it has one equal to the header's, `use` "sig"
 ///    if given — so the header's word alone never picks how a key is used;
@@ -59,10 +60,10 @@ public struct IDTokenVerifier: Sendable {
         // 3. Key.
         let candidates = try await chooseKeys(for: jws, algorithm: algorithm, metadata: metadata, provider: provider)
         // 4. Signature.
-        var verified = false
-        for key in candidates where (try? key.verify(signature: jws.signature, message: jws.signingInput, algorithm: algorithm)) != nil {
-            verified = true
-            break
+        var verified = Self.verifies(jws, with: candidates, algorithm: algorithm)
+        if !verified, jws.header["kid"] == nil, let rotated = await onlyFittingKeyFetchedAgain(metadata, algorithm: algorithm) {
+            // Without a kid, a key rotated since the set was fetched shows only here.
+            verified = Self.verifies(jws, with: [rotated], algorithm: algorithm)
         }
         guard verified else {
             throw IDTokenError(.badSignature, "the ID token's \(algorithm.rawValue) signature does not match \(provider)'s key, so it may be forged; sign in again")
@@ -123,6 +124,19 @@ public struct IDTokenVerifier: Sendable {
                 throw IDTokenError(.wrongNonce, "the ID token's nonce is not the one this sign-in sent, so it may be replayed; sign in again")
             }
         }
+    }
+
+    private static func verifies(_ jws: CompactJWS, with keys: [PublicKey], algorithm: JWSAlgorithm) -> Bool {
+        keys.contains { (try? $0.verify(signature: jws.signature, message: jws.signingInput, algorithm: algorithm)) != nil }
+    }
+
+    /// For a token without `kid` whose signature the one fitting key did not verify: the
+    /// set fetched again (at most once per `minimumRefetchInterval`, as for an unknown kid),
+    /// and its only key that fits; nil when no fetch was made, it failed, or not one key fits.
+    private func onlyFittingKeyFetchedAgain(_ metadata: ProviderMetadata, algorithm: JWSAlgorithm) async -> PublicKey? {
+        guard let jwksURI = metadata.jwksURI, let fresh = try? await keys.refetch(jwksURI) else { return nil }
+        let fitting = fresh.entries.filter { $0.jwk.isUsable(for: algorithm) }.compactMap { try? $0.publicKey.get() }
+        return fitting.count == 1 ? fitting[0] : nil
     }
 
     /// The keys the signature may be checked with: those named by `kid` that fit the

@@ -219,6 +219,27 @@ final class IDTokenVerifierTests: XCTestCase {
         XCTAssertEqual(count, 3)
     }
 
+    func testWithoutKidARotatedKeyIsFetchedOnceThenNotWithinTheInterval() async throws {
+        let keys = try keys()
+        let clock = TestClock()
+        // A provider with one key and no kid in its tokens rotates that key.
+        stub.route("/jwks", try jwksAnswer([keys.p256.jwk(kid: "ec-1", alg: "ES256")]),
+                   try jwksAnswer([keys.rotated.jwk(kid: "ec-2", alg: "ES256")]))
+        let verifier = verifier(interval: 60, clock: clock)
+        _ = try await verifier.verify(try token(keys.p256, .es256, kid: nil), metadata: metadata, clientID: clientID, nonce: "n-1")
+        XCTAssertEqual(jwksRequests, 1)
+
+        // The next sign-in's token is signed with the new key: the set is fetched again.
+        clock.advance(61)
+        _ = try await verifier.verify(try token(keys.rotated, .es256, kid: nil), metadata: metadata, clientID: clientID, nonce: "n-1")
+        XCTAssertEqual(jwksRequests, 2)
+
+        // A forged token without kid, within the interval, fetches nothing.
+        let error = await refusal(verifier, try token(keys.p256, .es256, kid: nil))
+        XCTAssertEqual(error?.reason, .badSignature)
+        XCTAssertEqual(jwksRequests, 2)
+    }
+
     func testConcurrentUnknownKidsShareOneFetch() async throws {
         let keys = try keys()
         stub.route("/jwks", try jwksAnswer(publishedKeys(keys)))
