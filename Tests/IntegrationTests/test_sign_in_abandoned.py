@@ -3,11 +3,14 @@ their caller hold no slot, sign-ins on demand that programs keep abandoning are 
 a program the rules give no token of a provider cannot start its sign-in on demand.
 
 Real daemon, real Glewlwyd (the browser played through its login API, as in test_sign_in).
-The notification server is the STUB of test_sign_in_on_demand (no real one runs headless)."""
+The notification server is the STUB of test_sign_in_on_demand (no real one runs headless);
+the device sign-ins started at once are played by the STUB provider (support/stub_provider.py)."""
+import concurrent.futures
 import os
 import time
 
-from conftest import AUTHCTL, RPC
+from conftest import AUTHCTL, RPC, Daemon
+from test_faults import stub_config
 from test_sign_in import follow, play_browser, start_browser_login
 from test_sign_in_on_demand import notifications, on_demand_daemon, wait_until, waiting_token_get  # noqa: F401
 
@@ -63,3 +66,27 @@ resources = ["*"]
     assert "forbidden by policy" in refused["error"]["message"] and "sign" in refused["error"]["message"]
     assert "sign-in on demand refused by policy" in d.log_text()
     assert "browser sign-in started" not in d.log_text()
+
+
+def test_stub_a_device_sign_in_refused_for_the_cap_polls_nothing(stub):
+    """Five device sign-ins started at once: the cap of 4 running sign-ins refuses one, and
+    the daemon must then not poll the provider with the code that caller was never shown
+    (left polling, it would run outside the bookkeeping until the code expires, and each
+    refused start would add one). STUB: a device authorization answer that takes a while
+    and a code nobody approves, which Glewlwyd does not give on cue."""
+    stub.device_delay = 2
+    stub.device_error = "authorization_pending"
+    d = Daemon(None)
+    try:
+        d.write_config(text=stub_config(d.name, stub, http_timeout=10))
+        d.start()
+        with concurrent.futures.ThreadPoolExecutor(5) as pool:
+            answers = list(pool.map(lambda _: d.rpc("login.start", {"provider": d.name, "flow": "device"}), range(5)))
+        refused = [a["error"]["message"] for a in answers if "error" in a]
+        assert len(refused) == 1 and "already waiting" in refused[0], answers
+        time.sleep(4)  # every sign-in still running has polled by now (interval 1 s)
+        with stub.lock:
+            polled = len({f["device_code"][0] for f in stub.token_forms if "device_code" in f})
+        assert polled == 4, f"{polled} device codes polled for 4 sign-ins"
+    finally:
+        d.cleanup()

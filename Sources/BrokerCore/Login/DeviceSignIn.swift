@@ -59,7 +59,13 @@ final class DeviceSignIn: Sendable {
             verificationURIComplete: authorization.verificationURIComplete,
             userCode: authorization.userCode, expiresAt: Int64(expiresAt))
         session.shown = shown
-        try logins.add(session, now: started)
+        do {
+            try logins.add(session, now: started)
+        } catch {
+            // Refused (too many running): nobody was shown its code, so nothing may poll with it.
+            task.cancel()
+            throw error
+        }
         logger.info("device sign-in started", metadata: ["provider": "\(provider.name)", "login_id": "\(id)"])
         return shown
     }

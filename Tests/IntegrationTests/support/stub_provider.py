@@ -27,6 +27,9 @@ Switches for the provider behaviours of docs/providers.md (tests/test_providers.
   discovery_omits            discovery members left out, although the endpoints are served
   token_path                 where the token endpoint is (the old path then answers 404)
   device_expires_in          seconds a device code lives (default 60)
+  device_delay               seconds the device authorization endpoint waits before it answers
+  device_error               an OAuth error code the device grant answers with (HTTP 400) instead
+                             of tokens: "authorization_pending" for a code nobody approves
 Counters: discovery_requests; `revoked` holds every token revoked at /revoke, `access` every
 access token issued with its resources.
 
@@ -94,6 +97,8 @@ class StubProvider:
         self.discovery_omits = set()
         self.token_path = "/token"
         self.device_expires_in = 60
+        self.device_delay = 0
+        self.device_error = None
         self.discovery_requests = 0
         self.revoked = set()
         self.access = {}  # access token -> resources it is restricted to ([] = none)
@@ -347,6 +352,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._json(200, {"active": True, "sub": p.subject, "client_id": p.client_id} if active else {"active": False})
             return
         if self.path == "/device":
+            time.sleep(p.device_delay)
             device_code = "stub-dc-" + secrets.token_urlsafe(16)
             with p.lock:
                 p.issued.append(device_code)
@@ -380,6 +386,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         elif mode == "slow":
             p.released.wait(p.delay)
             self._json(200, p._tokens(with_id_token=False))  # too late: never kept
+        elif grant == "urn:ietf:params:oauth:grant-type:device_code" and p.device_error:
+            self._json(400, {"error": p.device_error})
         elif grant == "urn:ietf:params:oauth:grant-type:device_code":
             with p.lock:
                 resources = p.grants.get(form.get("device_code", [""])[0], [])
