@@ -266,9 +266,20 @@ def test_stub_device_sign_in_whose_code_runs_out_while_the_provider_fails_says_s
     r = login(d)
     assert r.returncode == 10, r.stdout + r.stderr
     assert "abandoned because the provider failed" in r.stderr
-    assert f"run `authctl login --provider {d.name}` again" in r.stderr
+    assert f"run `authctl login --device --provider {d.name}` again" in r.stderr
     assert "expired before it was approved" not in r.stderr
     assert "try again in" not in r.stderr
+
+
+@pytest.mark.parametrize("refusal", ["access_denied", "expired_token"])
+def test_stub_refused_or_expired_device_sign_in_says_to_sign_in_again_with_the_device(stub, make_daemon, refusal):
+    """The next step a device sign-in's refusal names is a device sign-in: on a machine
+    without a browser, `authctl login` alone would start a browser sign-in the user cannot finish."""
+    stub.device_error = refusal
+    d = make_daemon(stub)
+    r = login(d)
+    assert r.returncode == 10, r.stdout + r.stderr
+    assert f"run `authctl login --device --provider {d.name}` again" in r.stderr, r.stderr
 
 
 def test_stub_endpoint_answering_404_makes_the_daemon_read_discovery_again(stub, make_daemon):

@@ -76,6 +76,8 @@ final class DeviceSignIn: Sendable {
         let client = provider.client(signer, metadata: metadata, clock: clock)
         var interval = max(1, authorization.interval)
         let name = provider.name
+        // A device sign-in is what the user can finish here (perhaps no browser is at hand).
+        let again = "run `authctl login --device --provider \(name)` again"
         // Why the last poll failed, if it did: a code that runs out while the provider is
         // failing was perhaps approved, and the user should hear that it was the provider.
         var failing: String?
@@ -87,9 +89,9 @@ final class DeviceSignIn: Sendable {
             }
             if clock.now() >= deadline {
                 if let failing {
-                    throw BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) was abandoned because the provider failed until its code expired (\(failing)): run `authctl login --provider \(name)` again")
+                    throw BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) was abandoned because the provider failed until its code expired (\(failing)): \(again)")
                 }
-                throw BrokerError.loginFailed(provider: name, message: "the code for \(name) expired before it was approved: run `authctl login --provider \(name)` again")
+                throw BrokerError.loginFailed(provider: name, message: "the code for \(name) expired before it was approved: \(again)")
             }
             let answer: DevicePollResult
             do {
@@ -97,9 +99,9 @@ final class DeviceSignIn: Sendable {
             } catch {
                 switch error {
                 case .provider(let code, _, _) where code == "access_denied":
-                    throw BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) was refused at the provider")
+                    throw BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) was refused at the provider (access was declined there, or the account may not use this client): \(again) and allow access, or ask the provider's administrator")
                 case .provider(let code, _, _) where code == "expired_token":
-                    throw BrokerError.loginFailed(provider: name, message: "the code for \(name) expired before it was approved: run `authctl login --provider \(name)` again")
+                    throw BrokerError.loginFailed(provider: name, message: "the code for \(name) expired before it was approved: \(again)")
                 case .provider:
                     counters.providerErrors.increment()
                     throw BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) failed: \(error.message)")
