@@ -8,6 +8,7 @@ The OAuth 2.0 for First-Party Applications draft (the authorization challenge en
 against a STUB provider (support/stub_first_party.py): neither Glewlwyd nor any provider run
 here implements the draft. The STUB asks user name, password, a code sent by e-mail and an
 MFA code, then gives a code the daemon redeems with its PKCE verifier."""
+import json
 import os
 import pty
 import select
@@ -19,7 +20,7 @@ import time
 import pytest
 
 import stub_first_party as fpa
-from conftest import API, AUTHCTL, Daemon, files_outside_the_keyring
+from conftest import API, AUTHCTL, RPC, Daemon, files_outside_the_keyring
 from test_faults import stub_config
 
 
@@ -111,6 +112,33 @@ def test_terminal_sign_ins_left_at_a_question_do_not_lock_out_the_next(glewlwyd_
         r = login_from_pipe(d, ["alice", gl.user_password("alice")])
         assert r.returncode == 0, r.stderr
         assert f"Signed in to {d.name} as alice@" in r.stdout
+    finally:
+        d.cleanup()
+
+
+def test_a_program_waiting_for_a_sign_in_joins_the_terminal_sign_in_in_progress(glewlwyd_static):
+    """While the user answers `authctl login --terminal`, a program that would rather wait
+    for a sign-in (login.start with join, then token.get with wait_for_sign_in) joins that
+    sign-in (docs/protocol.md: "the provider's sign-in in progress … (any flow)") instead
+    of starting a browser sign-in that cancels the user's."""
+    gl = glewlwyd_static
+    d = password_daemon(gl)
+    try:
+        c = RPC(d.socket)
+        start = c.call("login.start", {"provider": d.name, "flow": "terminal"})["result"]
+        assert c.call("login.wait", {"login_id": start["login_id"]})["result"]["prompt"]["name"] == "username"
+        joined = d.rpc("login.start", {"provider": d.name, "join": True})
+        assert "result" in joined, joined.get("error")
+        same = joined["result"]["login_id"] == start["login_id"]
+        assert same and joined["result"]["joined"] is True, f"a {joined['result']['flow']} sign-in was started instead"
+        waiter = RPC(d.socket, timeout=90)
+        waiter.send_line(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "token.get",
+                                     "params": {"provider": d.name, "wait_for_sign_in": 60}}) + "\n")
+        for answer in ["alice", gl.user_password("alice")]:
+            assert c.call("login.answer", {"login_id": start["login_id"], "value": answer})["result"]["accepted"]
+            step = c.call("login.wait", {"login_id": start["login_id"]})
+        assert step["result"]["account"]["state"] == "ready", step.get("error")
+        assert "access_token" in waiter.read().get("result", {})
     finally:
         d.cleanup()
 

@@ -56,6 +56,10 @@ final class TerminalSignIn: Sendable {
             return try await self.passwordSignIn(provider, metadata: metadata, conversation: conversation, resource: resource)
         }
         let session = LoginSession(id: id, provider: provider.name, expiresAt: deadline, task: task, conversation: conversation)
+        let shown = LoginStartResult(loginID: id, provider: provider.name, flow: .terminal, expiresAt: Int64(deadline))
+        // What a program that joins the sign-in gets (login.start with join): without it,
+        // the join would start a browser sign-in in its place.
+        session.shown = shown
         do {
             try logins.add(session, now: started)
         } catch {
@@ -67,7 +71,7 @@ final class TerminalSignIn: Sendable {
             session.cancel(because: "the sign-in to \(provider.name) was not finished within \(timeout) s: run `authctl login --terminal --provider \(provider.name)` again")
         }
         logger.info("terminal sign-in started", metadata: ["provider": "\(provider.name)", "login_id": "\(id)"])
-        return LoginStartResult(loginID: id, provider: provider.name, flow: .terminal, expiresAt: Int64(deadline))
+        return shown
     }
 
     /// Asks, or ends the sign-in when it was cancelled while the question was open.
