@@ -143,6 +143,28 @@ def test_a_program_waiting_for_a_sign_in_joins_the_terminal_sign_in_in_progress(
         d.cleanup()
 
 
+def test_a_program_that_stops_waiting_leaves_the_terminal_sign_in_to_its_user(glewlwyd_static):
+    """A program that joined the terminal sign-in and stops waiting (its wait_for_sign_in
+    runs out) while the user types the password does not cancel the user's sign-in: the
+    user's authctl waits for no answer while they type, so the program is no last waiter."""
+    gl = glewlwyd_static
+    d = password_daemon(gl)
+    try:
+        c = RPC(d.socket)
+        start = c.call("login.start", {"provider": d.name, "flow": "terminal"})["result"]
+        assert c.call("login.wait", {"login_id": start["login_id"]})["result"]["prompt"]["name"] == "username"
+        assert c.call("login.answer", {"login_id": start["login_id"], "value": "alice"})["result"]["accepted"]
+        assert c.call("login.wait", {"login_id": start["login_id"]})["result"]["prompt"]["name"] == "password"
+        gave_up = d.rpc("token.get", {"provider": d.name, "wait_for_sign_in": 1})
+        assert gave_up["error"]["code"] == -32001, gave_up.get("error")
+        answered = c.call("login.answer", {"login_id": start["login_id"], "value": gl.user_password("alice")})
+        assert "result" in answered, answered.get("error")
+        step = c.call("login.wait", {"login_id": start["login_id"]})
+        assert step.get("result", {}).get("account", {}).get("state") == "ready", step.get("error")
+    finally:
+        d.cleanup()
+
+
 def read_until(fd, marker, seen, timeout=30):
     deadline = time.time() + timeout
     while marker not in seen[0]:

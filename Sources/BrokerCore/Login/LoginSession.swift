@@ -83,6 +83,15 @@ final class LoginSession: Sendable {
         cancel(because: "the sign-in to \(provider) was cancelled: the program waiting for it went away")
     }
 
+    /// A program that joined the sign-in stopped waiting before the outcome (its wait ran
+    /// out, or it went away): as `waiterLeft`, except that it never ends a terminal
+    /// sign-in, whose user waits for nothing while typing an answer and so is not counted
+    /// then; that sign-in ends on its user's Ctrl-C during a wait, its timeout, or a newer one.
+    func joinedWaiterLeft() {
+        guard conversation == nil else { return waiterDone() }
+        waiterLeft()
+    }
+
     /// A waiter got its answer.
     func waiterDone() {
         waiters.withLock { $0.now -= 1 }

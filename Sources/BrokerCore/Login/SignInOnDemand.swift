@@ -158,7 +158,7 @@ final class SignInOnDemand: SignInWaiting, Sendable {
             first.offer(nil)
         }
         sleeper.cancel()
-        if outcome == nil { session.waiterLeft() } else { session.waiterDone() }
+        if outcome == nil { session.joinedWaiterLeft() } else { session.waiterDone() }
         return outcome
     }
 }
