@@ -165,6 +165,23 @@ def test_a_program_that_stops_waiting_leaves_the_terminal_sign_in_to_its_user(gl
         d.cleanup()
 
 
+def test_an_answer_after_the_sign_in_ended_says_why_it_ended(glewlwyd_static):
+    """The user types the password after the terminal sign-in timed out: authctl's
+    login.answer hears why the sign-in ended and what to run, not a protocol hint."""
+    d = password_daemon(glewlwyd_static)
+    try:
+        c = RPC(d.socket)
+        start = c.call("login.start", {"provider": d.name, "flow": "terminal", "timeout": 1})["result"]
+        assert c.call("login.wait", {"login_id": start["login_id"]})["result"]["prompt"]["name"] == "username"
+        time.sleep(2)
+        late = c.call("login.answer", {"login_id": start["login_id"], "value": "alice"})
+        message = late["error"]["message"]
+        assert late["error"]["code"] == -32007, late["error"]
+        assert "not finished within 1 s" in message and "authctl login --terminal" in message, message
+    finally:
+        d.cleanup()
+
+
 def read_until(fd, marker, seen, timeout=30):
     deadline = time.time() + timeout
     while marker not in seen[0]:

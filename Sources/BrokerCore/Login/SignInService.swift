@@ -119,6 +119,8 @@ public final class SignInService: RegistersMethods, Sendable {
             throw BrokerError.invalidRequest(message: "an answer may be up to 4096 bytes long")
         }
         guard conversation.answer(value) else {
+            // Ended (timed out, replaced, cancelled): the user hears why, not a protocol hint.
+            if let reason = session.cancelledBecause { throw BrokerError.loginFailed(provider: session.provider, message: reason) }
             throw BrokerError.invalidRequest(message: "the sign-in to \(session.provider) is not waiting for an answer: call login.wait for its question first")
         }
         return LoginAnswerResult(accepted: true)
