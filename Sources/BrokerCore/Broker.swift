@@ -81,10 +81,13 @@ public final class Broker: Sendable {
     }
 
     /// Stops what runs in the background: sign-ins in progress (their listeners closed
-    /// while the event loops still run) and background refreshes.
+    /// while the event loops still run) and background refreshes; then writes the newest
+    /// refresh tokens the store has not taken yet (`Refresher.saveUnsaved`), and says in
+    /// the log which it still could not write.
     public func stop() async {
         await signIns.endAll()
         reloading.tokens.stopRefreshingAhead()
+        _ = await tokens.refresher.saveUnsaved()
     }
 
     /// Counters since start, for `daemon.status`.

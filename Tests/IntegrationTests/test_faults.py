@@ -235,6 +235,27 @@ def test_locked_keyring_after_start(stub, daemon):
     assert fingerprint(stored_refresh_token(d.name)) == fingerprint(stub.last_issued_refresh)
 
 
+def test_a_stop_stores_the_newest_refresh_token_the_keyring_refused_before(stub, daemon):
+    """A rotation while the keyring is locked leaves the newest refresh token in memory only;
+    the user unlocks the keyring and stops the daemon (a logout from the desktop, `systemctl
+    --user stop`) before the background retry has written it. The stop writes it: the
+    restarted daemon still serves the account (the STUB refuses the older refresh token, as
+    rotating providers do)."""
+    d = daemon
+    assert "result" in token(d)
+    try:
+        lock_login_keyring()
+        assert "result" in token(d)  # rotates; the write fails
+        assert "could not be written to the store" in d.log_text()
+    finally:
+        unlock_login_keyring()
+    assert d.stop() == 0
+    assert fingerprint(stored_refresh_token(d.name)) == fingerprint(stub.last_issued_refresh)
+    d.start()
+    after = token(d)
+    assert "result" in after, after
+
+
 def test_hanging_secret_service_gives_a_clear_error_in_bounded_time(stub):
     d = signed_in_daemon(stub, store_timeout=2)
     try:

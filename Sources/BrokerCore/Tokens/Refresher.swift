@@ -235,6 +235,34 @@ final class Refresher: Sendable {
         }
     }
 
+    /// Before the daemon stops: waits for each account's refresh in flight, then writes
+    /// once more every newest refresh token the store has not taken yet (the background
+    /// retry ends with the process, and a restart would read the older, rotated-away one).
+    /// Returns the accounts whose newest refresh token is still not stored.
+    func saveUnsaved() async -> [AccountKey] {
+        let all = queues.withLock { $0 }
+        return await withTaskGroup(of: AccountKey?.self) { group in
+            for (key, queue) in all {
+                group.addTask {
+                    await queue.exclusive { () async -> AccountKey? in
+                        guard let current = self.accounts[key], current.unsaved else { return nil }
+                        do throws(StoreError) {
+                            try await self.store.save(AccountSecret.credential(for: current))
+                        } catch {
+                            self.logger.error("stopping with the newest refresh token only in memory: the store did not take it, so after a restart this account may need a new sign-in", metadata: ["account": "\(key)", "error": "\(error.message)"])
+                            return key
+                        }
+                        self.accounts.update(key) { $0.unsaved = false }
+                        self.logger.notice("the newest refresh token is stored now", metadata: ["account": "\(key)"])
+                        return nil
+                    }
+                }
+            }
+            var unsaved: [AccountKey] = []
+            for await key in group { if let key { unsaved.append(key) } }
+            return unsaved
+        }
+    }
 
     /// The sentence for `invalid_target`: what is true about this resource and this account.
     func invalidTarget(_ resource: String?, account: Account, chain: String?, provider: Provider) -> BrokerError {
