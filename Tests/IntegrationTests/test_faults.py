@@ -256,6 +256,38 @@ def test_a_stop_stores_the_newest_refresh_token_the_keyring_refused_before(stub,
     assert "result" in after, after
 
 
+def test_a_stop_during_a_background_refresh_keeps_its_rotated_refresh_token():
+    """SIGTERM while a background refresh (refresh_ahead) waits for the provider, which
+    takes it and rotates the refresh token (STUB: tokens that live 8 s, and an answer held
+    back 2 s, which Glewlwyd cannot be made to do). The stop waits for the answer and
+    stores the rotated refresh token: the restarted daemon still serves the account."""
+    s = StubProvider(access_token_life=8).start()
+    asked = threading.Event()
+
+    def slow_refresh(form):
+        asked.set()
+        time.sleep(2)
+        return None  # then answered as usual: the refresh token rotates
+
+    d = signed_in_at_stub(lambda name: stub_config(name, s, refresh_margin=2, http_timeout=5)
+                          + 'access_tokens = "independent"\nrefresh_ahead = true\nrefresh_ahead_window = 60\n')
+    try:
+        assert "result" in token(d)
+        before = s.last_issued_refresh
+        s.refresh_refusal = slow_refresh
+        assert asked.wait(20), "no background refresh"
+        d.stop()
+        wait_until(lambda: s.last_issued_refresh != before, 10, "the stub never rotated the refresh token")
+        assert fingerprint(stored_refresh_token(d.name)) == fingerprint(s.last_issued_refresh)
+        s.refresh_refusal = None
+        d.start()
+        after = token(d)
+        assert "result" in after, after
+    finally:
+        d.cleanup()
+        s.stop()
+
+
 def test_hanging_secret_service_gives_a_clear_error_in_bounded_time(stub):
     d = signed_in_daemon(stub, store_timeout=2)
     try:
