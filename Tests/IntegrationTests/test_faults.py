@@ -288,6 +288,30 @@ def test_a_stop_during_a_background_refresh_keeps_its_rotated_refresh_token():
         s.stop()
 
 
+def test_a_logout_during_a_refresh_stays_signed_out(stub):
+    """`authctl logout` while the answer to a refresh is on its way: the provider has taken
+    the refresh and rotated the refresh token (STUB: the answer held back 2 s after the
+    rotation, which Glewlwyd cannot be made to do). The account stays signed out: not
+    listed, no item left in the keyring, and the refresh token revoked is the newest one,
+    not the rotated-away one."""
+    d = signed_in_daemon(stub, http_timeout=5)
+    try:
+        before = stub.last_issued_refresh
+        stub.refresh_answer_delay = 2
+        caller = threading.Thread(target=lambda: token(d))
+        caller.start()
+        wait_until(lambda: stub.last_issued_refresh != before, 10, "no refresh")
+        r = d.ctl("logout", "--provider", d.name)
+        assert r.returncode == 0, r.stderr
+        caller.join(15)
+        assert d.rpc("account.list")["result"]["accounts"] == []
+        assert stored_item(d.name) is None, "a refresh token is left in the keyring after the logout"
+        newest_revoked = stub.last_issued_refresh in stub.revoked
+        assert newest_revoked, "the refresh token that still works was not revoked"
+    finally:
+        d.cleanup()
+
+
 def test_hanging_secret_service_gives_a_clear_error_in_bounded_time(stub):
     d = signed_in_daemon(stub, store_timeout=2)
     try:

@@ -22,14 +22,30 @@ public final class SignOutService: RegistersMethods, Sendable {
     }
 
     /// Revokes the refresh token at the provider (RFC 7009) where it can, removes the item
-    /// from the store, and forgets the account's cached tokens.
+    /// from the store, and forgets the account's cached tokens. Runs in turn with the
+    /// account's refreshes: one in flight ends first (its rotated refresh token is the one
+    /// revoked), and none starts until the account is gone.
     public func logout(_ params: LogoutParams) async throws(BrokerError) -> LogoutResult {
-        let (provider, account) = try accounts.resolved(provider: params.provider, account: params.account)
-        if account.machine {
-            tokens.dropCached(account.key)
-            return LogoutResult(provider: provider.name, account: account.key.subject, revoked: false,
+        let (provider, resolved) = try accounts.resolved(provider: params.provider, account: params.account)
+        if resolved.machine {
+            tokens.dropCached(resolved.key)
+            return LogoutResult(provider: provider.name, account: resolved.key.subject, revoked: false,
                                 revocationNote: "\(provider.name) is a machine account: its cached tokens were dropped")
         }
+        let outcome = await tokens.inTurnWithRefreshes(of: resolved.key) { () async -> Result<LogoutResult, BrokerError> in
+            // As the last refresh left it; gone when another sign-out came first.
+            guard let account = self.accounts[resolved.key] else { return .failure(.notSignedIn(provider.name)) }
+            do throws(BrokerError) {
+                return .success(try await self.signOut(account, at: provider, params))
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try outcome.get()
+    }
+
+    /// The sign-out itself, in turn with the account's refreshes.
+    private func signOut(_ account: Account, at provider: Provider, _ params: LogoutParams) async throws(BrokerError) -> LogoutResult {
         var revoked = false
         var note: String?
         var endSession: String?

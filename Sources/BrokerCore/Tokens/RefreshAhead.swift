@@ -23,7 +23,8 @@ final class RefreshAhead: Sendable {
     /// The longest single sleep: the wall clock is read again after each (it may have been
     /// moved, or the machine suspended).
     private let tick: Duration
-    private let refresher: Refresher
+    /// Whose queues `TokenForgetting.inTurnWithRefreshes` takes its turn in.
+    let refresher: Refresher
     private let providers: ProvidersService
     private let clock: WallClock
     private let logger: Logger

@@ -1,7 +1,7 @@
 /// What other services may do to the tokens service's state: a new sign-in, a sign-out
 /// and a reload make an account's cached tokens (and their background refreshes) stale.
 /// Built by the composition root over the `TokenCache` and `RefreshAhead` the tokens
-/// service owns, so those services see these three calls and nothing else of it.
+/// service owns, so those services see these calls and nothing else of it.
 struct TokenForgetting: Sendable {
     private let cache: TokenCache
     private let ahead: RefreshAhead
@@ -22,4 +22,10 @@ struct TokenForgetting: Sendable {
 
     /// Ends every background refresh (reload, stop): the next requests start them again.
     func stopRefreshingAhead() { ahead.stop() }
+
+    /// Runs `operation` in turn with the account's refreshes, never beside one (sign-out: a
+    /// refresh that ended after it would put the account and its rotated refresh token back).
+    func inTurnWithRefreshes<T: Sendable>(of account: AccountKey, _ operation: @escaping @Sendable () async -> T) async -> T {
+        await ahead.refresher.queue(for: account).exclusive(operation)
+    }
 }

@@ -121,6 +121,9 @@ class StubProvider:
         # token left valid (an error the provider words as it likes).
         self.refresh_answer_extra = {}
         self.refresh_refusal = None
+        # Seconds an ok refresh answer is held back after the refresh token rotated: the
+        # provider took the refresh, its answer is still on the way.
+        self.refresh_answer_delay = 0
         self.valid_refresh_keep = False  # a refresh token stays valid after use (no rotation)
         self.discovery_refusal = None  # (status, body dict, headers dict) to answer discovery with
         self.server = None
@@ -434,6 +437,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                     answer.pop(name, None)  # None: the member is left out
                 else:
                     answer[name] = value
+            if p.refresh_answer_delay:
+                time.sleep(p.refresh_answer_delay)
             self._json(200, answer)
         elif grant in p.grant_handlers:
             self._json(*p.grant_handlers[grant](form))
