@@ -15,6 +15,8 @@ enum SecretServiceErrors {
     static let noDefaultCollection =
         "the Secret Service has no default keyring: create one (for example with Seahorse, or by logging in to the desktop once so that the login keyring exists), or set store = \"memory\" in config.toml"
     static let cancelled = "the Secret Service request was cancelled"
+    static let sessionBusClosed =
+        "the D-Bus session bus closed authbrokerd's connection (the bus stopped or was restarted), and GLib hands out that closed connection for as long as the process runs: restart authbrokerd (`systemctl --user restart authbroker.service`) once the session bus and the Secret Service are back"
 
     /// What went wrong, from the parts of a `GError`.
     ///
@@ -43,6 +45,11 @@ enum SecretServiceErrors {
         }
         if message.contains("org.freedesktop.secrets") && message.contains("not provided by any .service files") {
             return .unavailable(noSecretService)
+        }
+        if message.contains("The connection is closed") {
+            // Still closed after `reconnecting` dropped libsecret's proxy: GDBus's session
+            // bus connection is shared by the process and is not made again.
+            return .unavailable(sessionBusClosed)
         }
         if isLocked || message.lowercased().contains("locked") {
             return .locked(locked)

@@ -465,12 +465,15 @@ BARE_BUS = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configur
 """
 
 
-def bare_bus(folder):
+def bare_bus(folder, path=None):
     """A D-Bus session bus with no Secret Service on it, and none to activate: unlike the
-    stock session config it has no service folders (which would start gnome-keyring)."""
+    stock session config it has no service folders (which would start gnome-keyring).
+    With `path`, it listens there, so a bus started again is at the same address."""
     config = os.path.join(folder, "bus.conf")
     with open(config, "w") as f:
-        f.write(BARE_BUS.format(folder=folder))
+        text = BARE_BUS.format(folder=folder)
+        f.write(text.replace(f"unix:dir={folder}", f"unix:path={path}") if path else text)
     out = subprocess.check_output(["dbus-daemon", "--config-file=" + config, "--fork", "--print-address=1", "--print-pid=1"], text=True)
     address, pid = out.split()[:2]
-    return address, int(pid)
+    # Without the bus's guid, a client may connect to the bus started again there.
+    return (address.split(",guid=")[0] if path else address), int(pid)

@@ -404,11 +404,12 @@ class BareSession:
     runs on it only when the test starts one: gnome-keyring-daemon in a home of its own,
     its login keyring unlocked with a throwaway password."""
 
-    def __init__(self):
+    def __init__(self, fixed_address=False):
         self.dir = tempfile.mkdtemp(prefix="ab-bus-")
         for sub in ("home", "run"):
             os.makedirs(os.path.join(self.dir, sub), mode=0o700)
-        self.address, self.bus_pid = bare_bus(self.dir)
+        self.path = os.path.join(self.dir, "run", "bus") if fixed_address else None
+        self.address, self.bus_pid = bare_bus(self.dir, self.path)
         home = os.path.join(self.dir, "home")
         self.env = dict(os.environ, DBUS_SESSION_BUS_ADDRESS=self.address, HOME=home,
                         XDG_DATA_HOME=os.path.join(home, ".local", "share"), XDG_RUNTIME_DIR=os.path.join(self.dir, "run"))
@@ -430,6 +431,17 @@ class BareSession:
         if pid:
             os.kill(pid, signal.SIGTERM)
             wait_until(lambda: self.owner_pid() is None, 10, "the keyring never left the bus")
+
+    def restart_bus(self):
+        """The bus and its keyring killed, then the bus started again at the same address
+        (`fixed_address`), as when a user's session bus is restarted; no keyring on it yet."""
+        pid = self.owner_pid()
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+        os.kill(self.bus_pid, signal.SIGKILL)
+        os.unlink(self.path)
+        address, self.bus_pid = bare_bus(self.dir, self.path)
+        assert address == self.address
 
     def close(self):
         self.stop_keyring()
@@ -490,6 +502,32 @@ def test_keyring_killed_and_back_keeps_the_sign_in_with_rotation(glewlwyd):
         assert "result" in after, after
     finally:
         d.cleanup()
+
+
+def test_a_session_bus_that_went_away_is_named_with_the_restart_it_needs(stub):
+    """The session bus stops and starts again (a new dbus-daemon at the same address, with a
+    new gnome-keyring on it). GDBus keeps handing libsecret its closed connection, so the
+    daemon cannot reach the Secret Service again while it runs: a sign-in says so, and that
+    restarting authbrokerd is what helps, not a bare "the connection is closed"."""
+    bus = BareSession(fixed_address=True)
+    d = Daemon(None)
+    d.env.update(DBUS_SESSION_BUS_ADDRESS=bus.address)
+    try:
+        bus.start_keyring()
+        d.write_config(text=stub_config(d.name, stub))
+        d.start()
+        assert d.ctl("login", "--device", "--provider", d.name, timeout=30).returncode == 0
+        bus.restart_bus()
+        bus.start_keyring()
+        r = d.ctl("login", "--device", "--provider", d.name, timeout=30)
+        assert r.returncode == 8, (r.returncode, r.stderr)
+        assert "session bus" in r.stderr and "restart authbrokerd" in r.stderr, r.stderr
+        assert "the tokens it issued were revoked" in r.stderr, r.stderr
+        # The account in memory is still served meanwhile.
+        assert "result" in token(d)
+    finally:
+        d.cleanup()
+        bus.close()
 
 
 # --- reloads ----------------------------------------------------------------------------

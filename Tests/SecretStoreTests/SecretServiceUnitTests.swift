@@ -109,6 +109,14 @@ final class SecretServiceErrorsTests: XCTestCase {
         XCTAssertTrue(SecretServiceErrors.noSecretService.contains("gnome-keyring-daemon"))
     }
 
+    /// GDBus's words for the session bus connection it keeps handing out after the bus went
+    /// away: the sentence names the bus and the restart that helps.
+    func testClosedSessionBusConnection() {
+        let error = map("Error calling StartServiceByName for org.freedesktop.secrets: The connection is closed")
+        XCTAssertEqual(error, .unavailable(SecretServiceErrors.sessionBusClosed))
+        XCTAssertTrue(SecretServiceErrors.sessionBusClosed.contains("restart authbrokerd"))
+    }
+
     func testLocked() {
         XCTAssertEqual(map("Cannot create an item in a locked collection", locked: true), .locked(SecretServiceErrors.locked))
         XCTAssertEqual(map("Cannot get secret of a locked object"), .locked(SecretServiceErrors.locked))
