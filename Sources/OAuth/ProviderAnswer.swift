@@ -65,7 +65,8 @@ public enum ProviderAnswer {
     }
 
     /// A token answer (RFC 6749 §5.1). `token_type` must be Bearer or DPoP (RFC 9449 §5),
-    /// in any case (§7.1); it is returned as "Bearer" or "DPoP". `expires_in` may be a number or a string of digits.
+    /// in any case (§7.1); it is returned as "Bearer" or "DPoP". `expires_in` may be a number or a string of digits;
+    /// without it, a JWT access token's own lifetime (`statedLifetime`) is taken.
     /// `untyped` also takes RFC 8693's "N_A", for an exchanged token that is no access token.
     static func tokens(_ json: [String: JSONValue], untyped: Bool = false) throws(OAuthError) -> TokenResponse {
         guard let accessToken = json["access_token"]?.stringValue, !accessToken.isEmpty else {
@@ -85,9 +86,21 @@ public enum ProviderAnswer {
         }
         return TokenResponse(
             accessToken: accessToken, tokenType: normalized,
-            expiresIn: try seconds(json["expires_in"], name: "expires_in", answer: "token"),
+            expiresIn: try seconds(json["expires_in"], name: "expires_in", answer: "token") ?? statedLifetime(accessToken),
             refreshToken: token(json["refresh_token"]), idToken: token(json["id_token"]),
             scope: json["scope"]?.stringValue)
+    }
+
+    /// The lifetime a JWT access token states itself (RFC 9068 §2.2 requires `iat` and
+    /// `exp`), for an answer without `expires_in`, which RFC 6749 §5.1 only recommends:
+    /// `exp` − `iat`, both by the provider's clock, so a clock that differs from ours
+    /// changes nothing. Nil for an opaque token (or one without both claims), which gets
+    /// the broker's default lifetime.
+    static func statedLifetime(_ accessToken: String) -> Int? {
+        guard let claims = JWT.decodeClaims(accessToken), let exp = claims["exp"]?.numberValue,
+              let iat = claims["iat"]?.numberValue, exp.isFinite, iat.isFinite else { return nil }
+        let life = (exp - iat).rounded(.down)
+        return life <= 0 ? 0 : life < Double(longestLifetime) ? Int(life) : longestLifetime
     }
 
     /// A token member's value; nil when absent, null, not a string, or empty or blank:

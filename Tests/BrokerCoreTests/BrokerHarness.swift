@@ -29,6 +29,9 @@ final class StubTransport: HTTPTransport {
     enum Answer: Sendable {
         /// A token that lives `expiresIn` s; with `rotate`, a new refresh token too.
         case token(expiresIn: Int, rotate: Bool)
+        /// A JWT access token (RFC 9068) with `iat` and `exp` = `iat` + `life`, by the
+        /// provider's clock, and no `expires_in` (RFC 6749 §5.1 only recommends it).
+        case jwt(issuedAt: Int64, life: Int64)
         /// HTTP 400 with this OAuth error code.
         case error(String)
         /// HTTP 400 with this OAuth error code and `error_description`.
@@ -106,6 +109,10 @@ final class StubTransport: HTTPTransport {
                 let refresh = rotate ? #","refresh_token":"refresh-\#(answer.1)""# : ""
                 let idToken = answer.2.map { #","id_token":"\#($0)""# } ?? ""
                 return Self.json(200, #"{"access_token":"access-\#(answer.1)","token_type":"Bearer","expires_in":\#(expiresIn)\#(refresh)\#(idToken)}"#)
+            case .jwt(let issuedAt, let life):
+                let claims = #"{"iss":"\#(base)","sub":"sub-alice","jti":"\#(answer.1)","iat":\#(issuedAt),"exp":\#(issuedAt + life)}"#
+                let jwt = Base64URL.encode(Array(#"{"alg":"RS256","typ":"at+jwt"}"#.utf8)) + "." + Base64URL.encode(Array(claims.utf8)) + ".c2ln"
+                return Self.json(200, #"{"access_token":"\#(jwt)","token_type":"Bearer"}"#)
             case .error(let code):
                 return Self.json(400, #"{"error":"\#(code)"}"#)
             case .described(let code, let description):

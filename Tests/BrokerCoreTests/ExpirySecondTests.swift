@@ -64,6 +64,28 @@ final class ExpirySecondTests: XCTestCase {
         XCTAssertTrue(message.contains("live"), message)
     }
 
+    /// A refresh answer without `expires_in` whose access token is a JWT (RFC 9068) that
+    /// lives 60 s: the token's own lifetime counts, not the 300 s assumed for an opaque one.
+    /// `iat` and `exp` are read by the provider's clock, here an hour ahead of ours.
+    func testWithoutExpiresInAJWTAccessTokenIsNeverServedPastItsOwnExp() async throws {
+        let h = try await BrokerHarness(refreshMargin: 10)
+        let now = Int64(h.clock.now)
+        for (providerClock, resource) in [(now, "https://api"), (now + 3600, "https://git")] {
+            let request = TokenGetParams(resource: resource)
+            h.transport.script(.jwt(issuedAt: providerClock, life: 60))
+            h.clock.advance(Self.intoTheSecond)
+            let first = try await h.token(request)
+            XCTAssertLessThanOrEqual(first.expiresAt, Int64(h.clock.now) + 60,
+                                     "expires_at is never later than the token's own exp")
+            XCTAssertGreaterThan(Double(first.expiresAt), h.clock.now + 10, "nor counted as spent at once")
+            h.clock.advance(55)  // 5 s before its exp, inside the 10 s margin
+            let next = try await h.token(request)
+            XCTAssertNotEqual(fingerprint(next.accessToken), fingerprint(first.accessToken),
+                              "a token was served with 5 s left to its exp, inside the 10 s margin, or after it")
+            h.clock.advance(600)
+        }
+    }
+
     func testTheCacheKeepsOneSecondInReserveWhateverTheMinimumAskedFor() {
         let cache = TokenCache()
         let now = 1_800_000_000.0
