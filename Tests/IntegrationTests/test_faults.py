@@ -132,6 +132,26 @@ def test_back_off_lengthens_while_the_provider_keeps_failing(stub, daemon):
     assert hints == sorted(hints) and hints[-1] > hints[0], f"the back-off did not grow: {hints}"
 
 
+@pytest.mark.parametrize("when", ["revocation", "discovery"])
+def test_logout_while_the_provider_is_down_says_the_refresh_token_stays_valid_there(stub, daemon, when):
+    """STUB (a provider that refuses connections): the account is removed here all the same,
+    and the user reads that the provider could not be reached and what that leaves alive, not
+    that it "refused" the revocation nor to "try again" (the account is gone: there is no again)."""
+    d = daemon
+    assert "result" in token(d)
+    stub.refuse()
+    if when == "discovery":
+        d.restart()  # the discovery document is not known yet: it is what cannot be fetched
+    r = d.ctl("logout", "--provider", d.name, "--no-browser")
+    assert r.returncode == 0, r.stderr
+    said = r.stdout.strip()
+    assert "could not be reached" in said and "stays valid" in said, said
+    assert "refused the revocation" not in said and "try again" not in said, said
+    assert stored_item(d.name) is None
+    assert d.rpc("account.list")["result"]["accounts"] == []
+    assert stub.revoked == set()
+
+
 def test_a_provider_that_never_answers_is_bounded_by_http_timeout(stub, daemon):
     """Every HTTP call has a deadline: with no cached token at all, the caller gets an error
     instead of waiting for ever."""

@@ -85,12 +85,21 @@ public final class SignOutService: RegistersMethods, Sendable {
             }
             return (revoked, revoked ? nil : "\(provider.name) did not confirm the revocation")
         } catch let error as BrokerError {
+            // Not "try again": the account is removed here whatever the revocation did.
+            if case .providerUnreachable = error { return (false, Self.unreachable(provider.name, nil)) }
             return (false, error.message)
         } catch let error as OAuthError {
+            // No answer is no refusal: the provider never saw the request.
+            if error.isNoAnswer { return (false, Self.unreachable(provider.name, error.message)) }
             return (false, "\(provider.name) refused the revocation: \(error.message)")
         } catch {
             return (false, "the revocation failed")
         }
+    }
+
+    /// The note for a revocation that never reached the provider: what it leaves alive.
+    private static func unreachable(_ name: String, _ detail: String?) -> String {
+        "\(name) could not be reached\(detail.map { " (\($0))" } ?? ""), so the refresh token, removed here, stays valid at \(name) until it expires or is revoked there"
     }
 
     /// The URL that ends the provider's browser session too, when it has one.
