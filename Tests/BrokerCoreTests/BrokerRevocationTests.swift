@@ -37,6 +37,20 @@ final class BrokerRevocationTests: XCTestCase {
         XCTAssertEqual(fingerprint(stale.accessToken), fingerprint(first.accessToken))
     }
 
+    /// A refresh for one resource that never reached the provider revoked nothing: the
+    /// chain's live token for another resource is still served while the provider is down.
+    func testARefreshThatNeverReachedTheProviderLeavesTheOtherResourcesTokenServed() async throws {
+        let h = try await BrokerHarness()
+        _ = try await h.token(api)
+        let live = try await h.token(git)  // the provider revokes api's token as it takes this refresh
+        h.transport.down = true
+        let error = await h.tokenError(api)  // api's token must be refreshed, and cannot be
+        guard case .providerUnreachable = error else { return XCTFail("expected provider unreachable, got \(String(describing: error))") }
+        let served = try await h.token(git)
+        XCTAssertEqual(fingerprint(served.accessToken), fingerprint(live.accessToken),
+                       "git's token, still valid at the provider, was not served while the provider is down")
+    }
+
     func testARejectedTokenIsNeverServedAgain() async throws {
         let h = try await BrokerHarness(providerKeys: #"access_tokens = "independent""#)
         let first = try await h.token(api)

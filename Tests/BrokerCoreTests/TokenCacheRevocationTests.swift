@@ -24,18 +24,19 @@ final class TokenCacheRevocationTests: XCTestCase {
         cache.store(token("own", chain: "https://own"), for: own, now: 0)
         cache.store(token("bob"), for: other, now: 0)
 
-        let previous = cache.removeChain(nil, of: alice, returning: git)
-        XCTAssertEqual(previous?.accessToken, "git")
+        let previous = cache.removeChain(nil, of: alice)
+        XCTAssertEqual(previous.mapValues(\.accessToken), [api: "api", git: "git", audience: "aud"])
         for key in [api, git, audience] { XCTAssertNil(cache.lookup(key, now: 0, minimumLife: 0)) }
         XCTAssertEqual(cache.lookup(own, now: 0, minimumLife: 0)?.accessToken, "own", "another chain's token lives on")
         XCTAssertEqual(cache.lookup(other, now: 0, minimumLife: 0)?.accessToken, "bob", "another account's token lives on")
 
-        // A refresh that failed before reaching the provider puts the key's token back,
-        // unless something newer is there by then.
-        cache.restore(previous!, at: git)
+        // A refresh that failed before reaching the provider puts the chain's tokens back,
+        // each unless something newer is there by then.
+        cache.restore(previous)
         XCTAssertEqual(cache.lookup(git, now: 0, minimumLife: 0)?.accessToken, "git")
+        XCTAssertEqual(cache.lookup(api, now: 0, minimumLife: 0)?.accessToken, "api")
         cache.store(token("git2"), for: git, now: 0)
-        cache.restore(previous!, at: git)
+        cache.restore(previous)
         XCTAssertEqual(cache.lookup(git, now: 0, minimumLife: 0)?.accessToken, "git2")
     }
 

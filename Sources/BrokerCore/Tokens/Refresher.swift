@@ -78,9 +78,9 @@ final class Refresher: Sendable {
         // A provider that keeps one live access token per refresh token revokes the chain's
         // earlier tokens as it takes this refresh: none is served from here on. (One handed
         // out just before this line may still die; that is the caller's `token.reject`.)
-        var revoked: CachedToken?
+        var revoked: [CacheKey: CachedToken] = [:]
         if provider.config.accessTokens == .onePerRefreshToken && !account.machine {
-            revoked = cache.removeChain(chain, of: account.key, returning: key)
+            revoked = cache.removeChain(chain, of: account.key)
         }
         let sentAt = clock.now()
         let response: TokenResponse
@@ -124,9 +124,9 @@ final class Refresher: Sendable {
                 // without naming it: the next step, should the refusal stand.
                 failure = failure.appending("if \(provider.name) refuses again, sign in again: run `authctl login --provider \(provider.name)`")
             }
-            // The provider was not reached (or did not answer): this key's token is kept for
-            // the caller that can still use it while the provider is down.
-            if case .providerUnreachable = failure, let revoked { cache.restore(revoked, at: key) }
+            // The provider was not reached (or did not answer): it revoked nothing, so the
+            // chain's tokens, this key's and the other resources', are served while it is down.
+            if case .providerUnreachable = failure { cache.restore(revoked) }
             logger.warning("refresh failed", metadata: ["account": "\(account.key)", "error": "\(failure.message)"])
             throw failure
         }

@@ -161,22 +161,27 @@ final class TokenCache: Sendable {
         }
     }
 
-    /// Drops every token `account`'s refresh-token `chain` minted, and returns the one that
-    /// was at `key`: the provider revokes them all when that chain is refreshed
+    /// Drops every token `account`'s refresh-token `chain` minted, and returns them by key:
+    /// the provider revokes them all when that chain is refreshed
     /// (`access_tokens = "one-per-refresh-token"`).
-    func removeChain(_ chain: String?, of account: AccountKey, returning key: CacheKey) -> CachedToken? {
+    func removeChain(_ chain: String?, of account: AccountKey) -> [CacheKey: CachedToken] {
         entries.changing { all in
-            let previous = all.byKey[key]
-            all.byKey = all.byKey.filter { $0.key.account != account || $0.value.chain != chain }
-            return previous
+            var removed: [CacheKey: CachedToken] = [:]
+            all.byKey = all.byKey.filter { key, token in
+                guard key.account == account, token.chain == chain else { return true }
+                removed[key] = token
+                return false
+            }
+            return removed
         }
     }
 
-    /// Puts back a token taken by `removeChain` when the refresh that took it failed before
-    /// anything newer was stored there.
-    func restore(_ token: CachedToken, at key: CacheKey) {
+    /// Puts back the tokens taken by `removeChain` when the refresh that took them did not
+    /// reach the provider, each where nothing newer was stored since.
+    func restore(_ removed: [CacheKey: CachedToken]) {
+        guard !removed.isEmpty else { return }
         entries.changing { all in
-            if all.byKey[key] == nil { all.byKey[key] = token }
+            for (key, token) in removed where all.byKey[key] == nil { all.byKey[key] = token }
         }
     }
 
