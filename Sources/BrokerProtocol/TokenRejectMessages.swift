@@ -7,24 +7,29 @@ public struct TokenRejectParams: Codable, Sendable, Equatable {
     public var scopes: [String]?
     public var provider: String?
     public var account: String?
+    /// The extra token request parameters the token was asked with (`token.get`'s
+    /// `params`): tokens of other params are other tokens.
+    public var params: [String: String]?
 
     public init(accessToken: String? = nil, resource: String? = nil, scopes: [String]? = nil,
-                provider: String? = nil, account: String? = nil) {
+                provider: String? = nil, account: String? = nil, params: [String: String]? = nil) {
         self.accessToken = accessToken
         self.resource = resource
         self.scopes = scopes
         self.provider = provider
         self.account = account
+        self.params = params
     }
 
     /// The same key as a `token.get` request, for `authctl token --fresh`.
     public init(key request: TokenGetParams) {
-        self.init(resource: request.resource, scopes: request.scopes, provider: request.provider, account: request.account)
+        self.init(resource: request.resource, scopes: request.scopes, provider: request.provider, account: request.account,
+                  params: request.params)
     }
 
     enum CodingKeys: String, CodingKey {
         case accessToken = "access_token"
-        case resource, scopes, provider, account
+        case resource, scopes, provider, account, params
     }
 }
 

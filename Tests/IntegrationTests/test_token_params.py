@@ -62,3 +62,20 @@ def test_the_protocols_own_names_are_refused(stub, daemon):
     r = token(daemon, params={"acr_values": "x"})
     assert r["error"]["code"] == -32602 and "caller_params" in r["error"]["message"], r
     assert len(stub.token_forms) == before, "a refused request reached the provider"
+
+
+def test_authctl_token_fresh_with_params_drops_that_token_and_no_other(stub, daemon):
+    """`authctl token --fresh --param …` after an API refused the token: the token of those
+    params is dropped and a new one minted; the token without params is left alone."""
+    plain = token(daemon)["result"]
+    args = ("token", "--provider", daemon.name, "--param", "organization_id=org-1")
+    r = daemon.ctl(*args)
+    assert r.returncode == 0, r.stderr
+    refused = fingerprint(r.stdout.strip())
+    r = daemon.ctl(*args, "--fresh")
+    assert r.returncode == 0, r.stderr
+    served_again = fingerprint(r.stdout.strip()) == refused
+    assert not served_again, "--fresh served the refused token again"
+    assert refresh_forms(stub)[-1].get("organization_id") == ["org-1"]
+    plain_kept = fingerprint(token(daemon)["result"]["access_token"]) == fingerprint(plain["access_token"])
+    assert plain_kept, "--fresh with params dropped the token without them"

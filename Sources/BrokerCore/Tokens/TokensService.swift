@@ -209,15 +209,15 @@ public final class TokensService: RegistersMethods, Sendable {
     public func rejectToken(_ params: TokenRejectParams) throws(BrokerError) -> TokenRejectResult {
         let key: CacheKey
         if let token = params.accessToken {
-            guard params.resource == nil, params.scopes == nil, params.provider == nil, params.account == nil else {
-                throw BrokerError.invalidRequest(message: "give either access_token or the token's provider, account, resource and scopes, not both")
+            guard params.resource == nil, params.scopes == nil, params.provider == nil, params.account == nil, params.params == nil else {
+                throw BrokerError.invalidRequest(message: "give either access_token or the token's provider, account, resource, scopes and params, not both")
             }
             guard let found = cache.key(holding: token) else { return TokenRejectResult(dropped: false) }
             key = found
             guard cache.remove(found, ifHolding: token) else { return TokenRejectResult(dropped: false) }
         } else {
             let (_, account) = try accounts.resolved(provider: params.provider, account: params.account)
-            key = CacheKey(account: account.key, resource: params.resource, scopes: params.scopes ?? [])
+            key = CacheKey(account: account.key, resource: params.resource, scopes: params.scopes ?? [], params: params.params)
             guard cache.remove(key) else { return TokenRejectResult(dropped: false) }
         }
         logger.notice("a caller rejected a cached token; the next request refreshes it",
@@ -233,7 +233,8 @@ public final class TokensService: RegistersMethods, Sendable {
     /// question, only to learn what the token is for: nothing is served or dropped.)
     func rejectQuestion(_ params: TokenRejectParams) -> PolicyQuestion? {
         guard let token = params.accessToken else {
-            return .token(provider: params.provider, targets: [params.resource], scopes: params.scopes ?? [], params: [])
+            return .token(provider: params.provider, targets: [params.resource], scopes: params.scopes ?? [],
+                          params: params.params.map { Array($0.keys) } ?? [])
         }
         guard let key = cache.key(holding: token) else { return nil }
         // An exchanged token is for its resource and its audience (one of them may be
