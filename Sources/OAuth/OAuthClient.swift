@@ -35,7 +35,7 @@ public struct OAuthClient: Sendable {
         guard response.status == 200 else {
             if response.status == 429 || response.status == 503 {
                 throw .busy("\(place) answered HTTP \(response.status)\(ProviderAnswer.statusHint(response.status))",
-                            retryAfter: response.headers["retry-after"].flatMap(RetryAfter.init(header:)))
+                            retryAfter: RetryAfter(response: response))
             }
             throw .invalidResponse("\(place) answered HTTP \(response.status)\(ProviderAnswer.statusHint(response.status))")
         }

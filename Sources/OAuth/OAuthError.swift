@@ -96,6 +96,20 @@ public enum RetryAfter: Sendable, Equatable {
         self = .date(Int64(days) * 86_400 + Int64(secondOfDay))
     }
 
+    /// The `Retry-After` of `response`; nil without one. An HTTP-date is the provider's
+    /// clock's: it is read against the same answer's `Date` header (RFC 9110 §6.6.1) and
+    /// becomes seconds, so a provider clock ahead of ours does not stretch the wait, nor
+    /// one behind cut it to nothing.
+    public init?(response: HTTPResponse) {
+        guard let value = response.headers["retry-after"].flatMap(RetryAfter.init(header:)) else { return nil }
+        if case .date(let at) = value, let date = response.headers["date"].flatMap(RetryAfter.init(header:)),
+           case .date(let sent) = date {
+            self = .seconds(Int(clamping: max(0, at - sent)))
+        } else {
+            self = value
+        }
+    }
+
     /// Whole seconds from `now` (Unix seconds) until then; 0 when it is past.
     public func seconds(from now: Double) -> Int {
         switch self {

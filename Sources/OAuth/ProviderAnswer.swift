@@ -30,7 +30,7 @@ public enum ProviderAnswer {
         let code = json?["error"]?.stringValue
         let polling = code == "authorization_pending" || code == "slow_down"
         if !polling, response.status == 429 || response.status == 503 || (code == "temporarily_unavailable" && json?["access_token"] == nil) {
-            let retryAfter = response.headers["retry-after"].flatMap(RetryAfter.init(header:))
+            let retryAfter = RetryAfter(response: response)
             let said = code == "temporarily_unavailable" ? "temporarily_unavailable" : "HTTP \(response.status)\(statusHint(response.status))"
             throw .busy("the provider's \(place) answered \(said)", retryAfter: retryAfter)
         }

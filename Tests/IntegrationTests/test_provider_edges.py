@@ -129,6 +129,21 @@ def test_stub_busy_provider_serves_the_cached_token_and_waits_as_asked(stub, sig
     assert d.ctl("status").returncode == 0
 
 
+@pytest.mark.parametrize("offset", [3600, -3600], ids=["provider-clock-an-hour-ahead", "provider-clock-an-hour-behind"])
+def test_stub_retry_after_http_date_is_read_by_the_providers_own_clock(stub, signed_in, offset):
+    """A STUB provider whose clock is an hour off says "come back in 40 s" as an HTTP-date by
+    that clock, beside its Date header: the wait is 40 s, not 40 s plus or minus an hour
+    (ahead: callers refused for the 300 s cap; behind: the provider asked again at once)."""
+    d = signed_in()  # tokens live 60 s, refresh_margin 120 s: every request refreshes first
+    assert "result" in token(d, resource=API)
+    stub.clock_offset = offset
+    stub.refresh_refusal = lambda form: (429, {"message": "slow down"}, {"Retry-After": _http_date(offset + 40)})
+    waiting = token(d, resource=API, min_ttl=3000)
+    error = waiting.get("error")
+    assert error and error["code"] == -32004, f"expected 'provider unreachable', got {error}"
+    assert 20 <= error["data"]["retry_after"] <= 45, f"Retry-After read by the wrong clock: {error}"
+
+
 # --- a rotated refresh token that is no token -------------------------------------------
 
 @pytest.mark.parametrize("rotated", ["", "   "], ids=["empty", "blank"])

@@ -30,6 +30,8 @@ Switches for the provider behaviours of docs/providers.md (tests/test_providers.
   device_delay               seconds the device authorization endpoint waits before it answers
   device_error               an OAuth error code the device grant answers with (HTTP 400) instead
                              of tokens: "authorization_pending" for a code nobody approves
+  clock_offset               seconds the stub's clock runs ahead of the machine's (negative:
+                             behind), as its Date headers show
 Counters: discovery_requests; `revoked` holds every token revoked at /revoke, `access` every
 access token issued with its resources.
 
@@ -99,6 +101,7 @@ class StubProvider:
         self.device_expires_in = 60
         self.device_delay = 0
         self.device_error = None
+        self.clock_offset = 0
         self.discovery_requests = 0
         self.revoked = set()
         self.access = {}  # access token -> resources it is restricted to ([] = none)
@@ -283,6 +286,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+    def date_time_string(self, timestamp=None):
+        """The Date header, by the stub's own clock (`clock_offset`)."""
+        return super().date_time_string(time.time() + self.provider.clock_offset if timestamp is None else timestamp)
 
     def _json(self, status, body, headers=None):
         raw = json.dumps(body).encode()
