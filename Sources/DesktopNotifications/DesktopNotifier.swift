@@ -131,7 +131,7 @@ public final class DesktopNotifier: SignInAnnouncing, CallerConfirming {
         }
         guard let notifier = connected() else { return (nil, "no session bus") }
         let who = SignInPage.escape(program?.description ?? "A program")
-        let what = SignInPage.escape(question.resource ?? "the default audience")
+        let what = SignInPage.escape(question.tokenFor)
         let provider = SignInPage.escape(question.provider)
         let body = "\(who) asks for a token for \(what) of \(provider). Allow it only if you just started it."
             + (program?.forwarded == true ? " It came over a forwarded socket: the program that asks runs on the other host." : "")

@@ -1,6 +1,7 @@
 @testable import BrokerCore
 import BrokerProtocol
 import Foundation
+import Logging
 import XCTest
 
 /// Issue 21 item 2: `token.exchange` names its target twice (`resource` and `audience`);
@@ -39,6 +40,39 @@ final class TokenExchangePolicyTests: XCTestCase {
         }, "a resource the rule does not name is refused, whatever the audience")
     }
 
+    /// Under a `confirm = true` rule the user is asked about what the new token is for:
+    /// an exchange naming a resource and an audience is asked about both (the provider mints
+    /// the token for the audience), and a yes to a token for the resource alone is no yes
+    /// to it.
+    func testAConfirmedExchangeAsksAboutItsAudienceToo() async throws {
+        let exe = try XCTUnwrap(FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+        let h = try await BrokerHarness(providerKeys: """
+
+            [[allow]]
+            exe = "\(exe)"
+            confirm = true
+            resources = ["https://api", "payroll"]
+            """)
+        let me = Caller(uid: getuid(), gid: getgid(), pid: getpid(), executable: exe,
+                        executableID: FileID(path: "/proc/self/exe"), cgroup: nil)
+        let identify: CallerIdentification = { _ in me }
+        let get = try XCTUnwrap(try h.broker.authorize(.tokenGet, TokenGetParams(resource: "https://api"), identify))
+        let exchange = try XCTUnwrap(try h.broker.authorize(.tokenExchange, TokenExchangeParams(audience: "payroll", resource: "https://api"), identify))
+        // What the user reads names the audience (here the refusal that follows a Deny).
+        let denying = CallerGate(source: FixedPolicy(h.broker.gate.policy, defaultProvider: "corp"), confirmer: Denying(),
+                                 logger: Logger(label: "test"))
+        do {
+            try await denying.confirm(exchange, on: ConfirmAnswers())
+            XCTFail("a Deny served the exchange")
+        } catch {
+            XCTAssertTrue("\(error)".contains("payroll"), "the question hid the audience: \(error)")
+        }
+        let answers = ConfirmAnswers()
+        _ = await answers.answer(get) { .allowed }
+        XCTAssertTrue(answers.allowed(get))
+        XCTAssertFalse(answers.allowed(exchange), "a yes to a token for https://api served a token for payroll unasked")
+    }
+
     func testTheExchangesResourceMustBeOneOfTheProvidersResources() async throws {
         let h = try await BrokerHarness()
         do {
@@ -53,4 +87,9 @@ final class TokenExchangePolicyTests: XCTestCase {
         _ = try await h.broker.exchange.exchangeToken(TokenExchangeParams(audience: "orders", resource: "https://git"))
         XCTAssertTrue(h.transport.tokenRequests.last?["grant_type"]?.contains("token-exchange") == true)
     }
+}
+
+/// The user's Deny to every question.
+private struct Denying: CallerConfirming {
+    func confirm(_ question: ConfirmQuestion, program: RequestingProgram?, seconds: Int) async -> ConfirmAnswer { .denied }
 }

@@ -104,7 +104,10 @@ public final class CallerGate: Sendable {
         let provider = named ?? source.defaultProviderName() ?? ""
         switch policy.grant(caller, provider: provider, targets: targets, scopes: scopes, params: params) {
         case .granted: return nil
-        case .afterConfirmation: return ConfirmQuestion(provider: provider, resource: targets.compactMap { $0 }.first)
+        case .afterConfirmation:
+            // Every target is asked about: an exchange's token is for its audience too.
+            let named = targets.compactMap { $0 }
+            return ConfirmQuestion(provider: provider, resource: named.first, audience: named.dropFirst().first)
         case .refused: break
         }
         let asked = targets.map { $0 ?? "the default audience" }.joined(separator: " and ")
@@ -169,9 +172,9 @@ extension CallerGate {
             return await confirmer.confirm(question, program: program, seconds: seconds)
         }
         let who = program?.description ?? "this program"
-        let what = "a token for \(question.resource ?? "the default audience") of \(question.provider)"
+        let what = "a token for \(question.tokenFor) of \(question.provider)"
         logger.notice("confirmation", metadata: [
-            "caller": "\(who)", "provider": "\(question.provider)", "resource": "\(question.resource ?? "-")", "answer": "\(answer)",
+            "caller": "\(who)", "provider": "\(question.provider)", "resource": "\(question.resource ?? "-")", "audience": "\(question.audience ?? "-")", "answer": "\(answer)",
         ])
         switch answer {
         case .allowed:

@@ -5,14 +5,29 @@ public struct ConfirmQuestion: Sendable, Equatable {
     public var provider: String
     /// The resource asked for; nil for the provider's default audience.
     public var resource: String?
+    /// A token exchange's audience besides its resource: the provider mints the new token
+    /// for it (Keycloak, Okta, Auth0), so the user is asked about it too. nil otherwise.
+    public var audience: String?
 
-    public init(provider: String, resource: String?) {
+    public init(provider: String, resource: String?, audience: String? = nil) {
         self.provider = provider
         self.resource = resource
+        self.audience = audience
     }
 
-    /// What the question is remembered by on a connection.
-    var key: String { provider + "\n" + (resource ?? "") }
+    /// What the token is for, as the user reads it: "https://api", "https://api and
+    /// payroll" (an exchange's resource and audience), or "the default audience".
+    public var tokenFor: String {
+        [resource, audience].compactMap { $0 }.joined(separator: " and ").nonEmpty ?? "the default audience"
+    }
+
+    /// What the question is remembered by on a connection: a yes to a token for the
+    /// resource is no yes to an exchange that also names an audience.
+    var key: String { provider + "\n" + (resource ?? "") + "\n" + (audience ?? "") }
+}
+
+private extension String {
+    var nonEmpty: String? { isEmpty ? nil : self }
 }
 
 /// The user's answer, or why there is none.
