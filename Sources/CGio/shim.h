@@ -21,6 +21,10 @@ typedef struct {
     GMainLoop *loop;
     authbroker_action_fn on_action;
     void *user;
+    /* The unique bus name of the server that answered the last Notify: only its signals
+     * are taken. Any client of the bus may send ActionInvoked, the asking program too. */
+    GMutex lock;
+    gchar *server;
 } AuthbrokerNotifier;
 
 #define AUTHBROKER_NOTIFICATIONS "org.freedesktop.Notifications"
@@ -30,8 +34,13 @@ static void authbroker_notifier_signal(GDBusConnection *connection, const gchar 
                                        const gchar *interface, const gchar *signal, GVariant *parameters,
                                        gpointer data)
 {
-    (void)connection; (void)sender; (void)path; (void)interface;
+    (void)connection; (void)path; (void)interface;
     AuthbrokerNotifier *notifier = data;
+    g_mutex_lock(&notifier->lock);
+    gboolean from_server = sender != NULL && notifier->server != NULL && g_str_equal(sender, notifier->server);
+    g_mutex_unlock(&notifier->lock);
+    if (!from_server)
+        return;
     guint32 id = 0;
     if (g_str_equal(signal, "NotificationClosed") && g_variant_is_of_type(parameters, G_VARIANT_TYPE("(uu)"))) {
         guint32 reason = 0;
@@ -57,9 +66,10 @@ static gpointer authbroker_notifier_run(gpointer data)
 
 /* Connects to the session bus ($DBUS_SESSION_BUS_ADDRESS) and listens for ActionInvoked.
  * Returns NULL with *error set when there is no session bus. Lives as long as the
- * process: the daemon makes one. Any sender's ActionInvoked is taken (GDBus matches a
- * well-known sender name unreliably across versions); the ids it names are checked by the
- * caller, and an action only opens the page the notification already shows. */
+ * process: the daemon makes one. Signals are subscribed from any sender (GDBus matches a
+ * well-known sender name unreliably across versions) and taken only from the unique name
+ * that answered the last Notify (`server`): another client's ActionInvoked "allow" must
+ * not answer a confirm rule's question. */
 static inline AuthbrokerNotifier *authbroker_notifier_new(authbroker_action_fn on_action, void *user, GError **error)
 {
     gchar *address = g_dbus_address_get_for_bus_sync(G_BUS_TYPE_SESSION, NULL, error);
@@ -79,6 +89,7 @@ static inline AuthbrokerNotifier *authbroker_notifier_new(authbroker_action_fn o
     notifier->loop = g_main_loop_new(notifier->context, FALSE);
     notifier->on_action = on_action;
     notifier->user = user;
+    g_mutex_init(&notifier->lock);
     /* Signals are delivered on the thread-default context at subscription: the loop's. */
     g_main_context_push_thread_default(notifier->context);
     g_dbus_connection_signal_subscribe(connection, NULL, AUTHBROKER_NOTIFICATIONS, "ActionInvoked",
@@ -93,21 +104,39 @@ static inline AuthbrokerNotifier *authbroker_notifier_new(authbroker_action_fn o
 }
 
 /* Sends one Notify call with the given icon, actions and hints. Blocks for at most
- * call_timeout_ms. Returns the notification's id, 0 with *error set when no server answered. */
+ * call_timeout_ms. Returns the notification's id, 0 with *error set when no server answered.
+ * The answer's sender becomes the one whose signals are taken (`server`). */
 static inline guint32 authbroker_notifier_send(AuthbrokerNotifier *notifier, const gchar *app_name, const gchar *icon,
                                                const gchar *summary, const gchar *body, GVariantBuilder *actions,
                                                GVariantBuilder *hints, gint expire_ms, gint call_timeout_ms,
                                                GError **error)
 {
-    GVariant *reply = g_dbus_connection_call_sync(
-        notifier->connection, AUTHBROKER_NOTIFICATIONS, AUTHBROKER_NOTIFICATIONS_PATH, AUTHBROKER_NOTIFICATIONS, "Notify",
-        g_variant_new("(susssasa{sv}i)", app_name, 0, icon, summary, body, actions, hints, expire_ms),
-        G_VARIANT_TYPE("(u)"), G_DBUS_CALL_FLAGS_NONE, call_timeout_ms, NULL, error);
+    GDBusMessage *call = g_dbus_message_new_method_call(AUTHBROKER_NOTIFICATIONS, AUTHBROKER_NOTIFICATIONS_PATH,
+                                                        AUTHBROKER_NOTIFICATIONS, "Notify");
+    g_dbus_message_set_body(call, g_variant_new("(susssasa{sv}i)", app_name, 0, icon, summary, body, actions, hints, expire_ms));
+    GDBusMessage *reply = g_dbus_connection_send_message_with_reply_sync(
+        notifier->connection, call, G_DBUS_SEND_MESSAGE_FLAGS_NONE, call_timeout_ms, NULL, NULL, error);
+    g_object_unref(call);
     if (reply == NULL)
         return 0;
+    if (g_dbus_message_to_gerror(reply, error)) {
+        g_object_unref(reply);
+        return 0;
+    }
+    GVariant *answer = g_dbus_message_get_body(reply);
+    const gchar *sender = g_dbus_message_get_sender(reply);
+    if (answer == NULL || !g_variant_is_of_type(answer, G_VARIANT_TYPE("(u)")) || sender == NULL) {
+        g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "the notification server's answer to Notify has no id");
+        g_object_unref(reply);
+        return 0;
+    }
     guint32 id = 0;
-    g_variant_get(reply, "(u)", &id);
-    g_variant_unref(reply);
+    g_variant_get(answer, "(u)", &id);
+    g_mutex_lock(&notifier->lock);
+    g_free(notifier->server);
+    notifier->server = g_strdup(sender);
+    g_mutex_unlock(&notifier->lock);
+    g_object_unref(reply);
     return id;
 }
 

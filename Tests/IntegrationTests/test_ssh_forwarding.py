@@ -226,6 +226,27 @@ def test_confirm_is_remembered_for_the_connection_only(policy_daemon, notificati
     c.close()
 
 
+def test_confirm_is_answered_only_by_the_notification_server(policy_daemon, notifications):
+    """STUB notification server. A process of the user that sends ActionInvoked "allow"
+    itself (here gdbus, as the asking program could) does not answer the question: only
+    the server that showed it does, and the user's Deny stands."""
+    d = python_confirm_daemon(policy_daemon)
+    c = RPC(d.socket, timeout=30)
+    c.send_line(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "token.get", "params": {"resource": API}}) + "\n")
+    note = asked(notifications, d)
+    # GVariant text: the id is a uint32 (a bare number would be an int32, which no one takes).
+    for signal, args in (("ActionInvoked", [f"uint32 {note['id']}", "'allow'"]),
+                         ("NotificationClosed", [f"uint32 {note['id']}", "uint32 2"])):
+        subprocess.run(["gdbus", "emit", "--session", "--object-path", "/org/freedesktop/Notifications",
+                        "--signal", f"org.freedesktop.Notifications.{signal}", *args], check=True, timeout=10)
+    notifications.click(note["id"], "deny")
+    answer = c.read()
+    served = "result" in answer  # never printed: it would hold the token
+    assert not served, "a forged Allow was taken for the user's: " + d.log_text()
+    assert answer["error"]["code"] == -32002 and "you refused" in answer["error"]["message"], answer
+    c.close()
+
+
 def test_confirm_without_an_answer_in_time_is_a_denial(policy_daemon, notifications):
     d = python_confirm_daemon(policy_daemon, daemon="confirm_timeout = 1")
     c = RPC(d.socket, timeout=30)
