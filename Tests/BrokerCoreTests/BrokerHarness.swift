@@ -36,6 +36,8 @@ final class StubTransport: HTTPTransport {
         case error(String)
         /// HTTP 400 with this OAuth error code and `error_description`.
         case described(String, String)
+        /// HTTP 200 with this JSON text as the token answer, as it is.
+        case json(String)
     }
 
     private struct State {
@@ -117,6 +119,8 @@ final class StubTransport: HTTPTransport {
                 return Self.json(400, #"{"error":"\#(code)"}"#)
             case .described(let code, let description):
                 return Self.json(400, #"{"error":"\#(code)","error_description":"\#(description)"}"#)
+            case .json(let text):
+                return Self.json(200, text)
             }
         default:
             return HTTPResponse(status: 404)

@@ -111,7 +111,8 @@ public final class ExchangeService: RegistersMethods, Sendable {
         await provider.succeeded()
         let token = CachedToken(
             accessToken: response.accessToken, tokenType: response.tokenType,
-            expiresAt: CachedToken.expiry(sentAt: sentAt, expiresIn: response.expiresIn), scope: response.scope)
+            expiresAt: CachedToken.expiry(sentAt: sentAt, expiresIn: response.expiresIn),
+            scope: CachedToken.scope(answered: response.scope, asked: key.scopes))
         cache.store(token, for: key, now: clock.now())
         logger.debug("exchanged", metadata: ["account": "\(account.key)", "audience": "\(target.audience ?? "-")", "resource": "\(key.resource ?? "-")"])
         return token

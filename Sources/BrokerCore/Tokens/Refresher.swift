@@ -159,9 +159,16 @@ final class Refresher: Sendable {
             // After the rotated refresh token is kept: the refresh itself worked.
             throw BrokerError.configuration(provider: provider.name, message: "\(provider.name) issued a \(response.tokenType) token although dpop is set for it in config.toml, so the token is not bound to the daemon's key: enable DPoP for client \(provider.config.clientID) at the provider, or set dpop = false for \(provider.name)")
         }
+        // What was sent as `scope`: a machine account without scopes asked for the configured ones.
+        let asked = key.scopes.isEmpty && account.machine ? provider.config.scopes : key.scopes
+        let missing = CachedToken.notGranted(answered: response.scope, asked: key.scopes)
+        if !missing.isEmpty {
+            logger.notice("\(provider.name) granted fewer scopes than asked for: not \(missing.joined(separator: " ")); the token is served with the scope it has", metadata: ["account": "\(account.key)", "resource": "\(key.resource ?? "-")"])
+        }
         let token = CachedToken(
             accessToken: response.accessToken, tokenType: response.tokenType,
-            expiresAt: CachedToken.expiry(sentAt: sentAt, expiresIn: response.expiresIn), scope: response.scope, chain: chain)
+            expiresAt: CachedToken.expiry(sentAt: sentAt, expiresIn: response.expiresIn),
+            scope: CachedToken.scope(answered: response.scope, asked: asked), chain: chain)
         cache.store(token, for: key, now: clock.now())
         events.emit(BrokerEvent(kind: .tokenRefreshed, provider: key.account.provider, account: account.displayName,
                                 subject: key.account.subject, resource: key.resource, scopes: key.scopes,

@@ -93,6 +93,21 @@ struct CachedToken: Sendable {
     /// How far behind ours a provider's clock may be (whole seconds) without a token being
     /// counted past its `exp`.
     static let providerClockLag: Double = 1
+
+    /// The scope a token answer grants (RFC 6749 §5.1, RFC 8693 §2.2.1): the answer's own
+    /// `scope`; an answer that names none grants exactly the scopes asked for (nil when
+    /// none were, the sign-in's).
+    static func scope(answered: String?, asked: [String]) -> String? {
+        answered ?? (asked.isEmpty ? nil : asked.joined(separator: " "))
+    }
+
+    /// The scopes asked for that the answer's `scope` does not grant (RFC 6749 §3.3: a
+    /// provider may grant fewer); none when the answer names no scope.
+    static func notGranted(answered: String?, asked: [String]) -> [String] {
+        guard let answered else { return [] }
+        let granted = Set(answered.split(separator: " ").map(String.init))
+        return asked.filter { !granted.contains($0) }
+    }
 }
 
 /// Access tokens by key, in memory only.
