@@ -55,13 +55,26 @@ final class ExpirySecondTests: XCTestCase {
         }
     }
 
+    /// A provider that issues tokens living 0–2 s (expires_in): spent on issue, not answered
+    /// late. One refresh per request, not two; the provider's fault (-32004 with its
+    /// back-off, as for any token answer that cannot be used), not the caller's -32602.
     func testATokenThatLivesNoMoreThanTheReserveSecondIsNeverServed() async throws {
-        let h = try await BrokerHarness(refreshMargin: 0)
-        h.clock.advance(Self.intoTheSecond)
-        h.transport.answerAlways(.token(expiresIn: 1, rotate: false))
-        let error = await h.tokenError()
-        guard case .invalidRequest(let message) = error else { return XCTFail("expected a clear refusal, got \(String(describing: error))") }
-        XCTAssertTrue(message.contains("live"), message)
+        for expiresIn in [0, 1, 2] {
+            let h = try await BrokerHarness(refreshMargin: 0)
+            h.clock.advance(Self.intoTheSecond)
+            h.transport.answerAlways(.token(expiresIn: expiresIn, rotate: false))
+            let error = await h.tokenError()
+            guard case .providerUnreachable(_, let retryAfter, let message) = error else {
+                return XCTFail("expires_in \(expiresIn): expected the provider's fault, got \(String(describing: error))")
+            }
+            XCTAssertTrue(message.contains("lives \(expiresIn) s") && message.contains("at the provider"), message)
+            XCTAssertEqual(h.transport.tokenRequests.count, 1, "expires_in \(expiresIn): one refresh per request")
+            XCTAssertEqual(h.logs.matching("too late"), [], "the provider did not answer late")
+            // Within the back-off the provider is not asked again.
+            XCTAssertGreaterThan(retryAfter, 0)
+            _ = await h.tokenError()
+            XCTAssertEqual(h.transport.tokenRequests.count, 1)
+        }
     }
 
     /// A refresh answer without `expires_in` whose access token is a JWT (RFC 9068) that

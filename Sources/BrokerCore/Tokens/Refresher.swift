@@ -159,6 +159,15 @@ final class Refresher: Sendable {
             // After the rotated refresh token is kept: the refresh itself worked.
             throw BrokerError.configuration(provider: provider.name, message: "\(provider.name) issued a \(response.tokenType) token although dpop is set for it in config.toml, so the token is not bound to the daemon's key: enable DPoP for client \(provider.config.clientID) at the provider, or set dpop = false for \(provider.name)")
         }
+        let expiresAt = CachedToken.expiry(sentAt: sentAt, expiresIn: response.expiresIn)
+        if expiresAt - sentAt <= TokenCache.reserve {
+            // Spent on issue, however fast the answer came: asking again gets the same. The
+            // provider's fault, with its back-off, as for any token answer that cannot be used.
+            counters.providerErrors.increment()
+            let failure = await provider.failed(.invalidResponse("it issued an access token that lives \(response.expiresIn ?? 0) s, too short to be served (authbroker never serves a token with less than a second left): check the access token lifetime for client \(provider.config.clientID) at the provider"), doing: "token refresh")
+            logger.warning("refresh answered with an access token that lives too short to be served", metadata: ["account": "\(account.key)", "error": "\(failure.message)"])
+            throw failure
+        }
         // What was sent as `scope`: a machine account without scopes asked for the configured ones.
         let asked = key.scopes.isEmpty && account.machine ? provider.config.scopes : key.scopes
         let missing = CachedToken.notGranted(answered: response.scope, asked: key.scopes)
@@ -167,8 +176,7 @@ final class Refresher: Sendable {
         }
         let token = CachedToken(
             accessToken: response.accessToken, tokenType: response.tokenType,
-            expiresAt: CachedToken.expiry(sentAt: sentAt, expiresIn: response.expiresIn),
-            scope: CachedToken.scope(answered: response.scope, asked: asked), chain: chain)
+            expiresAt: expiresAt, scope: CachedToken.scope(answered: response.scope, asked: asked), chain: chain)
         cache.store(token, for: key, now: clock.now())
         events.emit(BrokerEvent(kind: .tokenRefreshed, provider: key.account.provider, account: account.displayName,
                                 subject: key.account.subject, resource: key.resource, scopes: key.scopes,
