@@ -50,6 +50,8 @@ final class StubTransport: HTTPTransport {
         var jwks = #"{"keys":[]}"#
         var idTokens: [String] = []
         var discoveryExtra = ""
+        var revocations: [String] = []
+        var refusedRevocations: Set<String> = []
     }
 
     private let state = Mutex(State())
@@ -81,6 +83,13 @@ final class StubTransport: HTTPTransport {
 
     /// ID tokens for the next token answers, one each, in order.
     func attachIDTokens(_ tokens: String...) { state.withLock { $0.idTokens += tokens } }
+
+    /// The tokens of the revocation requests that reached the provider (at `/revoke`, which
+    /// `discoveryExtra` may announce), in order, as fingerprints.
+    var revocations: [String] { state.withLock { $0.revocations } }
+
+    /// Revocations of these tokens are refused (HTTP 400 `invalid_request`).
+    func refuseRevoking(_ tokens: String...) { state.withLock { $0.refusedRevocations.formUnion(tokens) } }
 
     /// The form of each token request that reached the provider.
     var tokenRequests: [[String: String]] { state.withLock { $0.tokenRequests } }
@@ -122,6 +131,14 @@ final class StubTransport: HTTPTransport {
             case .json(let text):
                 return Self.json(200, text)
             }
+        case base + "/revoke":
+            let token = Self.form(request.body ?? [])["token"] ?? ""
+            let refused = try state.withLock { s throws(OAuthError) -> Bool in
+                guard !s.down else { throw .unreachable("the STUB provider idp.example is down") }
+                s.revocations.append(fingerprint(token))
+                return s.refusedRevocations.contains(token)
+            }
+            return refused ? Self.json(400, #"{"error":"invalid_request"}"#) : HTTPResponse(status: 200)
         default:
             return HTTPResponse(status: 404)
         }

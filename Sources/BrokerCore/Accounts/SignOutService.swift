@@ -73,28 +73,34 @@ public final class SignOutService: RegistersMethods, Sendable {
 
     /// Revokes the account's refresh tokens (RFC 7009), each resource's own ones too
     /// (`refresh_tokens = "one-per-resource"`): whether the provider confirmed them all, and
-    /// why not when it did not.
+    /// why not when it did not. One refused is no reason to leave the others valid.
     private func revoke(_ account: Account, at provider: Provider) async -> (Bool, String?) {
+        let metadata: ProviderMetadata
         do {
-            let metadata = try await provider.discovered()
-            guard metadata.revocationEndpoint != nil else { return (false, "\(provider.name) has no revocation endpoint") }
-            var revoked = true
-            for token in [account.refreshToken] + account.resourceRefreshTokens.keys.sorted().compactMap({ account.resourceRefreshTokens[$0] }) {
-                let confirmed = try await provider.client.revoke(metadata, token: token, tokenTypeHint: "refresh_token")
-                revoked = revoked && confirmed
-            }
-            return (revoked, revoked ? nil : "\(provider.name) did not confirm the revocation")
-        } catch let error as BrokerError {
+            metadata = try await provider.discovered()
+        } catch {
             // Not "try again": the account is removed here whatever the revocation did.
             if case .providerUnreachable = error { return (false, Self.unreachable(provider.name, nil)) }
             return (false, error.message)
-        } catch let error as OAuthError {
-            // No answer is no refusal: the provider never saw the request.
-            if error.isNoAnswer { return (false, Self.unreachable(provider.name, error.message)) }
-            return (false, "\(provider.name) refused the revocation: \(error.message)")
-        } catch {
-            return (false, "the revocation failed")
         }
+        guard metadata.revocationEndpoint != nil else { return (false, "\(provider.name) has no revocation endpoint") }
+        let tokens = [account.refreshToken] + account.resourceRefreshTokens.keys.sorted().compactMap { account.resourceRefreshTokens[$0] }
+        var confirmed = 0
+        var refusals: [String] = []
+        for token in tokens {
+            do {
+                if try await provider.client.revoke(metadata, token: token, tokenTypeHint: "refresh_token") { confirmed += 1 }
+            } catch {
+                // No answer is no refusal: the provider never saw the request (nor would it the next).
+                if error.isNoAnswer { return (false, Self.unreachable(provider.name, error.message)) }
+                refusals.append(error.message)
+            }
+        }
+        if let first = refusals.first {
+            let which = tokens.count == 1 ? "" : " of \(refusals.count) of the account's \(tokens.count) refresh tokens (the others were sent too)"
+            return (false, "\(provider.name) refused the revocation\(which): \(first)")
+        }
+        return confirmed == tokens.count ? (true, nil) : (false, "\(provider.name) did not confirm the revocation")
     }
 
     /// The note for a revocation that never reached the provider: what it leaves alive.
