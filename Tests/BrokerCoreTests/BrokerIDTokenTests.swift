@@ -53,4 +53,22 @@ final class BrokerIDTokenTests: XCTestCase {
         _ = try await h.token()
         XCTAssertEqual(try shownName(), .string("Alice Two"))
     }
+
+    /// A provider that does not rotate refresh tokens sends a new ID token with a refresh
+    /// all the same: it is kept (and stored), as with a rotated refresh token.
+    func testAnIDTokenWithARefreshIsKeptWithoutARotatedRefreshToken() async throws {
+        let directory = try OpenSSLTool.temporaryDirectory()
+        self.directory = directory
+        let key = try TestKey.generate(.p256, in: directory)
+        let h = try await BrokerHarness()
+        try h.transport.publish([key.jwk(kid: "k1", alg: "ES256")])
+        h.transport.answerAlways(.token(expiresIn: 3600, rotate: false))
+        let now = Int(h.clock.now)
+        let claims = #"{"iss":"\#(StubTransport.issuer)","aud":"authbroker","sub":"sub-alice","iat":\#(now),"exp":\#(now + 300),"name":"Alice One"}"#
+        h.transport.attachIDTokens(try TestJWS.compact(header: #"{"alg":"ES256","kid":"k1"}"#, payload: claims) { try key.sign($0, .es256) })
+        _ = try await h.token()
+        XCTAssertEqual(try h.broker.claims.whoami(AccountParams()).claims["name"], .string("Alice One"))
+        let stored = try await h.store.storedAccount(subject: "sub-alice")
+        XCTAssertNotNil(stored?.idToken, "the new ID token is stored for after a restart")
+    }
 }

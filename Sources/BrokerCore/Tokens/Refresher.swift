@@ -146,6 +146,8 @@ final class Refresher: Sendable {
         }
         if !account.machine, let rotated = response.refreshToken, rotated != refreshToken {
             await persistRotation(rotated, idToken: idToken, of: account, chain: chain, resource: key.resource)
+        } else if !account.machine, let idToken {
+            await keepIDToken(idToken, of: account.key)
         }
         if let unusable = response.unusable {
             // After the rotated refresh token is kept: the provider took the refresh.
@@ -227,6 +229,19 @@ final class Refresher: Sendable {
             // takes it; the caller still gets the token the provider issued.
             logger.error("the rotated refresh token could not be written to the store; retrying in the background", metadata: ["account": "\(account.key)", "error": "\(error.message)"])
             retrySave(account.key)
+        }
+    }
+
+    /// A new ID token that came with a refresh without a rotated refresh token: kept in
+    /// memory, and in the store for after a restart (best effort: the one stored before
+    /// still names the same account).
+    private func keepIDToken(_ idToken: String, of key: AccountKey) async {
+        accounts.update(key) { $0.idToken = idToken }
+        guard let updated = accounts[key], !updated.unsaved else { return }  // the retry loop writes it
+        do {
+            try await store.save(AccountSecret.credential(for: updated))
+        } catch {
+            logger.notice("the new ID token could not be written to the store; the one stored before is kept there", metadata: ["account": "\(key)", "error": "\(error.message)"])
         }
     }
 
