@@ -47,10 +47,7 @@ public final class ExchangeService: RegistersMethods, Sendable {
         // in that queue itself.
         let subjectToken: String
         if target.subjectTokenType == OAuthClient.tokenTypeURN("id_token") {
-            guard let idToken = accounts[account.key]?.idToken else {
-                throw BrokerError.invalidRequest(message: "\(provider.name) gave no ID token for \(account.displayName): exchange its access token instead (subject_token_type access_token)")
-            }
-            subjectToken = idToken
+            subjectToken = try await liveIDToken(of: account, provider: provider)
         } else {
             subjectToken = try await tokens.token(TokenGetParams(provider: provider.name, account: account.key.subject)).accessToken
         }
@@ -61,6 +58,29 @@ public final class ExchangeService: RegistersMethods, Sendable {
         }
         try TokensService.checkLife(token, minTTL: request.minTTL, now: clock.now(), provider: provider.name)
         return tokens.result(token, key: key, account: account)
+    }
+
+    /// The account's ID token, to be exchanged: one that has expired (or is about to) is
+    /// never sent. The account is refreshed first, in its queue, which brings a new one from
+    /// providers that send one with a refresh (OIDC Core §12.2); others need a sign-in.
+    private func liveIDToken(of account: Account, provider: Provider) async throws(BrokerError) -> String {
+        guard let stored = accounts[account.key]?.idToken else {
+            throw BrokerError.invalidRequest(message: "\(provider.name) gave no ID token for \(account.displayName): exchange its access token instead (subject_token_type access_token)")
+        }
+        if lives(stored) { return stored }
+        let key = CacheKey(account: account.key, resource: nil, scopes: [])
+        _ = try await refresher.queue(for: account.key).run(key) { () async throws(BrokerError) -> CachedToken in
+            try await self.refresher.servableRefresh(key, provider: provider)
+        }
+        if let renewed = accounts[account.key]?.idToken, lives(renewed) { return renewed }
+        throw BrokerError.loginRequired(provider: provider.name, message: "the ID token of \(account.displayName) at \(provider.name) has expired, and \(provider.name) sent no new one with a refresh: run `authctl login --provider \(provider.name)` for a new one, or exchange the access token instead (subject_token_type access_token)")
+    }
+
+    /// Whether an ID token has more than `refresh_margin` left by its `exp` (one without a
+    /// readable `exp` is taken as it is: the provider judges it).
+    private func lives(_ idToken: String) -> Bool {
+        guard let exp = JWT.decodeClaims(idToken)?["exp"]?.numberValue else { return true }
+        return exp - clock.now() > max(Double(providers.refreshMargin), TokenCache.reserve)
     }
 
     /// The answer from the cache, without waiting: nil when the provider must be asked (or
