@@ -332,6 +332,34 @@ def test_a_logout_during_a_refresh_stays_signed_out(stub):
         d.cleanup()
 
 
+def test_a_sign_in_during_a_refresh_keeps_the_new_sign_in(stub):
+    """`authctl login` again while the answer to a refresh of the same account is on its
+    way (STUB: the answer held back 3 s after the rotation, which Glewlwyd cannot be made
+    to do). The new sign-in's refresh token is the one kept, in memory and in the keyring,
+    and a logout afterwards revokes it: the late refresh does not put the old grant back."""
+    d = signed_in_daemon(stub, http_timeout=10)
+    try:
+        before = stub.last_issued_refresh
+        stub.refresh_answer_delay = 3
+        caller = threading.Thread(target=lambda: token(d))
+        caller.start()
+        wait_until(lambda: stub.last_issued_refresh != before, 10, "no refresh")
+        r = d.ctl("login", "--device", "--provider", d.name, timeout=30)
+        assert r.returncode == 0, r.stderr
+        signed_in = stub.last_issued_refresh
+        caller.join(20)
+        stub.refresh_answer_delay = 0
+        assert [a["state"] for a in d.rpc("account.list")["result"]["accounts"]] == ["ready"]
+        assert fingerprint(stored_refresh_token(d.name)) == fingerprint(signed_in), \
+            "the keyring holds the old grant's refresh token, not the new sign-in's"
+        r = d.ctl("logout", "--provider", d.name)
+        assert r.returncode == 0, r.stderr
+        revoked = signed_in in stub.revoked
+        assert revoked, "the logout left the new sign-in's refresh token alive at the provider"
+    finally:
+        d.cleanup()
+
+
 def test_hanging_secret_service_gives_a_clear_error_in_bounded_time(stub):
     d = signed_in_daemon(stub, store_timeout=2)
     try:

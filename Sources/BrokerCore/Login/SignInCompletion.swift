@@ -1,6 +1,7 @@
 import BrokerProtocol
 import Logging
 import OAuth
+import SecretStore
 
 /// Who signed in, for a sign-in's token answer: from its ID token when it has one, else
 /// (RFC 8628 does not require one) from the provider's introspection or userinfo
@@ -63,28 +64,42 @@ final class SignInCompletion: Sendable {
             let revocation = await revokeRefused(issued, provider: provider, metadata: metadata)
             throw BrokerError.loginFailed(provider: name, message: "\(name) issued no refresh token: add \"offline_access\" to its scopes in config.toml, or allow refresh tokens for client \(provider.config.clientID); a provider that grants offline access only after consent (OpenID Connect Core §11) needs authorization_params = { prompt = \"consent\" } for [providers.\(name)] and the browser sign-in (docs/providers.md); \(revocation)")
         }
-        var account = Account(
+        var signedIn = Account(
             key: AccountKey(provider: name, subject: identity.subject),
             issuer: provider.config.issuer, clientID: provider.config.clientID,
             username: identity.username, refreshToken: refreshToken, idToken: identity.idToken, state: .ready)
-        account.dpop = signer
-        if provider.config.refreshTokens == .onePerResource, let known = accounts[account.key], known.state == .ready {
-            // The other resources' sign-ins stay valid; one for `resource` adds to them.
-            account.resourceRefreshTokens = known.resourceRefreshTokens
-            if let resource {
-                account.resourceRefreshTokens[resource] = refreshToken
-                account.refreshToken = known.refreshToken
-                account.rotatedFor = known.rotatedFor
+        signedIn.dpop = signer
+        let new = signedIn
+        // In turn with the account's refreshes: one in flight ends first, so its rotated
+        // refresh token (of the old sign-in) cannot land after this one and replace it.
+        let stored = await cachedTokens.inTurnWithRefreshes(of: new.key) { () async -> Result<Account, StoreError> in
+            var account = new
+            if provider.config.refreshTokens == .onePerResource, let known = self.accounts[account.key], known.state == .ready {
+                // The other resources' sign-ins stay valid; one for `resource` adds to them.
+                account.resourceRefreshTokens = known.resourceRefreshTokens
+                if let resource {
+                    account.resourceRefreshTokens[resource] = refreshToken
+                    account.refreshToken = known.refreshToken
+                    account.rotatedFor = known.rotatedFor
+                }
             }
+            do throws(StoreError) {
+                try await self.accounts.store.save(AccountSecret.credential(for: account))
+            } catch {
+                return .failure(error)
+            }
+            self.cachedTokens.dropCached(account.key)
+            self.accounts.put(account)
+            return .success(account)
         }
-        do {
-            try await accounts.store.save(AccountSecret.credential(for: account))
-        } catch {
+        let account: Account
+        switch stored {
+        case .success(let saved):
+            account = saved
+        case .failure(let error):
             let revocation = await revokeRefused(issued, provider: provider, metadata: metadata)
             throw BrokerError.storeUnavailable(message: "signed in to \(name), but the refresh token could not be stored (\(error.message)); \(revocation)", reason: error.reason)
         }
-        cachedTokens.dropCached(account.key)
-        accounts.put(account)
         logger.info("signed in", metadata: ["account": "\(account.key)"])
         events.emit(BrokerEvent(kind: .signedIn, provider: name, account: account.displayName, subject: account.key.subject))
         return account.info
