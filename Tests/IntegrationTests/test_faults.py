@@ -657,6 +657,39 @@ def test_a_reload_while_the_keyring_hangs_keeps_the_old_configuration_and_its_ac
         d.cleanup()
 
 
+def test_a_reload_that_removes_a_provider_keeps_its_newest_refresh_token(stub):
+    """A rotation while the keyring is locked leaves the newest refresh token in memory
+    only; the user then removes the provider from config.toml and reloads. While the
+    keyring is locked the reload is refused (it would forget the only copy) and says to
+    unlock it; unlocked, the reload writes the token first. Put back, the provider's
+    account is served (the STUB refuses the older, rotated-away refresh token)."""
+    other = f'[providers.other]\nissuer = "{stub.issuer}"\nclient_id = "{stub.client_id}"\nscopes = ["openid", "offline_access"]\n'
+    d = signed_in_daemon(stub)
+    with_both = stub_config(d.name, stub) + "\n" + other
+    without = stub_config(d.name, stub).split(f"[providers.{d.name}]")[0] + other
+    try:
+        sighup(d, with_both)
+        assert "result" in token(d)
+        try:
+            lock_login_keyring()
+            assert "result" in token(d)  # rotates; the write fails
+            assert "could not be written to the store" in d.log_text()
+            sighup(d, without)
+            refused = d.status().get("reload_refused")
+            assert refused and "unlock" in refused["message"], refused
+            assert [a["provider"] for a in d.rpc("account.list")["result"]["accounts"]] == [d.name]
+        finally:
+            unlock_login_keyring()
+        sighup(d, without)
+        assert d.status().get("reload_refused") is None, d.status()
+        assert d.rpc("account.list")["result"]["accounts"] == []
+        sighup(d, with_both)
+        after = token(d)
+        assert "result" in after, after
+    finally:
+        d.cleanup()
+
+
 # --- crash safety ----------------------------------------------------------------------
 
 def test_sigkill_during_refreshes_with_rotation_never_loses_more_than_the_sign_in(glewlwyd, capsys):

@@ -1,4 +1,5 @@
 import Logging
+import SecretStore
 
 /// Puts a new configuration in force (SIGHUP), as one transaction across the services it
 /// touches: the providers' table, the accounts, the tokens of changed providers. The new
@@ -33,6 +34,7 @@ struct ConfigurationReload: Sendable {
             guard let before = old.provider(named: name), let after = new.provider(named: name) else { return true }
             return before.issuer != after.issuer || before.clientID != after.clientID
         })
+        try await saveUnsaved(of: unread.union(summary.removed).subtracting(summary.added))
         let stored = try await accounts.stored(for: new, only: unread)
 
         // The swap. Between the table and the accounts a caller may meet the new provider
@@ -56,5 +58,31 @@ struct ConfigurationReload: Sendable {
             "removed": "\(summary.removed.joined(separator: ","))",
         ])
         return summary
+    }
+
+    /// Writes the newest refresh token of each account of `forgotten` providers (removed,
+    /// or moved to another issuer or client) that only memory holds (the store refused it
+    /// at rotation), in turn with the account's refreshes: the reload forgets the account,
+    /// and the provider put back would read the older, rotated-away refresh token. Throws
+    /// when the store does not take one: the reload is refused, the account kept.
+    private func saveUnsaved(of forgotten: Set<String>) async throws(BrokerError) {
+        for key in accounts.list().filter({ forgotten.contains($0.key.provider) && $0.unsaved }).map(\.key) {
+            let failure = await tokens.inTurnWithRefreshes(of: key) { () async -> StoreError? in
+                guard let current = self.accounts[key], current.unsaved else { return nil }
+                do throws(StoreError) {
+                    try await self.accounts.store.save(AccountSecret.credential(for: current))
+                } catch {
+                    return error
+                }
+                self.accounts.update(key) { $0.unsaved = false }
+                self.logger.notice("the newest refresh token is stored now", metadata: ["account": "\(key)"])
+                return nil
+            }
+            if let failure {
+                throw BrokerError.storeUnavailable(
+                    message: "the newest refresh token of \(self.accounts[key]?.displayName ?? key.subject) at \(key.provider) is only in memory and the secret store did not take it (\(failure.message)); the new configuration would forget it and leave \(key.provider) with an older one that no longer works: once the store takes it (unlock the keyring), reload again",
+                    reason: failure.reason)
+            }
+        }
     }
 }
