@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import (API, RPC, Daemon, bare_bus, files_outside_the_keyring, fingerprint, signed_in_at_stub,
+from conftest import (API, AUTHCTL, RPC, Daemon, bare_bus, files_outside_the_keyring, fingerprint, signed_in_at_stub,
                       stored_item, token)
 from stub_provider import StubProvider
 
@@ -686,6 +686,42 @@ def test_a_reload_that_removes_a_provider_keeps_its_newest_refresh_token(stub):
         sighup(d, with_both)
         after = token(d)
         assert "result" in after, after
+    finally:
+        d.cleanup()
+
+
+@pytest.mark.parametrize("change", ["removed", "another client"])
+def test_a_sign_in_finishing_after_a_reload_removed_or_changed_its_provider_is_refused(stub, change):
+    """`authctl login --device` is waiting for approval when the provider is removed from
+    config.toml (or given another client_id) and the daemon reloads; the user then approves
+    (STUB: authorization_pending until the test lets it through). The sign-in was made for
+    a provider that is no longer configured: it fails with a sentence saying so, nothing is
+    listed or stored for it, and what it issued is revoked."""
+    other = f'[providers.other]\nissuer = "{stub.issuer}"\nclient_id = "{stub.client_id}"\nscopes = ["openid", "offline_access"]\n'
+    d = Daemon(None)
+    with_both = stub_config(d.name, stub) + "\n" + other
+    if change == "removed":
+        after = stub_config(d.name, stub).split(f"[providers.{d.name}]")[0] + other
+    else:
+        after = with_both.replace(f'client_id = "{stub.client_id}"', 'client_id = "another-client"', 1)
+    stub.device_error = "authorization_pending"
+    try:
+        d.write_config(text=with_both)
+        d.start()
+        login = subprocess.Popen([AUTHCTL, "login", "--device",
+                                  "--provider", d.name], env=d.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True, stdin=subprocess.DEVNULL)
+        wait_until(lambda: any("device_code" in f for f in stub.token_forms), 10, "the sign-in never polled")
+        sighup(d, after)
+        assert d.status().get("reload_refused") is None, d.status()
+        stub.device_error = None
+        _, err = login.communicate(timeout=30)
+        assert login.returncode != 0, "the sign-in for a provider no longer configured succeeded"
+        assert "config" in err and d.name in err, err
+        assert d.rpc("account.list")["result"]["accounts"] == []
+        assert stored_item(d.name) is None, "the sign-in was stored for a provider no longer configured"
+        revoked = stub.last_issued_refresh in stub.revoked
+        assert revoked, "the sign-in's refresh token was left alive"
     finally:
         d.cleanup()
 

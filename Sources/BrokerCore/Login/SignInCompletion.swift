@@ -16,6 +16,14 @@ struct SignInIdentity: Sendable {
     var refreshToken: String?
 }
 
+/// Why a sign-in's account was not stored.
+private enum NotStored: Error {
+    /// The store refused the write.
+    case store(StoreError)
+    /// A reload while the sign-in ran removed its provider, or gave it another issuer or client.
+    case providerChanged(removed: Bool)
+}
+
 /// The tokens a sign-in has received so far, to revoke if it is refused.
 struct IssuedTokens: Sendable {
     var accessTokens: [String]
@@ -72,7 +80,12 @@ final class SignInCompletion: Sendable {
         let new = signedIn
         // In turn with the account's refreshes: one in flight ends first, so its rotated
         // refresh token (of the old sign-in) cannot land after this one and replace it.
-        let stored = await cachedTokens.inTurnWithRefreshes(of: new.key) { () async -> Result<Account, StoreError> in
+        let stored = await cachedTokens.inTurnWithRefreshes(of: new.key) { () async -> Result<Account, NotStored> in
+            // A reload while the sign-in ran may have removed the provider or moved it to
+            // another issuer or client: the sign-in belongs to none that is configured now.
+            guard let now = self.providers.config.provider(named: name), now.issuer == new.issuer,
+                  now.clientID == new.clientID, now.grant != .clientCredentials
+            else { return .failure(.providerChanged(removed: self.providers.config.provider(named: name) == nil)) }
             var account = new
             if provider.config.refreshTokens == .onePerResource, let known = self.accounts[account.key], known.state == .ready {
                 // The other resources' sign-ins stay valid; one for `resource` adds to them.
@@ -86,7 +99,7 @@ final class SignInCompletion: Sendable {
             do throws(StoreError) {
                 try await self.accounts.store.save(AccountSecret.credential(for: account))
             } catch {
-                return .failure(error)
+                return .failure(.store(error))
             }
             self.cachedTokens.dropCached(account.key)
             self.accounts.put(account)
@@ -96,9 +109,14 @@ final class SignInCompletion: Sendable {
         switch stored {
         case .success(let saved):
             account = saved
-        case .failure(let error):
+        case .failure(.store(let error)):
             let revocation = await revokeRefused(issued, provider: provider, metadata: metadata)
             throw BrokerError.storeUnavailable(message: "signed in to \(name), but the refresh token could not be stored (\(error.message)); \(revocation)", reason: error.reason)
+        case .failure(.providerChanged(let removed)):
+            let revocation = await revokeRefused(issued, provider: provider, metadata: metadata)
+            let change = removed ? "was removed from config.toml" : "now has another issuer or client_id in config.toml"
+            logger.notice("a sign-in finished for a provider the configuration changed meanwhile; not kept", metadata: ["provider": "\(name)"])
+            throw BrokerError.loginFailed(provider: name, message: "the configuration was reloaded while signing in: [providers.\(name)] \(change), so this sign-in was not kept (\(revocation))\(removed ? "" : ": run `authctl login --provider \(name)` to sign in under the new one")")
         }
         logger.info("signed in", metadata: ["account": "\(account.key)"])
         events.emit(BrokerEvent(kind: .signedIn, provider: name, account: account.displayName, subject: account.key.subject))
