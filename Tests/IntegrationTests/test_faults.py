@@ -255,6 +255,32 @@ def test_locked_keyring_after_start(stub, daemon):
     assert fingerprint(stored_refresh_token(d.name)) == fingerprint(stub.last_issued_refresh)
 
 
+def test_a_logout_the_locked_keyring_refuses_leaves_the_sign_in_working(stub, daemon):
+    """`authctl logout` while the keyring is locked: its item cannot be removed, so the
+    logout fails with a sentence that says to unlock the keyring, and changes nothing: the
+    refresh token is not revoked (the account would be listed ready, and come back after a
+    restart, with a dead one). Unlocked, the logout goes through."""
+    d = daemon
+    assert "result" in token(d)
+    current = stub.last_issued_refresh
+    try:
+        lock_login_keyring()
+        r = d.ctl("logout", "--provider", d.name)
+        assert r.returncode != 0, r.stdout
+        revoked = current in stub.revoked
+        assert not revoked, "the refresh token was revoked although the sign-in stays"
+        assert "unlock" in r.stderr and "still signed in" in r.stderr, r.stderr
+        assert [a["state"] for a in d.rpc("account.list")["result"]["accounts"]] == ["ready"]
+    finally:
+        unlock_login_keyring()
+    r = d.ctl("logout", "--provider", d.name)
+    assert r.returncode == 0, r.stderr
+    revoked = stub.last_issued_refresh in stub.revoked
+    assert revoked, "the logout did not revoke the refresh token"
+    assert stored_item(d.name) is None
+    assert d.rpc("account.list")["result"]["accounts"] == []
+
+
 def test_a_stop_stores_the_newest_refresh_token_the_keyring_refused_before(stub, daemon):
     """A rotation while the keyring is locked leaves the newest refresh token in memory only;
     the user unlocks the keyring and stops the daemon (a logout from the desktop, `systemctl

@@ -44,8 +44,17 @@ public final class SignOutService: RegistersMethods, Sendable {
         return try outcome.get()
     }
 
-    /// The sign-out itself, in turn with the account's refreshes.
+    /// The sign-out itself, in turn with the account's refreshes. The item goes first: a
+    /// store that refuses (a locked keyring) leaves the sign-in as it was, its refresh token
+    /// not revoked, rather than listed ready with a dead one.
     private func signOut(_ account: Account, at provider: Provider, _ params: LogoutParams) async throws(BrokerError) -> LogoutResult {
+        do {
+            try await accounts.store.delete(CredentialKey(provider: account.key.provider, issuer: account.issuer, clientID: account.clientID, subject: account.key.subject))
+        } catch {
+            throw BrokerError.storeUnavailable(message: "\(account.displayName) is still signed in to \(provider.name), and nothing was revoked: its sign-in could not be removed from the store (\(error.message))", reason: error.reason)
+        }
+        accounts.remove(account.key)
+        tokens.forget(account.key)
         var revoked = false
         var note: String?
         var endSession: String?
@@ -57,13 +66,6 @@ public final class SignOutService: RegistersMethods, Sendable {
             // may not revoke (the common case) still leaves a signed-in browser behind.
             endSession = try? await endSessionURL(provider, account: account)
         }
-        do {
-            try await accounts.store.delete(CredentialKey(provider: account.key.provider, issuer: account.issuer, clientID: account.clientID, subject: account.key.subject))
-        } catch {
-            throw BrokerError.storeUnavailable(message: "could not remove the sign-in from the store: \(error.message)", reason: error.reason)
-        }
-        accounts.remove(account.key)
-        tokens.forget(account.key)
         logger.info("signed out", metadata: ["account": "\(account.key)", "revoked": "\(revoked)"])
         events.emit(BrokerEvent(kind: .signedOut, provider: provider.name, account: account.displayName,
                                 subject: account.key.subject))
