@@ -87,14 +87,30 @@ struct GitCredentialRequest {
         guard let proto = fields["protocol"], let host = fields["host"], !host.isEmpty else { return nil }
         let loopback = ["localhost", "127.0.0.1", "[::1]"].contains(Self.hostName(host))
         guard proto == "https" || (proto == "http" && loopback) else { return nil }
+        // git sends the port as the remote URL has it (host=git.example.com:443 for
+        // https://git.example.com:443/repo) but picks the helper with the default port
+        // dropped, so the default port names the same server either way.
+        let requested = Self.withoutDefaultPort(host, scheme: proto)
         guard let configured else {
-            return "\(proto)://\(host)"
+            return "\(proto)://\(requested)"
         }
         // Answer only the host the token is for.
-        guard let configuredHost = Self.authority(of: configured), configuredHost.lowercased() == host.lowercased() else {
+        let configuredScheme = configured.prefix { $0 != ":" }.lowercased()
+        guard let configuredHost = Self.authority(of: configured),
+              Self.withoutDefaultPort(configuredHost, scheme: configuredScheme) == requested
+        else {
             return nil
         }
         return configured
+    }
+
+    /// `host[:port]` in lower case, without the port when it is the scheme's default
+    /// (443 for https, 80 for http).
+    static func withoutDefaultPort(_ authority: String, scheme: String) -> String {
+        let lowered = authority.lowercased()
+        let name = hostName(lowered)
+        let defaultPort = scheme.lowercased() == "http" ? ":80" : ":443"
+        return lowered == name + defaultPort ? name : lowered
     }
 
     /// `host[:port]` of an absolute URL.

@@ -206,6 +206,22 @@ def test_a_token_git_rejects_is_not_given_to_git_again(broker, git_home):
     assert audience in (GIT, [GIT])
 
 
+def test_git_credential_answers_a_remote_that_names_the_default_port(broker, git_home):
+    """A remote written https://git.example.test:443/...: git picks the helper configured for
+    https://git.example.test (it drops the default port when matching config) and sends
+    host=git.example.test:443; the helper must answer it with the token for the resource,
+    not leave git to prompt for a password."""
+    r = run(broker, "git", "credential", "fill", input="url=https://git.example.test:443/team/repo.git\n\n", env=git_home)
+    assert r.returncode == 0, r.stderr
+    answer = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+    assert fingerprint(answer["password"]) == fingerprint(token_for(broker, GIT))
+    # Without --resource, the default resource is the origin without the default port too.
+    r = run(broker, AUTHCTL, "git-credential", "get", input="protocol=https\nhost=git.example.test:443\n\n")
+    assert r.returncode == 0, r.stderr
+    answer = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+    assert fingerprint(answer["password"]) == fingerprint(token_for(broker, GIT))
+
+
 def test_git_credential_never_answers_another_host_or_plain_http(broker, git_home):
     # Even configured for every host, a helper with --resource answers only its own.
     subprocess.run(["git", "config", "--global", "credential.helper",
