@@ -75,25 +75,28 @@ struct Exec: ParsableCommand {
 
     func run() throws {
         let params = token.params()
-        try provide(params, rejectingFirst: false)
+        let handedOut = try provide(params, rejecting: nil)
         let argv = commandLine
         let pointers = argv.map { strdup($0) } + [nil]
         defer { pointers.forEach { free($0) } }
         if let retryOnExit {
             let status = try runAndWait(pointers)
             guard status == retryOnExit else { throw ExitCode(status) }
-            try provide(params, rejectingFirst: true)
+            try provide(params, rejecting: handedOut)
         }
         // execvp returns only on failure.
         execvp(argv[0], pointers)
         throw cannotRun(argv[0], errno)
     }
 
-    /// Gets the token (with --url, and its DPoP proof) and puts it in the environment;
-    /// `rejectingFirst` tells the daemon the cached one was refused, so a new one is minted.
-    private func provide(_ params: TokenGetParams, rejectingFirst reject: Bool) throws(ExitCode) {
+    /// Gets the token (with --url, and its DPoP proof), puts it in the environment and
+    /// returns it. `refused`, the token the command was given, is first dropped from the
+    /// daemon's cache: by the token itself, not its key, so a newer token another program
+    /// got for the key meanwhile is kept and served.
+    @discardableResult
+    private func provide(_ params: TokenGetParams, rejecting refused: String?) throws(ExitCode) -> String {
         let result = try DaemonCall.session { broker throws(ClientError) -> TokenGetResult in
-            if reject { _ = try broker.rejectToken(TokenRejectParams(key: params)) }
+            if let refused { _ = try broker.rejectToken(TokenRejectParams(accessToken: refused)) }
             if let request = proof.params(params) {
                 let answer = try SignInOnDemand.retrying(broker, params, wait: token.waitForSignIn) { () throws(ClientError) in
                     try broker.dpopProof(request)
@@ -110,6 +113,7 @@ struct Exec: ParsableCommand {
         }
         setenv(env, result.accessToken, 1)
         setenv("AUTHBROKER_TOKEN_TYPE", result.tokenType, 1)
+        return result.accessToken
     }
 
     /// Runs the command as a child and returns its exit status (128 + N for a signal N),

@@ -191,6 +191,23 @@ def test_authctl_exec_retries_once_when_the_command_says_its_token_was_refused(s
     assert run.returncode == 3 and runs.read_text().count("run") == 2
 
 
+def test_authctl_exec_retry_drops_only_the_token_it_handed_out(stub, daemon, tmp_path):
+    """While the command ran, another program found the token refused and got a newer one
+    (`authctl token --fresh`). When the command then says its token was refused, authctl
+    exec must drop that token, not the newer one: with one live access token per refresh
+    token, a second refresh would revoke the other program's token."""
+    marker, other = tmp_path / "ran", tmp_path / "other"
+    first_run = (f'test -e {marker} && exit 0; touch {marker}; '
+                 f'{AUTHCTL} token --fresh --provider {daemon.name} --resource {API} > {other} || exit 1; exit 77')
+    run = daemon.ctl("exec", "--provider", daemon.name, "--resource", API, "--retry-on-exit", "77",
+                     "--", "sh", "-c", first_run)
+    assert run.returncode == 0, run.stderr + daemon.log_text()
+    newer = other.read_text().strip()
+    still_alive = stub.alive(newer)  # not in the assertion, whose report would show the token
+    assert still_alive, "the other program's token was revoked by a refresh it did not need"
+    assert fingerprint(get(daemon, API)) == fingerprint(newer)
+
+
 @pytest.mark.parametrize("rule,refreshes", [("one-per-refresh-token", 20), ("independent", 2)])
 def test_what_the_safe_default_costs_when_one_account_alternates_resources(stub, rule, refreshes):
     # docs/providers.md quotes these numbers: 20 requests alternating two resources.
