@@ -271,6 +271,18 @@ def test_stub_device_sign_in_whose_code_runs_out_while_the_provider_fails_says_s
     assert "try again in" not in r.stderr
 
 
+def test_stub_device_sign_in_whose_interval_outlasts_its_code_still_polls_in_time(stub, make_daemon):
+    """STUB: the provider asks for 20 s between polls but its code lives 4 s. Waiting the
+    whole interval would poll only after the code expired, and the user who approved it at
+    once would be told it expired; the daemon must poll while the code is still good."""
+    stub.device_expires_in = 4
+    stub.device_interval = 20
+    d = make_daemon(stub)
+    r = login(d)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert accounts(d) != []
+
+
 @pytest.mark.parametrize("refusal", ["access_denied", "expired_token"])
 def test_stub_refused_or_expired_device_sign_in_says_to_sign_in_again_with_the_device(stub, make_daemon, refusal):
     """The next step a device sign-in's refusal names is a device sign-in: on a machine

@@ -81,18 +81,28 @@ final class DeviceSignIn: Sendable {
         // Why the last poll failed, if it did: a code that runs out while the provider is
         // failing was perhaps approved, and the user should hear that it was the provider.
         var failing: String?
+        var polledLastChance = false
         while true {
-            do {
-                try await Task.sleep(for: .seconds(interval))
-            } catch {
-                throw BrokerError.signInCancelled(name)
+            // RFC 8628 §3.5: wait the interval between polls. A poll the interval would put
+            // past the code's expiry is pointless (a provider may ask for more time between
+            // polls than its code lives): the last poll comes a second before it expires.
+            let left = deadline - clock.now()
+            let lastChance = Double(interval) >= left - 1
+            let wait = lastChance ? max(0, left - 1) : Double(interval)
+            if !(lastChance && polledLastChance) {
+                do {
+                    try await Task.sleep(for: .seconds(wait))
+                } catch {
+                    throw BrokerError.signInCancelled(name)
+                }
             }
-            if clock.now() >= deadline {
+            if clock.now() >= deadline || (lastChance && polledLastChance) {
                 if let failing {
                     throw BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) was abandoned because the provider failed until its code expired (\(failing)): \(again)")
                 }
                 throw BrokerError.loginFailed(provider: name, message: "the code for \(name) expired before it was approved: \(again)")
             }
+            polledLastChance = lastChance
             let answer: DevicePollResult
             do {
                 answer = try await client.pollDeviceToken(metadata, deviceCode: authorization.deviceCode)

@@ -27,6 +27,7 @@ Switches for the provider behaviours of docs/providers.md (tests/test_providers.
   discovery_omits            discovery members left out, although the endpoints are served
   token_path                 where the token endpoint is (the old path then answers 404)
   device_expires_in          seconds a device code lives (default 60)
+  device_interval            seconds the device authorization answer asks between polls (default 1)
   device_delay               seconds the device authorization endpoint waits before it answers
   device_error               an OAuth error code the device grant answers with (HTTP 400) instead
                              of tokens: "authorization_pending" for a code nobody approves
@@ -99,6 +100,7 @@ class StubProvider:
         self.discovery_omits = set()
         self.token_path = "/token"
         self.device_expires_in = 60
+        self.device_interval = 1
         self.device_delay = 0
         self.device_error = None
         self.clock_offset = 0
@@ -369,7 +371,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 p.grants[device_code] = form.get("resource", [])
             self._json(200, {"device_code": device_code, "user_code": "STUB-CODE",
                              "verification_uri": p.issuer + "/activate", "expires_in": p.device_expires_in,
-                             "interval": 1})
+                             "interval": p.device_interval})
             return
         if self.path in p.post_handlers:
             self._json(*p.post_handlers[self.path](form))
