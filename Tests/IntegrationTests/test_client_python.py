@@ -4,6 +4,7 @@ Glewlwyd's JWKS, its audience, and the DPoP proof of a bound token.
 
 No test prints a token: tokens are compared through `fingerprint()`."""
 import asyncio
+import json
 import os
 import pwd
 import select
@@ -178,6 +179,52 @@ def test_a_daemon_that_never_answers_is_a_timeout_and_the_connection_stays_usabl
         assert b.accounts(timeout=5) == []
         b.close()
         conn.close()
+    finally:
+        server.close()
+
+
+def answering(path, results):
+    """A STUB daemon on `path`: answers the requests, in the order they come, with `results`
+    (one connection at a time, each request's own id)."""
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    server.listen(4)
+    left = list(results)
+
+    def serve():
+        while left:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn, conn.makefile("rb") as lines:
+                for line in lines:
+                    answer = {"jsonrpc": "2.0", "id": json.loads(line)["id"], "result": left.pop(0)}
+                    conn.sendall(json.dumps(answer).encode() + b"\n")
+                    if not left:
+                        break
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server
+
+
+@pytest.mark.parametrize("results", [
+    [{"token_type": "Bearer", "expires_at": 1, "provider": "p"}],  # no access_token
+    [["not", "an", "object"]],
+    [{"access_token": "t", "token_type": "DPoP", "expires_at": 1, "provider": "p"}, {"proof": "p"}],
+    [{"access_token": "t", "token_type": "DPoP", "expires_at": 1, "provider": "p"},
+     {"access_token": "t", "token_type": "DPoP", "expires_at": 1, "provider": "p"}],  # no proof
+])
+def test_a_token_answer_of_another_shape_is_a_bad_response_from_the_auth_classes(tmp_path, results):
+    """STUB: a socket whose answers lack what a token answer has (another program on the
+    path, a daemon of another version): the requests auth raises BadResponse with a
+    sentence, as Broker.token does, not a KeyError traceback."""
+    path = str(tmp_path / "sock")
+    server = answering(path, results)
+    try:
+        with pytest.raises(authbroker.BadResponse) as e:
+            requests.get("http://127.0.0.1:9/", auth=RequestsAuth(API, path=path, timeout=5))
+        assert str(e.value).startswith("authbrokerd answered something unexpected")
     finally:
         server.close()
 

@@ -2,7 +2,8 @@
 whether a 401 answer calls for a second try."""
 import re
 
-from .broker import DEFAULT_TIMEOUT, Broker, token_params
+from . import errors
+from .broker import DEFAULT_TIMEOUT, Broker, Token, token_params
 
 _ERROR = re.compile(r'\berror\s*=\s*"?([A-Za-z0-9_.-]+)"?')
 
@@ -45,15 +46,18 @@ class Authorizer:
         """(token, headers) for one request: `Authorization`, and `DPoP` for a bound token."""
         with self._broker() as broker:
             if not self._dpop:
-                answer = broker.call("token.get", self.params, self._call_timeout())
-                self._dpop = str(answer.get("token_type", "")).lower() == "dpop"
+                # Token.from_result: an answer of another shape is BadResponse, not a KeyError.
+                token = Token.from_result(broker.call("token.get", self.params, self._call_timeout()))
+                self._dpop = token.dpop_bound
                 if not self._dpop:
-                    return answer["access_token"], {"Authorization": f"{answer['token_type']} {answer['access_token']}"}
+                    return token.access_token, {"Authorization": token.authorization}
             p = dict(self.params, htm=method.upper(), htu=str(url))
             if nonce:
                 p["nonce"] = nonce
-            answer = broker.call("dpop.proof", p, self._call_timeout())
-            return answer["access_token"], {"Authorization": f"DPoP {answer['access_token']}", "DPoP": answer["proof"]}
+            answer = Token.from_result(broker.call("dpop.proof", p, self._call_timeout()))
+            if not isinstance(answer.proof, str):
+                raise errors.BadResponse("authbrokerd answered something unexpected: the dpop.proof answer lacks 'proof'")
+            return answer.access_token, {"Authorization": f"DPoP {answer.access_token}", "DPoP": answer.proof}
 
     def reject(self, access_token):
         with self._broker() as broker:
