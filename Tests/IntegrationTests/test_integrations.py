@@ -6,8 +6,10 @@ import calendar
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -273,6 +275,44 @@ def test_shell_example_client(broker):
     assert fingerprint(r.stdout.strip()) == fingerprint(token_for(broker, API))
     r = run(broker, script, "https://unknown.example.test")
     assert r.returncode == 1 and r.stderr.startswith("authbroker-token: ") and r.stdout == ""
+
+
+def test_shell_example_says_so_when_the_daemon_closes_without_answering(tmp_path):
+    """STUB: a socket of ours that reads the request and closes (a daemon that crashed on
+    it, or one shutting down): the shell client must say what happened, not exit silently."""
+    path = str(tmp_path / "sock")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    server.listen(1)
+
+    def close_unanswered():
+        conn, _ = server.accept()
+        conn.recv(65536)
+        conn.close()
+
+    threading.Thread(target=close_unanswered, daemon=True).start()
+    try:
+        r = subprocess.run([os.path.join(EXAMPLES, "shell", "authbroker-token"), API], capture_output=True, text=True,
+                           env={**os.environ, "AUTHBROKER_SOCKET": path}, timeout=30)
+    finally:
+        server.close()
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.startswith("authbroker-token: authbrokerd closed the connection without answering"), r.stderr
+
+
+def test_python_example_skips_events_on_a_subscribed_connection(broker):
+    """The example as a library on a connection that subscribed (events.subscribe): the
+    daemon writes event notifications between the answers (docs/protocol.md), and a call
+    must return its own answer, not take an event for it."""
+    code = ("import sys, select; sys.path.insert(0, sys.argv[1]); from authbroker_client import Broker\n"
+            "with Broker() as b, Broker() as other:\n"
+            "    b.call('events.subscribe', {'kinds': ['token_refreshed']})\n"
+            "    other.call('token.reject', {'resource': sys.argv[2], 'provider': sys.argv[3]})\n"
+            "    other.token(resource=sys.argv[2], provider=sys.argv[3])\n"
+            "    assert select.select([b._sock], [], [], 20)[0], 'no event came'\n"
+            "    print(b.call('daemon.status')['version'])\n")
+    r = run(broker, sys.executable, "-c", code, os.path.join(EXAMPLES, "python"), GIT, broker.name)
+    assert r.returncode == 0 and r.stdout.strip(), r.stderr
 
 
 @pytest.fixture

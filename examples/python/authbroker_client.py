@@ -64,10 +64,16 @@ class Broker:
         if params:
             request["params"] = params
         self._sock.sendall(json.dumps(request).encode() + b"\n")
-        line = self._reader.readline()
-        if not line:
-            raise BrokerError(None, "authbrokerd closed the connection")
-        answer = json.loads(line)
+        while True:
+            line = self._reader.readline()
+            if not line:
+                raise BrokerError(None, f"authbrokerd closed the connection without answering {method}: "
+                                        "its log says why (journalctl --user -u authbroker.service)")
+            answer = json.loads(line)
+            # On a connection that subscribed (events.subscribe), event notifications come
+            # between the answers: they carry a method and no id.
+            if "id" in answer or "method" not in answer:
+                break
         if "error" in answer:
             e = answer["error"]
             raise BrokerError(e.get("code"), e.get("message"), e.get("data"))
