@@ -91,7 +91,7 @@ final class BrowserSignIn: Sendable {
                                provider: Provider, resource: String?, deadline: Double) async throws(BrokerError) -> AccountInfo {
         let name = provider.name
         let clock = self.clock
-        let arrived = await withTaskGroup(of: BrowserRedirect?.self) { group in
+        let (arrived, unanswered) = await withTaskGroup(of: BrowserRedirect?.self) { group in
             group.addTask { await listener.redirect() }
             group.addTask {
                 try? await Task.sleep(for: .seconds(max(0, deadline - clock.now())))
@@ -99,11 +99,18 @@ final class BrowserSignIn: Sendable {
             }
             let first = await group.next() ?? nil
             group.cancelAll()
-            return first
+            // The deadline (or a cancellation) came first, but a redirect that arrived in the
+            // same instant is handed over as the wait ends: it must still be answered.
+            var late: [BrowserRedirect] = []
+            if first == nil {
+                for await redirect in group { if let redirect { late.append(redirect) } }
+            }
+            return (first, late)
         }
         guard let redirect = arrived else {
-            if Task.isCancelled { throw BrokerError.signInCancelled(name) }
-            throw BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) timed out before the browser came back: run `authctl login --provider \(name)` again")
+            let error = Task.isCancelled ? BrokerError.signInCancelled(name) : BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) timed out before the browser came back: run `authctl login --provider \(name)` again")
+            for redirect in unanswered { redirect.answer(.failed(provider: name, reason: error.message)) }
+            throw error
         }
         do {
             let account = try await finishBrowserLogin(redirect.query, request, metadata: metadata, provider: provider, resource: resource)
