@@ -29,7 +29,17 @@ enum SignInOnDemand {
     /// programs wait.
     static func tell(_ start: LoginStartResult, open: (String) -> Browser.Outcome = { Browser.open($0) }) {
         let provider = Output.safe(start.provider)
-        guard let url = start.authorizationURL.map(Output.safe) else { return }
+        guard let url = start.authorizationURL.map(Output.safe) else {
+            // Joined a device or terminal sign-in started elsewhere: say how to finish it.
+            if start.verificationURI != nil {
+                Output.note("Signing in to \(provider) is needed, and a device sign-in is in progress:")
+                Login.instructions(for: start, now: TimeText.now).forEach(Output.note)
+            } else {
+                Output.note("Signing in to \(provider) is needed, and a sign-in in the terminal (`authctl login --terminal`) is in progress: finish it there.")
+                Output.note("Waiting for the sign-in to \(provider) (it expires in \(Login.remaining(until: start.expiresAt, now: TimeText.now)))…")
+            }
+            return
+        }
         Output.note("Signing in to \(provider) is needed. Open this page in your browser:")
         Output.note("")
         Output.note(url)

@@ -251,6 +251,45 @@ def test_without_a_notification_server_authctl_shows_and_opens_the_page(daemon_f
     assert "no desktop notification for the sign-in" in d.log_text()
 
 
+def lines_until(stream, pattern, bound=20.0):
+    """Reads `stream` until a line matches `pattern`: the match, or None when none came
+    within `bound` s (the reading goes on in the background, so nothing blocks)."""
+    found = []
+
+    def read():
+        for line in stream:
+            m = re.search(pattern, line)
+            if m:
+                found.append(m)
+                return
+
+    threading.Thread(target=read, daemon=True).start()
+    wait_until(lambda: found, bound)
+    return found[0] if found else None
+
+
+def test_wait_for_sign_in_that_joins_a_device_sign_in_says_how_to_finish_it(daemon_factory, glewlwyd):
+    """`authctl login --device` is waiting for its code in one terminal; a program with
+    --wait-for-sign-in joins that sign-in and must tell its user where to enter which code,
+    not wait in silence."""
+    d = on_demand_daemon(daemon_factory)
+    login = subprocess.Popen([AUTHCTL, "login", "--device", "--provider", d.name], env=d.env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    shown = lines_until(login.stderr, r"enter the code ([A-Za-z0-9-]+)")
+    assert shown, d.log_text()
+    waiter = subprocess.Popen([AUTHCTL, "token", "--wait-for-sign-in", "--provider", d.name, "--resource", API],
+                              env=d.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              stdin=subprocess.DEVNULL)
+    told = lines_until(waiter.stderr, r"enter the code ([A-Za-z0-9-]+)")
+    # Approve either way, so that neither process is left waiting.
+    d.gl.approve_device(d.gl.login_session("alice"), shown.group(1), d.gl.client_id(d.client),
+                        ["openid", "profile", "email", "offline_access"])
+    login.communicate(timeout=60)
+    out, err = waiter.communicate(timeout=60)
+    assert login.returncode == 0 and waiter.returncode == 0, err + d.log_text()
+    assert told and told.group(1) == shown.group(1), "the waiting program did not say which code to enter"
+
+
 def test_authctl_login_replaces_a_pending_sign_in_and_its_waiters_follow(daemon_factory, glewlwyd, notifications):
     d = on_demand_daemon(daemon_factory)
     waiter = waiting_token_get(d)
