@@ -208,6 +208,34 @@ def test_two_sign_ins_in_a_row_on_a_fixed_redirect_port(daemon_factory, glewlwyd
     assert names == ["alice@example.test", "bob@example.test"]
 
 
+def test_two_sign_ins_started_at_once_on_a_fixed_redirect_port_are_not_another_program(daemon_factory, glewlwyd):
+    """Two `authctl login` (or a login and a program waiting for a sign-in) in the same
+    instant, with a fixed redirect_port: the newer replaces the older, as one after the
+    other does; neither may fail because "another program holds that port", when the
+    program is authbroker's own sign-in."""
+    d = fixed_port_daemon(daemon_factory, free_port())
+    for _ in range(15):
+        barrier = threading.Barrier(2)
+        answers = []
+
+        def start():
+            c = RPC(d.socket, timeout=30)
+            barrier.wait()
+            answers.append(c.call("login.start", {"provider": d.name}))
+            c.close()
+
+        threads = [threading.Thread(target=start) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        refused = [a["error"]["message"] for a in answers if "error" in a]
+        assert not refused, refused
+        assert len(answers) == 2
+    # One of the two is left waiting, on the fixed port.
+    assert listening(redirect_port(answers[-1]["result"]))
+
+
 def start_authctl_login(d, *args, env=None):
     """`authctl login` as a user runs it; returns (process, the lines it printed up to the URL)."""
     p = subprocess.Popen([AUTHCTL, "login", "--provider", d.name, *args], env=env or d.env,

@@ -17,6 +17,8 @@ final class BrowserSignIn: Sendable {
     private let counters: BrokerCounters
     private let logger: Logger
     private let clock: WallClock
+    /// Starts one sign-in per provider at a time, so that they replace each other in turn.
+    private let turns = ProviderTurns()
 
     init(logins: LoginSessions, completion: SignInCompletion, providers: ProvidersService, redirects: (any RedirectListening)?,
          counters: BrokerCounters, logger: Logger, clock: WallClock) {
@@ -47,6 +49,14 @@ final class BrowserSignIn: Sendable {
         guard let redirects else {
             throw BrokerError.invalidRequest(message: "this daemon cannot receive a browser sign-in's redirect: sign in with `authctl login --device`")
         }
+        return try await turns.inTurn(provider.name) { () async throws(BrokerError) -> LoginStartResult in
+            try await startInTurn(provider, params, metadata: metadata, endpoint: endpoint, redirects: redirects, extra: extra, timeout: timeout)
+        }
+    }
+
+    /// Replaces the provider's sign-in in progress, opens the listener and adds the new sign-in.
+    private func startInTurn(_ provider: Provider, _ params: LoginStartParams, metadata: ProviderMetadata, endpoint: String,
+                             redirects: any RedirectListening, extra: [String: String], timeout: Int) async throws(BrokerError) -> LoginStartResult {
         await logins.replace(provider: provider.name)
         let state = SecureRandom.token()
         let listener = try await redirects.listen(
