@@ -9,6 +9,7 @@ alive at the provider. No test prints a token: tokens are compared via fingerpri
 import re
 import signal
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -281,6 +282,56 @@ def test_stub_device_sign_in_whose_interval_outlasts_its_code_still_polls_in_tim
     r = login(d)
     assert r.returncode == 0, r.stdout + r.stderr
     assert accounts(d) != []
+
+
+def test_stub_browser_sign_in_replaced_while_its_code_is_redeemed_leaves_nothing_alive(stub, make_daemon):
+    """STUB: the provider has issued the tokens for the code and is still answering when a
+    newer `authctl login` replaces the sign-in. Cutting the answer off would leave a
+    refresh token alive at the provider that nobody holds; the daemon must take the answer
+    and revoke what it issued (RFC 7009)."""
+    d = make_daemon(stub, http_timeout=10)
+    c = RPC(d.socket)
+    start = c.call("login.start", {"provider": d.name, "flow": "browser"})["result"]
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args):
+            return None
+
+    try:
+        urllib.request.build_opener(NoRedirect).open(start["authorization_url"], timeout=10)
+        raise AssertionError("the stub did not redirect")
+    except urllib.error.HTTPError as e:
+        location = e.headers["Location"]
+    stub.code_answer_hold = threading.Event()
+
+    def browser():
+        try:
+            urllib.request.urlopen(location, timeout=30).read()
+        except (urllib.error.HTTPError, OSError):
+            pass
+
+    def replace():
+        other = RPC(d.socket, timeout=30)
+        answers.append(other.call("login.start", {"provider": d.name, "flow": "browser"}))
+        other.close()
+
+    answers = []
+    threads = [threading.Thread(target=browser)]
+    threads[0].start()
+    assert stub.code_redeeming.wait(20), d.log_text()
+    threads.append(threading.Thread(target=replace))
+    threads[1].start()
+    threads[1].join(1)  # the replacement cancels this sign-in while the provider answers
+    stub.code_answer_hold.set()
+    for t in threads:
+        t.join(30)
+    done = c.call("login.wait", {"login_id": start["login_id"]})
+    c.close()
+    assert "error" in done and re.search("cancelled|replaced", done["error"]["message"]), done
+    issued = stub.last_issued_refresh
+    revoked = issued is not None and issued in stub.revoked  # not in the assert: its report would show the token
+    assert revoked, "the refresh token issued for the replaced sign-in's code is still alive at the provider"
+    assert accounts(d) == []
 
 
 @pytest.mark.parametrize("refusal", ["access_denied", "expired_token"])

@@ -161,9 +161,19 @@ final class BrowserSignIn: Sendable {
         // A new sign-in gets a new DPoP key; the tokens it redeems are bound to it.
         let signer = try provider.newDPoPSigner(metadata: metadata)
         let tokens: TokenResponse
+        let client = provider.client(signer, metadata: metadata, clock: clock)
         do {
-            tokens = try await provider.client(signer, metadata: metadata, clock: clock).exchangeCode(
-                metadata, code: code, redirectURI: request.redirectURI, codeVerifier: request.pkce.verifier, resource: nil)
+            // Not cut off when the sign-in is cancelled (replaced, Ctrl-C): the provider may
+            // have issued the tokens already, and only its answer lets them be revoked.
+            let redeemed = await Task { () async -> Result<TokenResponse, OAuthError> in
+                do throws(OAuthError) {
+                    return .success(try await client.exchangeCode(
+                        metadata, code: code, redirectURI: request.redirectURI, codeVerifier: request.pkce.verifier, resource: nil))
+                } catch {
+                    return .failure(error)
+                }
+            }.value
+            tokens = try redeemed.get()
         } catch {
             counters.providerErrors.increment()
             switch error {
@@ -172,6 +182,11 @@ final class BrowserSignIn: Sendable {
             default:
                 throw await provider.failedSignIn(error)
             }
+        }
+        if Task.isCancelled {
+            let issued = IssuedTokens(accessTokens: [tokens.accessToken], refreshToken: tokens.refreshToken)
+            let revocation = await completion.revokeRefused(issued, provider: provider, metadata: metadata)
+            throw BrokerError.signInCancelled(name).appending(revocation)
         }
         return try await completion.completeLogin(tokens, provider: provider, metadata: metadata, nonce: request.nonce, dpop: signer, resource: resource)
     }

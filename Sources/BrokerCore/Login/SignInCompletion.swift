@@ -202,8 +202,13 @@ final class SignInCompletion: Sendable {
     }
 
     /// Revokes what a refused sign-in received (RFC 7009), best effort, and returns the
-    /// clause that tells the user what became of it.
+    /// clause that tells the user what became of it. A cancelled sign-in's tokens are
+    /// revoked too: the revocation does not inherit the cancellation.
     func revokeRefused(_ issued: IssuedTokens, provider: Provider, metadata: ProviderMetadata) async -> String {
+        await Task { await self.revoke(issued, provider: provider, metadata: metadata) }.value
+    }
+
+    private func revoke(_ issued: IssuedTokens, provider: Provider, metadata: ProviderMetadata) async -> String {
         guard metadata.revocationEndpoint != nil else {
             return "the tokens it issued could not be revoked (it has no revocation endpoint: set revocation_endpoint under [providers.\(provider.name)]) and expire on their own"
         }

@@ -29,6 +29,8 @@ Switches for the provider behaviours of docs/providers.md (tests/test_providers.
   device_expires_in          seconds a device code lives (default 60)
   device_interval            seconds the device authorization answer asks between polls (default 1)
   device_delay               seconds the device authorization endpoint waits before it answers
+  code_answer_hold           a threading.Event: the authorization code grant issues its tokens,
+                             sets `code_redeeming`, and answers only once the event is set
   device_error               an OAuth error code the device grant answers with (HTTP 400) instead
                              of tokens: "authorization_pending" for a code nobody approves
   clock_offset               seconds the stub's clock runs ahead of the machine's (negative:
@@ -100,6 +102,8 @@ class StubProvider:
         self.discovery_omits = set()
         self.token_path = "/token"
         self.device_expires_in = 60
+        self.code_answer_hold = None
+        self.code_redeeming = threading.Event()
         self.device_interval = 1
         self.device_delay = 0
         self.device_error = None
@@ -421,6 +425,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 return
             answer = p._tokens(with_id_token=True, resources=resources, grant=resources, nonce=nonce)
             p._keep(answer)
+            if p.code_answer_hold is not None:
+                p.code_redeeming.set()
+                p.code_answer_hold.wait(30)
             self._json(200, answer)
         elif grant == "refresh_token":
             presented = form.get("refresh_token", [""])[0]
