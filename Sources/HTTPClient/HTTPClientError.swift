@@ -17,9 +17,15 @@ public enum HTTPClientError: Error, Sendable, Equatable {
     case connectionLost(host: String)
     /// The TLS handshake failed for a reason other than the certificate.
     case tlsHandshakeFailed(host: String, reason: String)
-    /// The server's certificate did not verify against the trusted CAs, or does not name
-    /// the host; `reason` is OpenSSL's short verification message.
+    /// The server's certificate did not verify against the trusted CAs; `reason` is
+    /// OpenSSL's short verification message.
     case certificateNotTrusted(host: String, reason: String)
+    /// The server's certificate (or, for an IP address in the URL, its addresses) does not
+    /// name the host the URL names; `reason` is OpenSSL's short verification message.
+    case certificateNameMismatch(host: String, reason: String)
+    /// A certificate of the server's chain has expired or is not valid yet, by this
+    /// computer's clock; `reason` is OpenSSL's short verification message.
+    case certificateOutOfDate(host: String, reason: String)
     /// The server answered something that is not an HTTP/1.x response.
     case notHTTP(host: String)
     /// The answer's body is larger than the client's `maximumBodySize` (`limit` bytes).
@@ -43,7 +49,11 @@ public enum HTTPClientError: Error, Sendable, Equatable {
         case .connectionLost(let host): return "cannot reach \(host): the connection was lost"
         case .tlsHandshakeFailed(let host, let reason): return "cannot reach \(host): the TLS handshake failed (\(reason))"
         case .certificateNotTrusted(let host, let reason):
-            return "cannot reach \(host): its TLS certificate is not trusted (\(reason))"
+            return "cannot reach \(host): its TLS certificate is not trusted (\(reason)); add the CA that issued it to the system CA store, or name a CA file in SSL_CERT_FILE"
+        case .certificateNameMismatch(let host, let reason):
+            return "cannot reach \(host): its TLS certificate does not name \(host) (\(reason)); use the host name the certificate lists in the URL, or have the provider's certificate name this one"
+        case .certificateOutOfDate(let host, let reason):
+            return "cannot reach \(host): its TLS certificate is out of date (\(reason)); check this computer's clock, or have the provider renew its certificate"
         case .notHTTP(let host): return "\(host) answered something that is not HTTP"
         case .bodyTooLarge(let host, let limit): return "\(host) sent an answer larger than \(limit) bytes"
         case .cancelled(let host): return "the request to \(host) was cancelled"

@@ -55,7 +55,14 @@ final class TLSSession: ByteStream {
                 if verification != X509_V_OK {
                     let reason = X509_verify_cert_error_string(verification).map { String(cString: $0) } ?? "verification error \(verification)"
                     ERR_clear_error()
-                    throw .certificateNotTrusted(host: wire.host, reason: reason)
+                    switch verification {
+                    case Int(X509_V_ERR_HOSTNAME_MISMATCH), Int(X509_V_ERR_IP_ADDRESS_MISMATCH):
+                        throw .certificateNameMismatch(host: wire.host, reason: reason)
+                    case Int(X509_V_ERR_CERT_HAS_EXPIRED), Int(X509_V_ERR_CERT_NOT_YET_VALID):
+                        throw .certificateOutOfDate(host: wire.host, reason: reason)
+                    default:
+                        throw .certificateNotTrusted(host: wire.host, reason: reason)
+                    }
                 }
                 let reason = Self.lastReason() ?? (code == SSL_ERROR_SYSCALL ? "the server closed the connection" : "error \(code)")
                 throw .tlsHandshakeFailed(host: wire.host, reason: reason)

@@ -57,8 +57,9 @@ public final class NetworkTransport: HTTPTransport {
             return .unreachable("cannot reach \(host): the connection was lost")
         case .tlsHandshakeFailed(let host, let reason):
             return .unreachable("cannot reach \(host): the TLS handshake failed (\(reason))")
-        case .certificateNotTrusted(let host, let reason):
-            return .unreachable("cannot reach \(host): its TLS certificate is not trusted (\(reason)); check the system CA store or SSL_CERT_FILE")
+        case .certificateNotTrusted, .certificateNameMismatch, .certificateOutOfDate:
+            // Each with the step that mends its own fault (the CA store, the URL, the clock).
+            return .unreachable(error.message)
         case .notHTTP(let host):
             return .invalidResponse("\(host) answered something that is not HTTP")
         case .bodyTooLarge(let host, _):

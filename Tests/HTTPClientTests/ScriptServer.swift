@@ -46,8 +46,9 @@ final class ScriptServer {
 
 /// A throw-away CA and server certificates made with the openssl CLI in a temporary
 /// folder: `trusted` (for localhost and 127.0.0.1, by the test CA), `wrongName` (for
-/// wrong.example, by the test CA) and `untrusted` (for localhost and 127.0.0.1, by a
-/// second CA no client trusts).
+/// wrong.example, by the test CA), `untrusted` (for localhost and 127.0.0.1, by a
+/// second CA no client trusts) and `expired` (for localhost and 127.0.0.1, by the test
+/// CA, whose end of validity has passed).
 struct TestCertificates {
     let folder: URL
     var caFile: String { folder.appendingPathComponent("ca.pem").path }
@@ -79,6 +80,12 @@ struct TestCertificates {
             try run(["req", "-x509"] + key + ["-CA", "\(ca).pem", "-CAkey", "\(ca).key", "-keyout", "\(name).key", "-out", "\(name).pem",
                      "-subj", "/CN=\(name)", "-addext", "subjectAltName=\(names)", "-addext", "basicConstraints=critical,CA:FALSE"])
         }
+        // `-days -1`: its validity ended a day before it was made.
+        try "subjectAltName=DNS:localhost,IP:127.0.0.1\n".write(to: folder.appendingPathComponent("expired.ext"), atomically: true, encoding: .utf8)
+        try run(["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "expired.key", "-out", "expired.csr",
+                 "-subj", "/CN=expired"])
+        try run(["x509", "-req", "-in", "expired.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-days", "-1", "-extfile", "expired.ext",
+                 "-out", "expired.pem"])
         return TestCertificates(folder: folder)
     }
 }

@@ -66,12 +66,34 @@ final class TLSTests: XCTestCase {
         XCTAssertFalse(reason.contains("BEGIN"))
     }
 
-    func testACertificateForAnotherNameIsNotTrusted() async throws {
+    func testACertificateForAnotherNameIsRefused() async throws {
         let port = try start("wrongname")
         let client = testClient(caFile: try certificates.caFile)
         for url in ["https://localhost:\(port)/echo", "https://127.0.0.1:\(port)/echo"] {
             let error = await expectError { () async throws(HTTPClientError) in try await client.send(method: "GET", url: url) }
-            guard case .certificateNotTrusted? = error else { return XCTFail("\(url): got \(String(describing: error))") }
+            guard case .certificateNameMismatch? = error else { return XCTFail("\(url): got \(String(describing: error))") }
+        }
+    }
+
+    /// What the user reads names the certificate's own fault and the step that mends it: a
+    /// certificate for another name, or one out of date, is no matter of the CA store.
+    func testEachCertificateFaultIsToldWithItsOwnNextStep() async throws {
+        let client = testClient(caFile: try certificates.caFile)
+        let cases: [(cert: String, says: [String], never: [String])] = [
+            ("wrongname", ["does not name localhost", "hostname mismatch", "host name"], ["CA store", "SSL_CERT_FILE"]),
+            ("expired", ["out of date", "certificate has expired", "clock"], ["CA store", "SSL_CERT_FILE"]),
+            ("untrusted", ["not trusted", "CA store", "SSL_CERT_FILE"], []),
+        ]
+        for (cert, says, never) in cases {
+            let port = try start(cert)
+            let error = await expectError { () async throws(HTTPClientError) in
+                try await client.send(method: "GET", url: "https://localhost:\(port)/echo")
+            }
+            let message = error?.message ?? ""
+            XCTAssertTrue(message.hasPrefix("cannot reach localhost:\(port): "), "\(cert): \(message)")
+            for part in says { XCTAssertTrue(message.contains(part), "\(cert): \(message) does not say \(part)") }
+            for part in never { XCTAssertFalse(message.contains(part), "\(cert): \(message) sends the user to \(part)") }
+            XCTAssertFalse(message.contains("BEGIN"), cert)
         }
     }
 
