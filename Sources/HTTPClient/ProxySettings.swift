@@ -38,8 +38,9 @@ public struct ProxyServer: Sendable, Equatable, CustomStringConvertible {
 /// Which proxy, if any, carries a request, decided from the environment the way curl
 /// decides: `https_proxy`/`HTTPS_PROXY` for https URLs (a CONNECT tunnel), `http_proxy`/
 /// `HTTP_PROXY` for http URLs (absolute-form requests), and `no_proxy`/`NO_PROXY` for the
-/// exceptions: a comma-separated list of `*`, exact hosts, or domain suffixes with or
-/// without a leading dot; ports in it are ignored. Loopback hosts never use a proxy.
+/// exceptions: a comma-separated list of `*`, exact hosts, domain suffixes with or
+/// without a leading dot, or address ranges (`10.0.0.0/8`) for URLs that name an IP
+/// address; ports in it are ignored. Loopback hosts never use a proxy.
 public struct ProxySettings: Sendable, Equatable {
     /// What the environment asks for one scheme.
     enum Choice: Sendable, Equatable {
@@ -55,6 +56,8 @@ public struct ProxySettings: Sendable, Equatable {
     let http: Choice
     /// The `no_proxy` entries, lowercased, without ports or leading dots; "*" for all.
     let exceptions: [String]
+    /// The entries of `exceptions` that are address ranges.
+    let ranges: [AddressRange]
     /// Tests only: send loopback hosts through the proxy too, so that a proxy stub can be
     /// tested against local servers.
     var proxiesLoopback = false
@@ -89,6 +92,7 @@ public struct ProxySettings: Sendable, Equatable {
             if item.hasSuffix(".") { item = item.dropLast() }
             return item.isEmpty ? nil : String(item)
         }
+        ranges = exceptions.compactMap(AddressRange.init)
     }
 
     /// The proxy settings of this process's environment.
@@ -118,7 +122,7 @@ public struct ProxySettings: Sendable, Equatable {
         if name.hasSuffix(".") { name = name.dropLast() }
         return exceptions.contains { entry in
             entry == "*" || name == entry || name.hasSuffix("." + entry)
-        }
+        } || ranges.contains { $0.contains(host) }
     }
 }
 

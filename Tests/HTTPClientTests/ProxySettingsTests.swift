@@ -39,6 +39,23 @@ final class ProxySettingsTests: XCTestCase {
         XCTAssertNil(try proxy(["https_proxy": "http://proxy:3128", "NO_PROXY": "*"], "https://anything.example/"))
     }
 
+    /// curl (7.86 and later) and Go read address ranges in no_proxy: a provider on the
+    /// internal network that the list names by its range is reached directly, not handed
+    /// to the proxy (which may refuse internal destinations).
+    func testNoProxyAddressRanges() throws {
+        let environment = ["https_proxy": "http://proxy:3128", "no_proxy": "idp.example, 10.0.0.0/8,192.168.4.0/23, fd00:ab::/32"]
+        for url in ["https://10.1.2.3/", "https://10.255.255.255:8443/", "https://192.168.5.200/", "https://[fd00:ab:1::7]/"] {
+            XCTAssertNil(try proxy(environment, url), url)
+        }
+        for url in ["https://11.0.0.1/", "https://192.168.6.1/", "https://[fd00:ac::1]/", "https://10.example/"] {
+            XCTAssertEqual(try proxy(environment, url), "proxy:3128", url)
+        }
+        XCTAssertNil(try proxy(["https_proxy": "http://proxy:3128", "no_proxy": "0.0.0.0/0"], "https://203.0.113.9/"))
+        for broken in ["10.0.0.0/33", "10.0.0.0/", "10.0.0.0/x", "/8", "fd00::/129"] {
+            XCTAssertEqual(try proxy(["https_proxy": "http://proxy:3128", "no_proxy": broken], "https://10.0.0.1/"), "proxy:3128", broken)
+        }
+    }
+
     func testUnusableSettingsAreReportedNotIgnored() throws {
         for setting in ["https://proxy:3128", "socks5://proxy:1080", "http://pro xy:1"] {
             let settings = ProxySettings(environment: ["https_proxy": setting])
