@@ -44,6 +44,12 @@ public struct OAuthClient: Sendable {
             metadata = try JSONDecoder().decode(ProviderMetadata.self, from: Data(response.body))
         } catch let DecodingError.keyNotFound(key, _) {
             throw .invalidResponse("\(place) has no \(key.stringValue)")
+        } catch let DecodingError.valueNotFound(_, context) where context.codingPath.count == 1 {
+            throw .invalidResponse("\(place) has no \(context.codingPath[0].stringValue)")
+        } catch let DecodingError.typeMismatch(_, context) where !context.codingPath.isEmpty {
+            throw .invalidResponse(ProviderMetadata.wrongType(context.codingPath[0].stringValue, in: place))
+        } catch let DecodingError.valueNotFound(_, context) where !context.codingPath.isEmpty {
+            throw .invalidResponse(ProviderMetadata.wrongType(context.codingPath[0].stringValue, in: place))
         } catch {
             throw .invalidResponse("\(place) is not a valid discovery document")
         }
@@ -58,6 +64,18 @@ public struct OAuthClient: Sendable {
 }
 
 extension ProviderMetadata {
+    /// The sentence for a member of the wrong type: which one, and what it must be, for the
+    /// user to pass on to the provider's administrators.
+    static func wrongType(_ member: String, in place: String) -> String {
+        let expected: String
+        if member == CodingKeys.authorizationResponseIssParameterSupported.rawValue {
+            expected = "true or false"
+        } else {
+            expected = member.hasSuffix("_supported") ? "a list of strings" : "a string"
+        }
+        return "\(place) is not a valid discovery document: its \(member) is not \(expected) (RFC 8414 §2); the provider's administrators must correct it"
+    }
+
     /// Every endpoint URL the document gives, with its member name.
     var endpoints: [(String, String)] {
         let all: [(String, String?)] = [

@@ -71,4 +71,23 @@ final class DiscoveryTests: XCTestCase {
         let busy = await expectError { try await stubClient(stub).discover() }
         XCTAssertEqual(busy, .busy("the provider's discovery document at \(stub.baseURL)/.well-known/openid-configuration answered HTTP 503", retryAfter: .seconds(40)))
     }
+
+    /// A member of the wrong type is named, so the user can tell the provider's
+    /// administrators which one to mend, not only that the document is "not valid".
+    func testAMemberOfTheWrongTypeIsNamed() async {
+        let cases = [
+            ("grant_types_supported", #""grant_types_supported":"authorization_code""#),
+            ("token_endpoint", #""token_endpoint":null"#),
+            ("authorization_response_iss_parameter_supported", #""authorization_response_iss_parameter_supported":"true""#),
+            ("code_challenge_methods_supported", #""code_challenge_methods_supported":["S256",7]"#),
+        ]
+        for (member, text) in cases {
+            let token = member == "token_endpoint" ? "" : #""token_endpoint":"\#(stub.baseURL)/token","#
+            stub.route("/.well-known/openid-configuration", .json(#"{"issuer":"\#(stub.baseURL)",\#(token)\#(text)}"#))
+            let error = await expectError { try await stubClient(stub).discover() }
+            guard case .invalidResponse(let message)? = error else { XCTFail("\(member): got \(String(describing: error))"); continue }
+            XCTAssertTrue(message.contains(member), message)
+            XCTAssertTrue(message.hasPrefix("the provider's discovery document at \(stub.baseURL)/.well-known/openid-configuration "), message)
+        }
+    }
 }
