@@ -13,17 +13,24 @@ final class Socket {
     /// Resolves `host` and tries each of its addresses in order, each with a non-blocking
     /// connect bounded by the request's deadline. Errors name `wire.host`.
     ///
-    /// getaddrinfo itself cannot be interrupted: a stalled resolver can overrun the
-    /// deadline, after which the request fails as timed out.
+    /// A host name is looked up on a thread of its own (`HostLookup`), so a stalled
+    /// resolver cannot overrun the deadline; an IP address is read at once.
     static func connect(host: String, port: Int, wire: Wire) throws(HTTPClientError) -> Socket {
         try wire.check()
-        var hints = addrinfo()
-        hints.ai_family = AF_UNSPEC
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        hints.ai_flags = AI_NUMERICSERV | (Endpoint.isIPv4(host) || Endpoint.isIPv6(host) ? AI_NUMERICHOST : 0)
+        let status: Int32
         var list: UnsafeMutablePointer<addrinfo>?
-        let status = getaddrinfo(host, String(port), &hints, &list)
+        if Endpoint.isIPv4(host) || Endpoint.isIPv6(host) {
+            var hints = addrinfo()
+            hints.ai_family = AF_UNSPEC
+            hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+            hints.ai_flags = AI_NUMERICSERV | AI_NUMERICHOST
+            status = getaddrinfo(host, String(port), &hints, &list)
+        } else {
+            (status, list) = try HostLookup.resolve(host, port: port, family: AF_UNSPEC, socketType: Int32(SOCK_STREAM.rawValue),
+                                                    flags: AI_NUMERICSERV, wire: wire)
+        }
         guard status == 0, let first = list else {
+            if let list { freeaddrinfo(list) }
             if status == EAI_SYSTEM || status == EAI_MEMORY {
                 throw .system(host: wire.host, reason: "the host name could not be looked up (\(String(cString: gai_strerror(status))))")
             }

@@ -165,6 +165,47 @@ def test_a_provider_that_never_answers_is_bounded_by_http_timeout(stub, daemon):
     assert "result" in d.rpc("daemon.status")
 
 
+# A name server that takes every question and never answers, for a daemon in network and
+# mount namespaces of its own (unshare): its /etc/resolv.conf names only that server.
+SILENT_NAME_SERVER = """
+import os, socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.1", 53))
+s.settimeout(1)
+parent = os.getppid()
+while os.getppid() == parent:
+    try:
+        s.recvfrom(4096)
+    except OSError:
+        pass
+"""
+SILENT_DNS = ('ip link set lo up && { "$0" -c "$SILENT_NAME_SERVER" & } && sleep 0.3 '
+              '&& mount --bind "$RESOLV_CONF" /etc/resolv.conf && exec "$@"')
+
+
+def test_a_name_server_that_never_answers_is_bounded_by_http_timeout(tmp_path):
+    """A dead name server (a VPN gone, a captive network) must cost a request its
+    http_timeout, not the resolver's own time-outs (here 5 tries of 30 s): the sign-in
+    fails with the time-out's sentence while the caller still waits."""
+    import sys
+    if subprocess.run(["unshare", "-rmn", "true"], capture_output=True).returncode != 0:
+        pytest.skip("no user namespaces here")
+    resolv = tmp_path / "resolv.conf"
+    resolv.write_text("nameserver 127.0.0.1\noptions timeout:30 attempts:5\n")
+    d = Daemon(None, extra_env={"RESOLV_CONF": str(resolv), "SILENT_NAME_SERVER": SILENT_NAME_SERVER})
+    d.write_config(text=('[daemon]\nstore = "secret-service"\nhttp_timeout = 2\n\n'
+                         f'[providers.{d.name}]\nissuer = "https://idp.example.test"\nclient_id = "c"\n'
+                         f'scopes = ["openid"]\nresources = ["{API}"]\n'))
+    try:
+        d.start(wrapper=["unshare", "-rmn", "sh", "-c", SILENT_DNS, sys.executable])
+        r = d.ctl("login", "--device", "--provider", d.name, timeout=20)  # far below 150 s
+        assert r.returncode != 0, r.stdout
+        assert "cannot reach idp.example.test: no answer within 2 s" in r.stderr, r.stderr
+        assert "result" in d.rpc("daemon.status")
+    finally:
+        d.cleanup()
+
+
 # --- the Secret Service ---------------------------------------------------------------
 
 def dbus(*args):
