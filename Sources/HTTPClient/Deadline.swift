@@ -19,6 +19,16 @@ struct Deadline: Sendable {
 
     var hasPassed: Bool { Self.now() >= nanoseconds }
 
+    /// The point halfway from now to this deadline (now, once it has passed).
+    var halfway: Deadline {
+        let now = Self.now()
+        return Deadline(nanoseconds: nanoseconds > now ? now + (nanoseconds - now) / 2 : now)
+    }
+
+    private init(nanoseconds: UInt64) {
+        self.nanoseconds = nanoseconds
+    }
+
     private static func now() -> UInt64 {
         var time = timespec()
         clock_gettime(CLOCK_MONOTONIC, &time)

@@ -11,7 +11,8 @@ final class Socket {
     deinit { _ = close(fd) }
 
     /// Resolves `host` and tries each of its addresses in order, each with a non-blocking
-    /// connect bounded by the request's deadline. Errors name `wire.host`.
+    /// connect bounded by the request's deadline (to half the time left while another
+    /// address follows). Errors name `wire.host`.
     ///
     /// A host name is looked up on a thread of its own (`HostLookup`), so a stalled
     /// resolver cannot overrun the deadline; an IP address is read at once.
@@ -52,7 +53,14 @@ final class Socket {
             if Glibc.connect(fd, address.pointee.ai_addr, address.pointee.ai_addrlen) == 0 { return candidate }
             var failure = errno
             if failure == EINPROGRESS || failure == EINTR {
-                try wire.wait(fd, for: Int16(POLLOUT))
+                // An address that does not answer (an IPv6 route that swallows packets)
+                // may take half the time left when another address follows, as in curl.
+                do {
+                    try wire.wait(fd, for: Int16(POLLOUT), sooner: address.pointee.ai_next == nil ? nil : wire.deadline.halfway)
+                } catch .timedOut where !wire.deadline.hasPassed {
+                    lastError = .timedOut(host: wire.host)
+                    continue
+                }
                 var value: Int32 = 0
                 var length = socklen_t(MemoryLayout<Int32>.size)
                 if getsockopt(fd, SOL_SOCKET, SO_ERROR, &value, &length) != 0 { value = errno }

@@ -9,11 +9,12 @@ struct Wire: Sendable {
     let cancel: CancelSignal
 
     /// Waits until `fd` is ready for `events` (POLLIN or POLLOUT). Throws `.cancelled`
-    /// when the task is cancelled and `.timedOut` when the deadline passes first.
-    func wait(_ fd: Int32, for events: Int16) throws(HTTPClientError) {
+    /// when the task is cancelled and `.timedOut` when the deadline (or `sooner`, one
+    /// step's own, when given) passes first.
+    func wait(_ fd: Int32, for events: Int16, sooner: Deadline? = nil) throws(HTTPClientError) {
         while true {
             if cancel.isFired { throw .cancelled(host: host) }
-            let milliseconds = deadline.remainingMilliseconds
+            let milliseconds = min(deadline.remainingMilliseconds, sooner?.remainingMilliseconds ?? Int32.max)
             if milliseconds == 0 { throw .timedOut(host: host) }
             var fds = [pollfd(fd: fd, events: events, revents: 0), pollfd(fd: cancel.fileDescriptor, events: Int16(POLLIN), revents: 0)]
             let count = poll(&fds, 2, milliseconds)

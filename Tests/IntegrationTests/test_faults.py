@@ -206,6 +206,64 @@ def test_a_name_server_that_never_answers_is_bounded_by_http_timeout(tmp_path):
         d.cleanup()
 
 
+# A provider, idp.test, whose first address (IPv6, as getaddrinfo orders them) goes into a
+# hole, the way a broken IPv6 route swallows every packet, and whose second (127.0.0.1 in
+# the daemon's own network namespace) is served by a STUB over TLS.
+BROKEN_IPV6 = ("ip link set lo up && ip link add v0 type veth peer name v1 && ip link set v0 up && ip link set v1 up "
+               "&& ip addr add 2001:db8::1/64 dev v0 nodad && ip -6 neigh add 2001:db8::2 lladdr 02:00:00:00:00:02 dev v0 "
+               '&& mount --bind "$HOSTS_FILE" /etc/hosts && { "$0" -c "$TLS_STUB" & } && sleep 0.5 && exec "$@"')
+TLS_STUB = """
+import http.server, os, ssl, threading, time
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b'{"issuer":"https://idp.test:8443","token_endpoint":"https://idp.test:8443/token"}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 8443), Handler)
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain(os.environ["STUB_CERT"], os.environ["STUB_KEY"])
+server.socket = context.wrap_socket(server.socket, server_side=True)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+parent = os.getppid()
+while os.getppid() == parent:
+    time.sleep(0.5)
+"""
+
+
+def test_a_provider_whose_ipv6_address_is_a_hole_is_reached_over_ipv4(tmp_path):
+    """A network whose IPv6 route swallows packets (common behind some routers and VPNs):
+    the first of the provider's addresses must not take the whole http_timeout, so that
+    the next one, which works, is tried while time is left, as curl and Go do."""
+    import sys
+    if subprocess.run(["unshare", "-rmn", "ip", "link", "add", "v0", "type", "veth", "peer", "name", "v1"],
+                      capture_output=True).returncode != 0:
+        pytest.skip("no user namespaces or veth links here")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=idp.test",
+                    "-addext", "subjectAltName=DNS:idp.test"], check=True, capture_output=True)
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 localhost\n2001:db8::2 idp.test\n127.0.0.1 idp.test\n")
+    d = Daemon(None, extra_env={"HOSTS_FILE": str(hosts), "TLS_STUB": TLS_STUB, "STUB_CERT": str(cert),
+                                "STUB_KEY": str(key), "SSL_CERT_FILE": str(cert)})
+    d.write_config(text=('[daemon]\nstore = "secret-service"\nhttp_timeout = 4\n\n'
+                         f'[providers.{d.name}]\nissuer = "https://idp.test:8443"\nclient_id = "c"\n'
+                         f'scopes = ["openid"]\nresources = ["{API}"]\n'))
+    try:
+        d.start(wrapper=["unshare", "-rmn", "sh", "-c", BROKEN_IPV6, sys.executable])
+        r = d.ctl("login", "--device", "--provider", d.name, timeout=20)
+        assert r.returncode != 0, r.stdout
+        # The discovery document was read: the provider was reached.
+        assert "names no device authorization endpoint in its discovery document" in r.stderr, r.stderr
+    finally:
+        d.cleanup()
+
+
 # --- the Secret Service ---------------------------------------------------------------
 
 def dbus(*args):
