@@ -30,6 +30,9 @@ public enum HTTPClientError: Error, Sendable, Equatable {
     case notHTTP(host: String)
     /// The answer's body is larger than the client's `maximumBodySize` (`limit` bytes).
     case bodyTooLarge(host: String, limit: Int)
+    /// The response's header fields (or a chunk's size line, or its trailer fields) run past
+    /// `ResponseParser.maximumHeadSize`, 64 KiB.
+    case headTooLarge(host: String)
     /// The calling task was cancelled.
     case cancelled(host: String)
     /// The proxy (`proxy` as "host:port") could not be used to reach `host`: it refused
@@ -56,6 +59,7 @@ public enum HTTPClientError: Error, Sendable, Equatable {
             return "cannot reach \(host): its TLS certificate is out of date (\(reason)); check this computer's clock, or have the provider renew its certificate"
         case .notHTTP(let host): return "\(host) answered something that is not HTTP"
         case .bodyTooLarge(let host, let limit): return "\(host) sent an answer larger than \(limit) bytes"
+        case .headTooLarge(let host): return "\(host) sent response header fields larger than 64 KiB"
         case .cancelled(let host): return "the request to \(host) was cancelled"
         case .proxyFailed(let proxy, let host, let reason): return "cannot reach \(host) through the proxy \(proxy): \(reason)"
         case .system(let host, let reason): return "cannot reach \(host): \(reason)"

@@ -13,7 +13,7 @@ enum ProxyTunnel {
             head = try parser.readHead()
         } catch {
             switch error {
-            case .notHTTP, .connectionLost, .bodyTooLarge:
+            case .notHTTP, .connectionLost, .bodyTooLarge, .headTooLarge:
                 throw .proxyFailed(proxy: proxy.description, host: wire.host, reason: "the proxy did not answer the CONNECT request with HTTP")
             default: throw error
             }

@@ -165,11 +165,11 @@ struct ResponseParser {
                 let line = buffer[position..<end]
                 budget += newline + 1 - position
                 position = newline + 1
-                guard budget <= Self.maximumHeadSize else { throw .bodyTooLarge(host: host, limit: limit) }
+                guard budget <= Self.maximumHeadSize else { throw .headTooLarge(host: host) }
                 return line
             }
             scanned = buffer.count - position
-            if budget + (buffer.count - position) > Self.maximumHeadSize { throw .bodyTooLarge(host: host, limit: limit) }
+            if budget + (buffer.count - position) > Self.maximumHeadSize { throw .headTooLarge(host: host) }
             // Something that does not start like HTTP is refused at once, not waited on.
             if atStart, !Self.couldBeStatusLine(buffer[position...]) { throw .notHTTP(host: host) }
             guard try fill() else {

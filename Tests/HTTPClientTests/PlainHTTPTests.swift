@@ -76,6 +76,16 @@ final class PlainHTTPTests: XCTestCase {
         XCTAssertEqual(exact?.body.count, 1000)
     }
 
+    /// An endless response head is cut at 64 KiB and called what it is: the sentence must
+    /// not claim a body beyond the body limit (1 MiB for providers) the server never sent.
+    func testAnEndlessHeadIsNamedAsSuch() async {
+        let error = await expectError { () async throws(HTTPClientError) in
+            try await testClient(limit: 1 << 20).send(method: "GET", url: base + "/bighead")
+        }
+        let message = error?.message ?? ""
+        XCTAssertEqual(message, "\(host) sent response header fields larger than 64 KiB", message)
+    }
+
     func testGarbageIsNotHTTP() async {
         let error = await expectError { () async throws(HTTPClientError) in try await testClient().send(method: "GET", url: base + "/garbage") }
         XCTAssertEqual(error, .notHTTP(host: host))

@@ -116,6 +116,9 @@ class Handler(socketserver.BaseRequestHandler):
             sock.sendall(b"0\r\n\r\n")
         elif path == "/bigclose":
             sock.sendall(b"HTTP/1.1 200 OK\r\n\r\n" + b"a" * size)
+        elif path == "/bighead":
+            # One header field that never ends (70 KiB and counting), then a small body.
+            sock.sendall(b"HTTP/1.1 200 OK\r\nX-Filler: " + b"a" * (70 * 1024) + b"\r\nContent-Length: 2\r\n\r\nok")
         elif path == "/garbage":
             sock.sendall(b"SSH-2.0-OpenSSH_9.6\r\nnot an answer at all\r\n\r\n")
         elif path == "/truncated":
