@@ -15,6 +15,9 @@ public enum HTTPClientError: Error, Sendable, Equatable {
     case timedOut(host: String)
     /// The connection broke, or the server closed it before the answer was complete.
     case connectionLost(host: String)
+    /// The server answered the TLS handshake with something that is not TLS: a plain HTTP
+    /// (or other) server on the URL's port.
+    case tlsNotSpoken(host: String)
     /// The TLS handshake failed for a reason other than the certificate.
     case tlsHandshakeFailed(host: String, reason: String)
     /// The server's certificate did not verify against the trusted CAs; `reason` is
@@ -50,6 +53,8 @@ public enum HTTPClientError: Error, Sendable, Equatable {
         case .networkUnreachable(let host): return "cannot reach \(host): the network is unreachable"
         case .timedOut(let host): return "cannot reach \(host): no answer in time"
         case .connectionLost(let host): return "cannot reach \(host): the connection was lost"
+        case .tlsNotSpoken(let host):
+            return "cannot reach \(host): it does not speak TLS there (it answered plain HTTP or another protocol); check the scheme and the port in the URL"
         case .tlsHandshakeFailed(let host, let reason): return "cannot reach \(host): the TLS handshake failed (\(reason))"
         case .certificateNotTrusted(let host, let reason):
             return "cannot reach \(host): its TLS certificate is not trusted (\(reason)); add the CA that issued it to the system CA store, or name a CA file in SSL_CERT_FILE"

@@ -64,6 +64,10 @@ final class TLSSession: ByteStream {
                         throw .certificateNotTrusted(host: wire.host, reason: reason)
                     }
                 }
+                if ERR_GET_REASON(ERR_peek_last_error()) == SSL_R_WRONG_VERSION_NUMBER {
+                    ERR_clear_error()
+                    throw .tlsNotSpoken(host: wire.host)
+                }
                 let reason = Self.lastReason() ?? (code == SSL_ERROR_SYSCALL ? "the server closed the connection" : "error \(code)")
                 throw .tlsHandshakeFailed(host: wire.host, reason: reason)
             }

@@ -64,6 +64,8 @@ public final class NetworkTransport: HTTPTransport {
             return .invalidResponse("\(host) answered something that is not HTTP")
         case .headTooLarge:
             return .invalidResponse(error.message)
+        case .tlsNotSpoken:
+            return .unreachable(error.message)
         case .bodyTooLarge(let host, _):
             return .invalidResponse("\(host) sent an answer larger than 1 MiB")
         case .cancelled(let host):
