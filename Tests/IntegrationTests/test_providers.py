@@ -232,20 +232,26 @@ def test_stub_account_without_names_in_the_id_token_takes_the_userinfo_name(stub
     assert accounts(d)[0]["display_name"] == "Kim Doe"
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args):
+        return None
+
+
+def stub_redirect(start):
+    """The redirect back to the daemon's listener that the STUB's authorization endpoint
+    answers a browser sign-in's `authorization_url` with (not followed)."""
+    try:
+        urllib.request.build_opener(_NoRedirect).open(start["authorization_url"], timeout=10)
+        raise AssertionError("the stub did not redirect")
+    except urllib.error.HTTPError as e:
+        return e.headers["Location"]
+
+
 def test_stub_browser_sign_in_abandoned_by_a_failing_provider_says_to_sign_in_again(stub, make_daemon):
     d = make_daemon(stub)
     c = RPC(d.socket)
     start = c.call("login.start", {"provider": d.name, "flow": "browser"})["result"]
-
-    class NoRedirect(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, *args):
-            return None
-
-    try:
-        urllib.request.build_opener(NoRedirect).open(start["authorization_url"], timeout=10)
-        raise AssertionError("the stub did not redirect")
-    except urllib.error.HTTPError as e:
-        location = e.headers["Location"]
+    location = stub_redirect(start)
     stub.mode = "http500"  # the provider fails as the browser comes back
     try:
         urllib.request.urlopen(location, timeout=30).read()
@@ -292,16 +298,7 @@ def test_stub_browser_sign_in_replaced_while_its_code_is_redeemed_leaves_nothing
     d = make_daemon(stub, http_timeout=10)
     c = RPC(d.socket)
     start = c.call("login.start", {"provider": d.name, "flow": "browser"})["result"]
-
-    class NoRedirect(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, *args):
-            return None
-
-    try:
-        urllib.request.build_opener(NoRedirect).open(start["authorization_url"], timeout=10)
-        raise AssertionError("the stub did not redirect")
-    except urllib.error.HTTPError as e:
-        location = e.headers["Location"]
+    location = stub_redirect(start)
     stub.code_answer_hold = threading.Event()
 
     def browser():
