@@ -185,7 +185,7 @@ struct MethodTable: MethodRegistrar, Sendable {
             }
             if let confirming = asked, answers?.allowed(confirming) == true { asked = nil }
             if asked == nil, let fast, let result = fast(decoded) { return .now(codec.success(id, result)) }
-            if asked == nil, let fastFor, let result = fastFor(identify, decoded) { return .now(codec.success(id, result)) }
+            if asked == nil, let fastFor, let result = fastFor(identify, answers, decoded) { return .now(codec.success(id, result)) }
             let work: @Sendable () async -> Data = { [asked] in
                 let codec = RPCCodec()
                 do throws(BrokerError) {

@@ -45,8 +45,9 @@ extension RPCHandler {
         // the rules are read for each event (a reload may bring or lift them).
         let gate = table.gate
         let caller = self.caller.peer.flatMap { gate.caller($0.identify) }
+        let answers = self.caller.answers
         subscription = events.subscribe(providers: params.providers.map(Set.init), kinds: kinds) { event in
-            guard gate.shows(event, to: caller) else { return }
+            guard gate.shows(event, to: caller, answers: answers) else { return }
             loop.execute {
                 let (handler, context) = bound.value
                 handler.send(context, event)

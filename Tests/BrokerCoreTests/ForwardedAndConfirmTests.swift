@@ -1,4 +1,6 @@
 @testable import BrokerCore
+import BrokerProtocol
+import Logging
 import Synchronization
 import XCTest
 
@@ -102,6 +104,24 @@ final class ForwardedAndConfirmTests: XCTestCase {
             for await answer in group { XCTAssertEqual(answer, .allowed) }
         }
         XCTAssertEqual(asked.value, 1)
+    }
+
+    func testAConfirmOnlyCallerHearsOfNothingUntilTheUserSaysYesOnItsConnection() async {
+        let gate = CallerGate(source: FixedPolicy(CallerPolicy(rules: [
+            AllowRule(executable: "/usr/bin/git", confirm: true, resources: ["https://git"]),
+        ])), confirmer: nil, logger: Logger(label: "test"))
+        let answers = ConfirmAnswers()
+        let signedIn = BrokerEvent(kind: .signedIn, provider: "corp", account: "alice")
+        let refreshed = BrokerEvent(kind: .tokenRefreshed, provider: "corp", account: "alice", resource: "https://git")
+        XCTAssertFalse(gate.shows(signedIn, to: git, answers: answers))
+        XCTAssertFalse(gate.shows(refreshed, to: git, answers: answers))
+        XCTAssertFalse(gate.shows(git, provider: "corp", resource: "https://git", answers: answers))
+        _ = await answers.answer(ConfirmQuestion(provider: "corp", resource: "https://git")) { .allowed }
+        XCTAssertTrue(gate.shows(signedIn, to: git, answers: answers))
+        XCTAssertTrue(gate.shows(refreshed, to: git, answers: answers))
+        XCTAssertTrue(gate.shows(git, provider: "corp", resource: "https://git", answers: answers))
+        XCTAssertFalse(gate.shows(BrokerEvent(kind: .signedIn, provider: "other", account: "alice"), to: git, answers: answers),
+                       "a yes for one provider shows nothing of another")
     }
 
     func testTheProgramAsTheUserIsShownIt() {

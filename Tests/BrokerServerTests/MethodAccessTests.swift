@@ -119,9 +119,9 @@ struct RecordingRegistrar: MethodRegistrar {
             }
         }
         if let fastFor {
-            counted.fastFor = { @Sendable identify, p in
+            counted.fastFor = { @Sendable identify, answers, p in
                 calls.note(method)
-                return fastFor(identify, p)
+                return fastFor(identify, answers, p)
             }
         }
         counted.slow = { p throws(BrokerError) in

@@ -226,6 +226,44 @@ def test_confirm_is_remembered_for_the_connection_only(policy_daemon, notificati
     c.close()
 
 
+def test_confirm_shows_status_and_events_only_after_a_yes(policy_daemon, notifications):
+    """A program only a confirm rule grants learns nothing of the tokens other programs use
+    before the user says yes (STUB notification server): daemon.status lists no cached token
+    of its resource and events.subscribe tells it of no refresh, without a question. Once
+    the user allows its token on the connection, that connection sees it and its refreshes."""
+    d = policy_daemon(f"""
+[[allow]]
+exe = "{PYTHON}"
+confirm = true
+resources = ["{API}"]
+
+[[allow]]
+exe = "{os.path.realpath(AUTHCTL)}"
+resources = ["*"]
+""")
+    c = RPC(d.socket, timeout=30)
+    assert c.call("events.subscribe", {"kinds": ["token_refreshed"]})["result"]["subscribed"] is True
+    assert d.ctl("token", "--resource", API).returncode == 0  # authctl's token: refreshed, cached now
+    # An event told of that refresh would be sent before the answer to a request made after it.
+    status = c.call("daemon.status")
+    assert "result" in status, "a program the user never allowed heard of authctl's refresh: " + json.dumps(status)
+    shown = [t["resource"] for p in status["result"]["providers"] for a in p["accounts"] for t in a["tokens"]]
+    assert shown == [], shown
+    assert notifications.calls("Notify") == []
+    c.send_line(json.dumps({"jsonrpc": "2.0", "id": 10, "method": "token.get", "params": {"resource": API}}) + "\n")
+    notifications.click(asked(notifications, d)["id"], "allow")
+    assert "result" in c.read(), d.log_text()
+    status = c.call("daemon.status")["result"]
+    assert [t["resource"] for p in status["providers"] for a in p["accounts"] for t in a["tokens"]] == [API]
+    # Allowed now: the next refresh of its resource is told to it (authctl's GIT token
+    # dropped the API token: one live access token per refresh token).
+    assert d.ctl("token", "--resource", GIT).returncode == 0
+    assert d.ctl("token", "--resource", API).returncode == 0
+    event = c.read()
+    assert event.get("params", {}).get("resource") == API, event
+    c.close()
+
+
 def test_confirm_is_answered_only_by_the_notification_server(policy_daemon, notifications):
     """STUB notification server. A process of the user that sends ActionInvoked "allow"
     itself (here gdbus, as the asking program could) does not answer the question: only

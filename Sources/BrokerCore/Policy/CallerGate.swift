@@ -80,21 +80,30 @@ public final class CallerGate: Sendable {
         return (try? identify(policy.needsCgroup)) ?? nil
     }
 
-    /// Whether `caller` may see a token of `provider` for `resource` (status, events).
-    public func shows(_ caller: Caller?, provider: String, resource: String?) -> Bool {
-        policy.allowsToken(caller, provider: provider, resource: resource)
+    /// Whether `caller` may see a token of `provider` for `resource` (status, events): when
+    /// it may get it now, without a question. What only a `confirm = true` rule grants is
+    /// shown once the user said yes to it on the connection (`answers`), not before: a
+    /// program the user never allowed learns nothing of the tokens others use.
+    public func shows(_ caller: Caller?, provider: String, resource: String?, answers: ConfirmAnswers?) -> Bool {
+        switch policy.grant(caller, provider: provider, targets: [resource]) {
+        case .granted: return true
+        case .afterConfirmation: return answers?.allowed(ConfirmQuestion(provider: provider, resource: resource)) ?? false
+        case .refused: return false
+        }
     }
 
     /// Whether a subscriber identified as `caller` may hear of `event`: an event about a
-    /// resource when it may get that resource's tokens, any other when it may get some
-    /// token of the event's provider.
-    public func shows(_ event: BrokerEvent, to caller: Caller?) -> Bool {
+    /// resource when it may see that resource's tokens (`shows`), any other when it may get
+    /// some token of the event's provider without a question, or the user said yes to one
+    /// on the connection (`answers`).
+    public func shows(_ event: BrokerEvent, to caller: Caller?, answers: ConfirmAnswers?) -> Bool {
         let policy = self.policy
         guard !policy.isOpen else { return true }
         if let resource = event.resource {
-            return policy.allowsToken(caller, provider: event.provider, resource: resource)
+            return shows(caller, provider: event.provider, resource: resource, answers: answers)
         }
-        return policy.allowsSomeToken(caller, provider: event.provider)
+        if policy.allowsSomeToken(caller, provider: event.provider, unasked: true) { return true }
+        return policy.allowsSomeToken(caller, provider: event.provider) && answers?.allowedSome(of: event.provider) == true
     }
 
     /// Refuses a token for `targets` (every parameter that names what the token is for) the

@@ -71,6 +71,16 @@ public final class ConfirmAnswers: Sendable {
         entries.withLock { if case .answered(.allowed)? = $0[question.key] { true } else { false } }
     }
 
+    /// Whether the user allowed some token of `provider` on this connection.
+    public func allowedSome(of provider: String) -> Bool {
+        entries.withLock { all in
+            all.contains { key, entry in
+                guard case .answered(.allowed) = entry else { return false }
+                return key.hasPrefix(provider + "\n")
+            }
+        }
+    }
+
     /// The answer to `question`: remembered, being asked, or asked now with `ask`.
     func answer(_ question: ConfirmQuestion, ask: @escaping @Sendable () async -> ConfirmAnswer) async -> ConfirmAnswer {
         let key = question.key

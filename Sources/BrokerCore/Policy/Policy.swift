@@ -157,11 +157,14 @@ public struct CallerPolicy: Sendable, Equatable {
         case refused
     }
 
-    /// Whether `caller` may have some token of `provider`, whatever the resource.
-    public func allowsSomeToken(_ caller: Caller?, provider: String) -> Bool {
+    /// Whether `caller` may have some token of `provider`, whatever the resource; with
+    /// `unasked`, without a question (a rule without `confirm`).
+    public func allowsSomeToken(_ caller: Caller?, provider: String, unasked: Bool = false) -> Bool {
         if rules.isEmpty { return true }
         guard let caller else { return false }
-        return rules.contains { ($0.providers.isEmpty || $0.providers.contains(provider)) && !$0.resources.isEmpty && $0.matches(caller) }
+        return rules.contains {
+            !(unasked && $0.confirm) && ($0.providers.isEmpty || $0.providers.contains(provider)) && !$0.resources.isEmpty && $0.matches(caller)
+        }
     }
 
     /// Whether `caller` may read the claims of accounts of `provider`.

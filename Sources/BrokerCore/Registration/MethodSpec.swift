@@ -15,8 +15,9 @@ public struct MethodSpec<P: Decodable & Sendable, R: Encodable & Sendable>: Send
     public var access: Access<P>
     /// An answer without suspending (a cache hit), or nil to go on to `slow`.
     public var fast: (@Sendable (P) -> R?)?
-    /// `fast` for answers that depend on who asks (`daemon.status` under rules).
-    public var fastFor: (@Sendable (CallerIdentification, P) -> R?)?
+    /// `fast` for answers that depend on who asks (`daemon.status` under rules), and on the
+    /// user's answers to its `confirm` questions on the connection (nil: none, no rules).
+    public var fastFor: (@Sendable (CallerIdentification, ConfirmAnswers?, P) -> R?)?
     /// Whether the work stops when the caller's connection closes (`login.wait`).
     public var cancelledOnClose: @Sendable (P) -> Bool
     /// Whether an answer that comes later may cost a request to the provider: counted
@@ -27,7 +28,7 @@ public struct MethodSpec<P: Decodable & Sendable, R: Encodable & Sendable>: Send
 
     public init(_ method: RPCMethod, empty: P, access: Access<P>,
                 fast: (@Sendable (P) -> R?)? = nil,
-                fastFor: (@Sendable (CallerIdentification, P) -> R?)? = nil,
+                fastFor: (@Sendable (CallerIdentification, ConfirmAnswers?, P) -> R?)? = nil,
                 cancelledOnClose: @escaping @Sendable (P) -> Bool = { _ in false },
                 mints: Bool = false,
                 slow: @escaping @Sendable (P) async throws(BrokerError) -> R) {

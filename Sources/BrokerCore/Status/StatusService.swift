@@ -32,12 +32,13 @@ public final class StatusService: RegistersMethods, Sendable {
     }
 
     /// The status as the caller `identify` names may see it: under `[[allow]]` rules, only
-    /// the cached tokens it may get itself. A caller that cannot be identified sees no
+    /// the cached tokens it may get itself (under a `confirm = true` rule, those the user
+    /// allowed on its connection: `answers`). A caller that cannot be identified sees no
     /// cached token.
-    public func status(for identify: CallerIdentification) -> DaemonStatusResult {
+    public func status(for identify: CallerIdentification, answers: ConfirmAnswers? = nil) -> DaemonStatusResult {
         guard !gate.policy.isOpen else { return status() }
         let caller = gate.caller(identify)
-        return status { provider, resource in gate.shows(caller, provider: provider, resource: resource) }
+        return status { provider, resource in gate.shows(caller, provider: provider, resource: resource, answers: answers) }
     }
 
     private func status(showing shown: (_ provider: String, _ resource: String?) -> Bool) -> DaemonStatusResult {
@@ -65,7 +66,7 @@ public final class StatusService: RegistersMethods, Sendable {
         registrar.add(MethodSpec(
             .daemonStatus, empty: NoParams(),
             access: .open("shows providers, accounts and counters, never a token's value; under [[allow]] rules a caller sees only the cached tokens the policy would grant it (CallerGate.shows)"),
-            fastFor: { identify, _ in self.status(for: identify) },
+            fastFor: { identify, answers, _ in self.status(for: identify, answers: answers) },
             slow: { _ throws(BrokerError) in throw BrokerError.internalError("daemon.status is answered at once") }))
     }
 }
