@@ -16,7 +16,7 @@ import tempfile
 
 import pytest
 
-from conftest import API, AUTHCTL, GIT, ROOT, RPC, fingerprint
+from conftest import API, AUTHCTL, GIT, ROOT, RPC, fingerprint, token_for
 from device_login import approve_device_login
 from policy_callers import PYTHON
 from sshd import SSH, Sshd
@@ -262,6 +262,28 @@ resources = ["*"]
     event = c.read()
     assert event.get("params", {}).get("resource") == API, event
     c.close()
+
+
+def test_a_rejected_token_is_dropped_without_a_confirm_question(policy_daemon, notifications):
+    """STUB notification server. A program only a confirm rule grants hands back a token its
+    server refused (`git credential reject`: a new process, so a new connection). Dropping
+    it gives nothing out: the user is not asked "Allow a token …?" for it (a Deny would
+    keep the refused token, served again on the next yes), and the next token is a new one."""
+    d = policy_daemon(f"""
+[[allow]]
+exe = "{PYTHON}"
+confirm = true
+resources = ["{API}"]
+
+[[allow]]
+exe = "{os.path.realpath(AUTHCTL)}"
+resources = ["*"]
+""", daemon="confirm_timeout = 2")
+    held = token_for(d, API)
+    answer = d.rpc("token.reject", {"access_token": held})
+    assert "result" in answer, answer
+    assert notifications.calls("Notify") == [], "the user was asked to allow a token for a reject"
+    assert fingerprint(token_for(d, API)) != fingerprint(held), "the rejected token was served again"
 
 
 def test_confirm_is_answered_only_by_the_notification_server(policy_daemon, notifications):

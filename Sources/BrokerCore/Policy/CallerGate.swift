@@ -63,6 +63,11 @@ public final class CallerGate: Sendable {
         switch question {
         case .token(let provider, let targets, let scopes, let params):
             return try authorize(caller, policy: policy, provider: provider, targets: targets, scopes: scopes, params: params)
+        case .reject(let provider, let targets, let scopes, let params):
+            // A reject gives nothing out: asking "Allow a token?" for it would be a question
+            // about something else, and a Deny would keep a token its server refused.
+            _ = try authorize(caller, policy: policy, provider: provider, targets: targets, scopes: scopes, params: params)
+            return nil
         case .claims(let provider):
             try authorizeClaims(caller, policy: policy, provider: provider)
             return nil

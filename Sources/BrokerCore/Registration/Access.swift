@@ -28,6 +28,9 @@ public enum PolicyQuestion: Sendable, Equatable {
     /// A token of `provider` (nil: the default one) for every one of `targets` (nil: the
     /// default audience), with the caller's own `scopes` and `params` names.
     case token(provider: String?, targets: [String?], scopes: [String], params: [String])
+    /// Dropping a cached token (`token.reject`): held to the rules as the token itself, but
+    /// a `confirm = true` rule asks nothing, since nothing is given out.
+    case reject(provider: String?, targets: [String?], scopes: [String], params: [String])
     /// The account's claims (`claims = true`).
     case claims(provider: String?)
     /// A sign-in on demand put in front of the user: the caller must be able to use it.

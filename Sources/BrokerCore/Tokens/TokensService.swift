@@ -233,7 +233,7 @@ public final class TokensService: RegistersMethods, Sendable {
     /// question, only to learn what the token is for: nothing is served or dropped.)
     func rejectQuestion(_ params: TokenRejectParams) -> PolicyQuestion? {
         guard let token = params.accessToken else {
-            return .token(provider: params.provider, targets: [params.resource], scopes: params.scopes ?? [],
+            return .reject(provider: params.provider, targets: [params.resource], scopes: params.scopes ?? [],
                           params: params.params.map { Array($0.keys) } ?? [])
         }
         guard let key = cache.key(holding: token) else { return nil }
@@ -244,7 +244,7 @@ public final class TokensService: RegistersMethods, Sendable {
             let named: [String] = [key.resource, exchange.audience].compactMap { $0 }
             targets = named
         }
-        return .token(provider: key.account.provider, targets: targets, scopes: key.scopes, params: Array(key.params.keys))
+        return .reject(provider: key.account.provider, targets: targets, scopes: key.scopes, params: Array(key.params.keys))
     }
 
     public func register(into registrar: inout some MethodRegistrar) {
