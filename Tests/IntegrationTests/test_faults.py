@@ -851,6 +851,41 @@ def test_a_sign_in_finishing_after_a_reload_removed_or_changed_its_provider_is_r
         d.cleanup()
 
 
+@pytest.mark.parametrize("change", ["removed", "another client"])
+def test_a_refresh_answered_after_a_reload_removed_or_changed_its_provider_lists_no_account(stub, change):
+    """A refresh is waiting for its answer (STUB: held back 3 s after the rotation, which
+    Glewlwyd cannot be made to do) when the provider is removed from config.toml (or given
+    another client_id) and the daemon reloads. The late answer does not put the old
+    provider's account back: account.list stays empty, and the rotated refresh token is in
+    the old provider's keyring item, so the provider put back is served."""
+    other = f'[providers.other]\nissuer = "{stub.issuer}"\nclient_id = "{stub.client_id}"\nscopes = ["openid", "offline_access"]\n'
+    d = signed_in_daemon(stub, http_timeout=10)
+    with_both = stub_config(d.name, stub, http_timeout=10) + "\n" + other
+    if change == "removed":
+        after = stub_config(d.name, stub, http_timeout=10).split(f"[providers.{d.name}]")[0] + other
+    else:
+        after = with_both.replace(f'client_id = "{stub.client_id}"', 'client_id = "another-client"', 1)
+    try:
+        sighup(d, with_both)
+        before = stub.last_issued_refresh
+        stub.refresh_answer_delay = 3
+        caller = threading.Thread(target=lambda: token(d))
+        caller.start()
+        wait_until(lambda: stub.last_issued_refresh != before, 10, "no refresh")
+        sighup(d, after)
+        assert d.status().get("reload_refused") is None, d.status()
+        caller.join(20)
+        stub.refresh_answer_delay = 0
+        listed = [(a["provider"], a["state"]) for a in d.rpc("account.list")["result"]["accounts"]]
+        assert listed == [], f"the late refresh put the old provider's account back: {listed}"
+        assert fingerprint(stored_refresh_token(d.name)) == fingerprint(stub.last_issued_refresh), \
+            "the keyring item keeps a rotated-away refresh token"
+        sighup(d, with_both)
+        assert "result" in token(d), d.log_text()
+    finally:
+        d.cleanup()
+
+
 # --- crash safety ----------------------------------------------------------------------
 
 def test_sigkill_during_refreshes_with_rotation_never_loses_more_than_the_sign_in(glewlwyd, capsys):

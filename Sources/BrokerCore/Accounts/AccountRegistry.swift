@@ -17,6 +17,17 @@ final class AccountRegistry: Sendable {
         accounts.changing { $0[account.key] = account }
     }
 
+    /// Puts `account` over the one under its key only while that is still the same account
+    /// (same issuer and client): a reload may have forgotten it, or put another client's in
+    /// its place, since `account` was read. Returns whether it was put.
+    func replace(ifStill account: Account) -> Bool {
+        accounts.changing { all in
+            guard let known = all[account.key], known.issuer == account.issuer, known.clientID == account.clientID else { return false }
+            all[account.key] = account
+            return true
+        }
+    }
+
     @discardableResult
     func remove(_ key: AccountKey) -> Account? {
         accounts.changing { $0.removeValue(forKey: key) }

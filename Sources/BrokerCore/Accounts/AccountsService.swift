@@ -52,6 +52,9 @@ public final class AccountsService: RegistersMethods, Sendable {
 
     func put(_ account: Account) { registry.put(account) }
 
+    /// `put`, only while the account under its key is still the same one (issuer, client).
+    func replace(ifStill account: Account) -> Bool { registry.replace(ifStill: account) }
+
     @discardableResult
     func remove(_ key: AccountKey) -> Account? { registry.remove(key) }
 

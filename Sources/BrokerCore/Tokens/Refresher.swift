@@ -220,7 +220,18 @@ final class Refresher: Sendable {
         }
         if let idToken { updated.idToken = idToken }
         updated.unsaved = true
-        accounts.put(updated)
+        guard accounts.replace(ifStill: updated) else {
+            // A reload while the refresh waited removed the provider, or moved it to another
+            // issuer or client: the account is not listed again. Its item (which stays) gets
+            // the rotated refresh token, so the provider put back is served.
+            logger.notice("a refresh answered after a reload forgot its account; the rotated refresh token is only stored", metadata: ["account": "\(account.key)"])
+            do {
+                try await store.save(AccountSecret.credential(for: updated))
+            } catch {
+                logger.error("the rotated refresh token of an account a reload forgot could not be written to the store", metadata: ["account": "\(account.key)", "error": "\(error.message)"])
+            }
+            return
+        }
         do {
             try await store.save(AccountSecret.credential(for: updated))
             accounts.update(account.key) { $0.unsaved = false }
