@@ -40,11 +40,14 @@ struct Daemon {
         let inspector: ProcessInspector
         /// What the confinement lets the daemon read besides the system; nil unconfined.
         let confinedTo: [String]?
+        /// The file the daemon runs, watched for an upgrade that replaces it.
+        let executable: UpgradeWatch.Executable?
     }
 
     /// Logging, the configuration, the socket, and the confinement (`confine`).
     func prepare() -> Prepared {
         Hardening.apply()
+        let executable = UpgradeWatch.Executable.running()
         let env: (String) -> String? = { getenv($0).map { String(cString: $0) } }
         // --log-level is checked with the command line; a mistyped variable (a unit's
         // Environment= line) does not stop the daemon, but is said rather than ignored.
@@ -89,7 +92,7 @@ struct Daemon {
         let (inspector, confinedTo) = confine(configPath: path, socketFolder: inherited == nil ? Sandbox.parent(of: socketPath) : nil,
                                               env: env, logger: logger, notifier)
         return Prepared(logger: logger, notifier: notifier, path: path, settings: settings, inherited: inherited,
-                        socketPath: socketPath, inspector: inspector, confinedTo: confinedTo)
+                        socketPath: socketPath, inspector: inspector, confinedTo: confinedTo, executable: executable)
     }
 
     func run(_ prepared: Prepared) async {
@@ -139,7 +142,7 @@ struct Daemon {
         PtraceCheck.warnIfOpen(settings.policy, logger: logger)
         let lifecycle = Lifecycle(
             broker: broker, server: server, configPath: path, notifier: notifier,
-            socketActivated: inherited != nil, confinedTo: prepared.confinedTo, logger: logger)
+            socketActivated: inherited != nil, confinedTo: prepared.confinedTo, executable: prepared.executable, logger: logger)
         _ = await lifecycle.run()
     }
 

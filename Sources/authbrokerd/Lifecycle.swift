@@ -7,7 +7,8 @@ import Logging
 import NIOCore
 
 /// The running daemon after start-up: tells systemd it is ready, then reacts to SIGHUP
-/// (reload), SIGTERM/SIGINT (stop) and, when socket-activated, to being idle (exit).
+/// (reload), SIGTERM/SIGINT (stop) and, when socket-activated, to being idle or to its
+/// executable being replaced by an upgrade (exit).
 struct Lifecycle {
     let broker: Broker
     let server: BrokerServer
@@ -16,17 +17,22 @@ struct Lifecycle {
     let socketActivated: Bool
     /// What the Landlock confinement lets the daemon read besides the system; nil unconfined.
     let confinedTo: [String]?
+    /// The file the daemon runs, watched for an upgrade; nil when it could not be read.
+    let executable: UpgradeWatch.Executable?
     let logger: Logger
 
     /// Why the daemon stopped.
     enum Ending {
         case signal(Int32)
         case idle(seconds: Int)
+        case upgraded(path: String)
     }
 
     private enum Event {
         case signal(Int32)
         case idle
+        case replaced(path: String)
+        case upgraded(path: String)
     }
 
     /// Runs until a stop signal or idle exit, then stops serving.
@@ -54,6 +60,8 @@ struct Lifecycle {
             }
         }
         defer { idleTask?.cancel() }
+        var upgradeTask: Task<Void, Never>?
+        defer { upgradeTask?.cancel() }
 
         // The server answers from here on: say so at once, so that a caller who was answered
         // finds the unit active, not still starting (systemd learns it from this message,
@@ -61,7 +69,12 @@ struct Lifecycle {
         notifier.ready(status: readyStatus())
         // Start-up's garbage (the configuration, the keyring's answers) goes back.
         MemoryTrim.trim()
-        let trims = MemoryTrim(broker: broker, activity: server.activity).start()
+        var trimmer = MemoryTrim(broker: broker, activity: server.activity)
+        if let executable {
+            let watch = UpgradeWatch(executable) { continuation.yield(.replaced(path: executable.path)) }
+            trimmer.alsoAtEachLook = { watch.look() }
+        }
+        let trims = trimmer.start()
         if trims == nil { logger.warning("cannot start the thread that hands freed memory back; the daemon keeps what it freed") }
         defer { trims?.signal() }
 
@@ -88,6 +101,11 @@ struct Lifecycle {
             case .idle:
                 ending = .idle(seconds: broker.config.daemon.idleExit)
                 break loop
+            case .replaced(let path):
+                upgradeTask = replaced(path) { continuation.yield(.upgraded(path: path)) }
+            case .upgraded(let path):
+                ending = .upgraded(path: path)
+                break loop
             }
         }
         continuation.finish()
@@ -99,9 +117,34 @@ struct Lifecycle {
         case .idle(let seconds):
             logger.notice("idle; exiting until the next connection", metadata: ["idle_exit": "\(seconds)"])
             notifier.stopping(status: "idle for \(seconds) s; systemd starts it again on the next connection")
+        case .upgraded(let path):
+            logger.notice("\(path) was replaced (an upgrade): exiting so that the next connection starts the new one")
+            notifier.stopping(status: "\(path) was replaced (an upgrade); systemd starts the new one on the next connection")
         }
         await stopServing()
         return ending
+    }
+
+    /// After an upgrade replaced the executable: socket-activated, the daemon stops at its
+    /// first quiet moment (`report`) and the socket starts the new executable on the next
+    /// connection. Started by hand, nothing would start it again, and with the memory store
+    /// a stop would forget every sign-in: then it only says in the log to restart it.
+    private func replaced(_ path: String, report: @escaping @Sendable () -> Void) -> Task<Void, Never>? {
+        guard socketActivated else {
+            logger.notice("\(path) was replaced (an upgrade): restart authbrokerd to run the new one")
+            return nil
+        }
+        guard broker.config.daemon.store != .memory else {
+            logger.notice(
+                "\(path) was replaced (an upgrade): restart authbrokerd to run the new one (`systemctl --user restart authbroker.service`; the memory store forgets its sign-ins then)")
+            return nil
+        }
+        logger.info("\(path) was replaced (an upgrade): exiting once no request or sign-in is in progress")
+        let (activity, signIns) = (server.activity, broker.signIns)
+        return Task {
+            await UpgradeWatch.waitForQuiet(activity, signIns: signIns)
+            if !Task.isCancelled { report() }
+        }
     }
 
     /// Re-reads the configuration file and puts it in force; an invalid file, or one whose

@@ -42,6 +42,8 @@ struct MemoryTrim: Sendable {
     var firstQuiet: Double = 0.3
     /// Bytes of private memory gained since the last trim that make the next one worth it.
     var growth = 256 << 10
+    /// Also done at each look, on this thread that wakes anyway: the upgrade watch's `stat`.
+    var alsoAtEachLook: (@Sendable () -> Void)?
 
     /// At most this many malloc heaps, the main one included, for the 7 threads the daemon
     /// keeps (main, the front door, the event loop, the trim, libdispatch's, GLib's two)
@@ -149,6 +151,7 @@ struct MemoryTrim: Sendable {
         var looks = 0
         var pause = firstQuiet
         while !stop.wait(seconds: pause) {
+            alsoAtEachLook?()
             let wanted = trimmedAt == nil ? firstQuiet : quiet
             looks += 1
             pause = looks <= Self.soonLooks ? 1 : quiet

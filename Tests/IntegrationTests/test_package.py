@@ -206,3 +206,74 @@ def test_the_installed_socket_starts_the_installed_daemon_which_signs_in_and_ser
     status = s.run("authctl", "status")
     assert status.returncode == 0 and "alice" in status.stdout and API in status.stdout, status.stdout
     assert token not in status.stdout + status.stderr + s.log_text()
+
+
+def newer_package(deb, folder):
+    """The same package with a higher version: what `apt upgrade` brings. The binaries may
+    be the same; dpkg still renames a new file over each, as for any upgrade."""
+    tree = os.path.join(folder, "tree")
+    r = run("dpkg-deb", "-R", deb, tree)
+    assert r.returncode == 0, r.stderr
+    control = os.path.join(tree, "DEBIAN", "control")
+    with open(control) as f:
+        text = f.read()
+    version = re.search(r"^Version: (.+)$", text, re.M).group(1) + "+upgrade1"
+    with open(control, "w") as f:
+        f.write(re.sub(r"^Version: .+$", f"Version: {version}", text, flags=re.M))
+    path = os.path.join(folder, f"authbroker_{version}_{run('dpkg', '--print-architecture').stdout.strip()}.deb")
+    r = run("dpkg-deb", "-Zxz", "-z1", "--root-owner-group", "-b", tree, path)
+    assert r.returncode == 0, r.stderr
+    return path, version
+
+
+def test_an_upgrade_while_the_daemon_runs_hands_over_to_the_new_daemon_signed_in(session, deb, tmp_path):
+    """`apt-get install ./authbroker_<newer>.deb` while the user's daemon runs, with a program
+    holding an event subscription open: the old daemon, left running the replaced (deleted)
+    /usr/bin/authbrokerd, stops by itself once quiet, and the next authctl starts the new
+    one, still signed in (the refresh token in the Secret Service, not rotated away)."""
+    s = session
+    if s.run("authctl", "token", "--resource", API).returncode != 0:
+        p = s.popen("authctl", "login", "--device", "--provider", "corp")
+        approve_device_login(p, s.gl, "authbroker", "alice", s.log_text)
+    old = s.show("authbroker.service", "MainPID")["MainPID"]
+    assert old != "0", s.log_text()
+    events = s.popen("authctl", "events", "--json")
+    try:
+        # A refresh the subscriber hears: it is subscribed, its connection open.
+        fresh = s.run("authctl", "token", "--fresh", "--resource", API)
+        assert fresh.returncode == 0, fresh.stderr + s.log_text()
+        assert '"token_refreshed"' in events.stdout.readline()
+
+        newer, version = newer_package(deb, str(tmp_path))
+        r = run("apt-get", "install", "-y", "-q", "--no-install-recommends", "./" + os.path.basename(newer),
+                cwd=os.path.dirname(newer), env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        assert run("dpkg-query", "-W", "-f", "${Version}", "authbroker").stdout == version
+        # The old daemon stops by itself: it does not run on with the replaced executable
+        # for as long as something stays connected.
+        deadline = time.time() + 60
+        while os.path.exists(f"/proc/{old}"):
+            exe = os.readlink(f"/proc/{old}/exe") if os.path.exists(f"/proc/{old}/exe") else ""
+            assert time.time() < deadline, f"the old daemon runs on with {exe!r}\n{s.log_text()}"
+            time.sleep(0.2)
+        assert s.show("authbroker.service", "Result")["Result"] == "success"
+        assert s.show("authbroker.socket", "ActiveState")["ActiveState"] == "active"
+        # The subscriber hears the connection end, as at any stop of the daemon.
+        _, err = events.communicate(timeout=20)
+        assert events.returncode != 0 and "closed the events connection" in err, err
+    finally:
+        if events.poll() is None:
+            events.kill()
+            events.wait()
+
+    # The next authctl starts the new executable, and the account is still signed in: the
+    # new daemon reads the refresh token back from the Secret Service and refreshes with it.
+    r = s.run("authctl", "token", "--resource", API)
+    assert r.returncode == 0, r.stderr + s.log_text()
+    new = s.show("authbroker.service", "MainPID")["MainPID"]
+    assert new not in ("0", old)
+    assert os.readlink(f"/proc/{new}/exe") == "/usr/bin/authbrokerd"
+    assert "was replaced (an upgrade)" in s.log_text()
+    assert r.stdout.strip() not in s.log_text()
+    status = s.run("authctl", "status")
+    assert status.returncode == 0 and "alice" in status.stdout, status.stdout + status.stderr

@@ -1,12 +1,14 @@
 """authbrokerd under systemd: the units verify and meet the security score, the daemon takes
 the socket systemd passes (systemd-socket-activate), tells a NOTIFY_SOCKET listener
-READY=1 / RELOADING=1 / STOPPING=1, reloads on SIGHUP, and exits when idle.
+READY=1 / RELOADING=1 / STOPPING=1, reloads on SIGHUP, and exits when idle or once quiet
+after an upgrade replaced its executable.
 
 No test here needs a running systemd: `systemd-analyze` checks the units offline, and
 systemd-socket-activate passes the socket as systemd would."""
 import os
 import re
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -276,10 +278,10 @@ class SocketHolder:
         self.env = dict(os.environ, NOTIFY_SOCKET=notify_path)
         self.env.pop("AUTHBROKER_SOCKET", None)
 
-    def spawn(self):
+    def spawn(self, daemon=AUTHBROKERD):
         fd = self.sock.fileno()
         with open(self.log, "ab") as logf:
-            return subprocess.Popen([sys.executable, "-c", EXEC_ACTIVATED, str(fd), AUTHBROKERD, self.config],
+            return subprocess.Popen([sys.executable, "-c", EXEC_ACTIVATED, str(fd), daemon, self.config],
                                     env=self.env, pass_fds=(fd,), stdout=logf, stderr=logf,
                                     stdin=subprocess.DEVNULL)
 
@@ -331,6 +333,64 @@ def test_idle_exit_then_the_next_connection_starts_it_again(tmp_path, notify):
                 p.send_signal(signal.SIGTERM)
                 p.wait(timeout=10)
         holder.close()
+
+
+def replace_file(path):
+    """What dpkg (and scripts/install) does to an installed executable: a new file renamed over it."""
+    shutil.copy2(path, path + ".new")
+    os.rename(path + ".new", path)
+
+
+def test_an_upgraded_executable_stops_the_daemon_once_quiet_unless_its_sign_ins_are_only_in_memory(tmp_path, notify):
+    """A socket-activated daemon whose executable was replaced (a package upgrade) stops at
+    a quiet moment although a client keeps its connection open and asks every half second
+    (a status bar), so that the socket starts the new executable; with the memory store,
+    which would forget its sign-ins, it runs on and says in its log to restart it."""
+    daemons = {}
+    try:
+        for store in ("secret-service", "memory"):
+            folder = tmp_path / store
+            folder.mkdir()
+            exe = str(folder / "authbrokerd")
+            shutil.copy2(AUTHBROKERD, exe)
+            config = folder / "config.toml"
+            config.write_text(IDLE_CONFIG.replace('store = "memory"', f'store = "{store}"').replace("idle_exit = 1", ""))
+            holder = SocketHolder(str(folder), str(config), notify.path)
+            if store == "memory":
+                del holder.env["NOTIFY_SOCKET"]
+            daemons[store] = (holder, holder.spawn(exe), exe)
+        notify.wait_for("READY=1")
+        held = {}
+        for store, (holder, proc, exe) in daemons.items():
+            held[store] = RPC(holder.path)
+            assert held[store].call("daemon.status")["result"]["pid"] == proc.pid, holder.log_text()
+            replace_file(exe)
+
+        holder, proc, _ = daemons["secret-service"]
+        deadline = time.time() + 120
+        with pytest.raises(ConnectionError):
+            while True:
+                assert time.time() < deadline, "the old daemon runs on\n" + holder.log_text()
+                assert held["secret-service"].call("daemon.status")["result"]["pid"] == proc.pid
+                time.sleep(0.5)
+        stopping = notify.wait_for("STOPPING=1")
+        assert "was replaced (an upgrade)" in stopping.get("STATUS", ""), stopping
+        assert proc.wait(timeout=20) == 0, holder.log_text()
+        assert os.path.exists(holder.path)
+
+        holder, proc, _ = daemons["memory"]
+        deadline = time.time() + 60
+        while "restart authbrokerd to run the new one" not in holder.log_text():
+            assert time.time() < deadline, holder.log_text()
+            time.sleep(0.1)
+        assert held["memory"].call("daemon.status")["result"]["pid"] == proc.pid
+        assert proc.poll() is None
+    finally:
+        for holder, proc, _ in daemons.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=10)
+            holder.close()
 
 
 def test_without_socket_activation_idle_exit_is_ignored():
