@@ -106,6 +106,12 @@ enum DaemonCall {
             return error.description
                 + ": \(serviceStatus) says whether it is starting, failing or busy (its log: `journalctl --user -u authbroker.service`); "
                 + "set \(timeoutVariable)=SECONDS to wait longer"
+        case .rpc(let refused) where refused.kind == .methodNotFound:
+            // authctl asks only for methods of its own version: a daemon that does not know
+            // one is older, still running after an upgrade installed this authctl.
+            return Output.safe(error.description)
+                + ": the authbrokerd that answers is older than this authctl (version \(BrokerVersion.current)), as after an upgrade "
+                + "while it ran: restart it with `systemctl --user restart authbroker.service` (or start `authbrokerd &` again)"
         case .rpc:
             // The daemon's message is already the sentence, with what to do next.
             return Output.safe(error.description)
