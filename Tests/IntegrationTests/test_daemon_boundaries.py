@@ -198,7 +198,15 @@ def test_answers_held_back_when_the_caller_hangs_up_leave_no_copy_in_the_daemons
     while daemon_descriptors(daemon) > before and time.monotonic() < deadline:
         time.sleep(0.05)
     assert daemon_descriptors(daemon) <= before, "the daemon kept the connection"
-    assert copies_in_memory(daemon.proc.pid, marker) == 0
+    # Requests already taken from the connection may still be worked on when it closes (on
+    # a loaded machine, hundreds of them): each wipes its value as it ends, so none may
+    # be left once the daemon has caught up.
+    deadline = time.monotonic() + 15
+    copies = copies_in_memory(daemon.proc.pid, marker)
+    while copies and time.monotonic() < deadline:
+        time.sleep(0.2)
+        copies = copies_in_memory(daemon.proc.pid, marker)
+    assert copies == 0, copies
 
 
 def progress(s):
@@ -582,8 +590,13 @@ def test_out_of_descriptors_queued_callers_still_get_an_answer(limited):
     _, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
     # The limit is what the daemon holds once the readiness probe's connection is closed:
     # were it counted, its descriptor would be free again for the callers below, which the
-    # daemon would then accept and wait on (a loaded machine closed it after 0.3 s once).
-    resource.prlimit(pid, resource.RLIMIT_NOFILE, (settled_descriptors(limited), hard))
+    # daemon would then accept, and close silently after connection_idle_timeout (a loaded
+    # machine closed it after 0.3 s once). Lowered again while the daemon holds fewer.
+    for _ in range(10):
+        held = settled_descriptors(limited)
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (held, hard))
+        if settled_descriptors(limited) >= held:
+            break
     try:
         for _ in range(3):
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
