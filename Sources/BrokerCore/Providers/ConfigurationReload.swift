@@ -1,5 +1,4 @@
 import Logging
-import SecretStore
 
 /// Puts a new configuration in force (SIGHUP), as one transaction across the services it
 /// touches: the providers' table, the accounts, the tokens of changed providers. The new
@@ -67,18 +66,7 @@ struct ConfigurationReload: Sendable {
     /// when the store does not take one: the reload is refused, the account kept.
     private func saveUnsaved(of forgotten: Set<String>) async throws(BrokerError) {
         for key in accounts.list().filter({ forgotten.contains($0.key.provider) && $0.unsaved }).map(\.key) {
-            let failure = await tokens.inTurnWithRefreshes(of: key) { () async -> StoreError? in
-                guard let current = self.accounts[key], current.unsaved else { return nil }
-                do throws(StoreError) {
-                    try await self.accounts.store.save(AccountSecret.credential(for: current))
-                } catch {
-                    return error
-                }
-                self.accounts.update(key) { $0.unsaved = false }
-                self.logger.notice("the newest refresh token is stored now", metadata: ["account": "\(key)"])
-                return nil
-            }
-            if let failure {
+            if let failure = await tokens.storeUnsaved(key) {
                 throw BrokerError.storeUnavailable(
                     message: "the newest refresh token of \(self.accounts[key]?.displayName ?? key.subject) at \(key.provider) is only in memory and the secret store did not take it (\(failure.message)); the new configuration would forget it and leave \(key.provider) with an older one that no longer works: once the store takes it (unlock the keyring), reload again",
                     reason: failure.reason)

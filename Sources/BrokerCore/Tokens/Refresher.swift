@@ -264,16 +264,25 @@ final class Refresher: Sendable {
             defer { _ = resaving.withLock { $0.remove(key) } }
             while true {
                 try? await Task.sleep(for: .seconds(5))
-                let done = await queue(for: key).exclusive { () async -> Bool in
-                    guard let current = self.accounts[key], current.unsaved else { return true }
-                    guard (try? await self.store.save(AccountSecret.credential(for: current))) != nil else { return false }
-                    self.accounts.update(key) { $0.unsaved = false }
-                    self.logger.notice("the newest refresh token is stored now", metadata: ["account": "\(key)"])
-                    return true
-                }
-                if done { return }
+                let refused = await queue(for: key).exclusive { await self.storeUnsaved(key) }
+                if refused == nil { return }
             }
         }
+    }
+
+    /// Writes the account's newest refresh token when only memory holds it (the store
+    /// refused it at rotation); call in turn with the account's refreshes. Nil once it is
+    /// stored (or was already), else the store's refusal.
+    func storeUnsaved(_ key: AccountKey) async -> StoreError? {
+        guard let current = accounts[key], current.unsaved else { return nil }
+        do throws(StoreError) {
+            try await store.save(AccountSecret.credential(for: current))
+        } catch {
+            return error
+        }
+        accounts.update(key) { $0.unsaved = false }
+        logger.notice("the newest refresh token is stored now", metadata: ["account": "\(key)"])
+        return nil
     }
 
     /// Before the daemon stops: waits for each account's refresh in flight, then writes
@@ -285,18 +294,9 @@ final class Refresher: Sendable {
         return await withTaskGroup(of: AccountKey?.self) { group in
             for (key, queue) in all {
                 group.addTask {
-                    await queue.exclusive { () async -> AccountKey? in
-                        guard let current = self.accounts[key], current.unsaved else { return nil }
-                        do throws(StoreError) {
-                            try await self.store.save(AccountSecret.credential(for: current))
-                        } catch {
-                            self.logger.error("stopping with the newest refresh token only in memory: the store did not take it, so after a restart this account may need a new sign-in", metadata: ["account": "\(key)", "error": "\(error.message)"])
-                            return key
-                        }
-                        self.accounts.update(key) { $0.unsaved = false }
-                        self.logger.notice("the newest refresh token is stored now", metadata: ["account": "\(key)"])
-                        return nil
-                    }
+                    guard let error = await queue.exclusive({ await self.storeUnsaved(key) }) else { return nil }
+                    self.logger.error("stopping with the newest refresh token only in memory: the store did not take it, so after a restart this account may need a new sign-in", metadata: ["account": "\(key)", "error": "\(error.message)"])
+                    return key
                 }
             }
             var unsaved: [AccountKey] = []

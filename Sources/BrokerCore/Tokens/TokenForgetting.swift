@@ -1,3 +1,5 @@
+import SecretStore
+
 /// What other services may do to the tokens service's state: a new sign-in, a sign-out
 /// and a reload make an account's cached tokens (and their background refreshes) stale.
 /// Built by the composition root over the `TokenCache` and `RefreshAhead` the tokens
@@ -22,6 +24,13 @@ struct TokenForgetting: Sendable {
 
     /// Ends every background refresh (reload, stop): the next requests start them again.
     func stopRefreshingAhead() { ahead.stop() }
+
+    /// Writes the account's newest refresh token when only memory holds it, in turn with
+    /// its refreshes (a reload that forgets the account); nil once stored, else the refusal.
+    func storeUnsaved(_ account: AccountKey) async -> StoreError? {
+        let refresher = ahead.refresher
+        return await refresher.queue(for: account).exclusive { await refresher.storeUnsaved(account) }
+    }
 
     /// Runs `operation` in turn with the account's refreshes, never beside one (sign-out: a
     /// refresh that ended after it would put the account and its rotated refresh token back).
