@@ -22,25 +22,31 @@ final class HostLookup: Sendable {
 
     private init() {}
 
-    /// getaddrinfo's status and address list (the caller frees it with freeaddrinfo).
-    /// Throws `.timedOut` or `.cancelled` when the request's deadline or cancellation
-    /// comes first.
-    static func resolve(_ host: String, port: Int, family: Int32, socketType: Int32, flags: Int32,
-                        wire: Wire) throws(HTTPClientError) -> (status: Int32, list: UnsafeMutablePointer<addrinfo>?) {
+    /// getaddrinfo(3) for a stream socket to `host`:`port`, either address family, on the
+    /// calling thread: for an IP address (`AI_NUMERICHOST` in `flags`), which is read at
+    /// once, and on the lookup's own thread for a host name (`resolve`).
+    static func addresses(_ host: String, port: Int, flags: Int32 = 0) -> (status: Int32, list: UnsafeMutablePointer<addrinfo>?) {
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_flags = AI_NUMERICSERV | flags
+        var list: UnsafeMutablePointer<addrinfo>?
+        let status = getaddrinfo(host, String(port), &hints, &list)
+        return (status, list)
+    }
+
+    /// `addresses` for a host name: getaddrinfo's status and address list (the caller
+    /// frees it with freeaddrinfo). Throws `.timedOut` or `.cancelled` when the request's
+    /// deadline or cancellation comes first.
+    static func resolve(_ host: String, port: Int, wire: Wire) throws(HTTPClientError) -> (status: Int32, list: UnsafeMutablePointer<addrinfo>?) {
         guard let done = CancelSignal() else {
             throw .system(host: wire.host, reason: "the process is out of file descriptors")
         }
         // Closed when the wait ends; the lookup's later `fire` then only sets a flag.
         defer { done.close() }
         let lookup = HostLookup()
-        let service = String(port)
         let started = WorkerThread.start {
-            var hints = addrinfo()
-            hints.ai_family = family
-            hints.ai_socktype = socketType
-            hints.ai_flags = flags
-            var list: UnsafeMutablePointer<addrinfo>?
-            let status = getaddrinfo(host, service, &hints, &list)
+            let (status, list) = addresses(host, port: port)
             let kept = lookup.state.withLock { state -> Bool in
                 guard !state.abandoned else { return false }
                 state.answer = Answer(status: status, list: list)

@@ -18,18 +18,9 @@ final class Socket {
     /// resolver cannot overrun the deadline; an IP address is read at once.
     static func connect(host: String, port: Int, wire: Wire) throws(HTTPClientError) -> Socket {
         try wire.check()
-        let status: Int32
-        var list: UnsafeMutablePointer<addrinfo>?
-        if Endpoint.isIPv4(host) || Endpoint.isIPv6(host) {
-            var hints = addrinfo()
-            hints.ai_family = AF_UNSPEC
-            hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-            hints.ai_flags = AI_NUMERICSERV | AI_NUMERICHOST
-            status = getaddrinfo(host, String(port), &hints, &list)
-        } else {
-            (status, list) = try HostLookup.resolve(host, port: port, family: AF_UNSPEC, socketType: Int32(SOCK_STREAM.rawValue),
-                                                    flags: AI_NUMERICSERV, wire: wire)
-        }
+        let (status, list) = Endpoint.isIPv4(host) || Endpoint.isIPv6(host)
+            ? HostLookup.addresses(host, port: port, flags: AI_NUMERICHOST)
+            : try HostLookup.resolve(host, port: port, wire: wire)
         guard status == 0, let first = list else {
             if let list { freeaddrinfo(list) }
             if status == EAI_SYSTEM || status == EAI_MEMORY {
