@@ -1,7 +1,9 @@
 import Synchronization
 
-/// What a `confirm = true` rule asks the user before a caller gets a token.
-public struct ConfirmQuestion: Sendable, Equatable {
+/// What a `confirm = true` rule asks the user before a caller gets a token; an answer is
+/// remembered on the connection by the whole question (a yes to a token for the resource
+/// is no yes to an exchange that also names an audience).
+public struct ConfirmQuestion: Sendable, Hashable {
     public var provider: String
     /// The resource asked for; nil for the provider's default audience.
     public var resource: String?
@@ -20,10 +22,6 @@ public struct ConfirmQuestion: Sendable, Equatable {
     public var tokenFor: String {
         [resource, audience].compactMap { $0 }.joined(separator: " and ").nonEmpty ?? "the default audience"
     }
-
-    /// What the question is remembered by on a connection: a yes to a token for the
-    /// resource is no yes to an exchange that also names an audience.
-    var key: String { provider + "\n" + (resource ?? "") + "\n" + (audience ?? "") }
 }
 
 private extension String {
@@ -62,46 +60,45 @@ public final class ConfirmAnswers: Sendable {
         case answered(ConfirmAnswer)
     }
 
-    private let entries = Mutex<[String: Entry]>([:])
+    private let entries = Mutex<[ConfirmQuestion: Entry]>([:])
 
     public init() {}
 
     /// Whether the user already allowed `question` on this connection (no waiting).
     public func allowed(_ question: ConfirmQuestion) -> Bool {
-        entries.withLock { if case .answered(.allowed)? = $0[question.key] { true } else { false } }
+        entries.withLock { if case .answered(.allowed)? = $0[question] { true } else { false } }
     }
 
     /// Whether the user allowed some token of `provider` on this connection.
     public func allowedSome(of provider: String) -> Bool {
         entries.withLock { all in
-            all.contains { key, entry in
+            all.contains { question, entry in
                 guard case .answered(.allowed) = entry else { return false }
-                return key.hasPrefix(provider + "\n")
+                return question.provider == provider
             }
         }
     }
 
     /// The answer to `question`: remembered, being asked, or asked now with `ask`.
     func answer(_ question: ConfirmQuestion, ask: @escaping @Sendable () async -> ConfirmAnswer) async -> ConfirmAnswer {
-        let key = question.key
         let task = entries.withLock { all -> Task<ConfirmAnswer, Never>? in
-            switch all[key] {
+            switch all[question] {
             case .answered?: return nil
             case .asking(let task)?: return task
             case nil:
                 let task = Task { await ask() }
-                all[key] = .asking(task)
+                all[question] = .asking(task)
                 return task
             }
         }
         guard let task else {
-            return entries.withLock { if case .answered(let a)? = $0[key] { a } else { .denied } }
+            return entries.withLock { if case .answered(let a)? = $0[question] { a } else { .denied } }
         }
         let answer = await task.value
         entries.withLock { all in
             switch answer {
-            case .allowed, .denied: all[key] = .answered(answer)
-            case .dismissed, .timedOut, .unavailable, .busy: all[key] = nil
+            case .allowed, .denied: all[question] = .answered(answer)
+            case .dismissed, .timedOut, .unavailable, .busy: all[question] = nil
             }
         }
         return answer
