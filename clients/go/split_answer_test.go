@@ -4,35 +4,9 @@ import (
 	"bufio"
 	"context"
 	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 )
-
-// stubServing is a STUB daemon on a fresh socket: serve gets its one connection.
-func stubServing(t *testing.T, serve func(conn net.Conn, r *bufio.Reader)) string {
-	dir, err := os.MkdirTemp("", "ab-go-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	path := filepath.Join(dir, "sock")
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		conn, err := l.Accept()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		serve(conn, bufio.NewReader(conn))
-	}()
-	return path
-}
 
 // A STUB daemon that dies in the middle of its answer (a real one cannot be killed at that
 // byte on demand): the connection is lost, as when it dies before answering.

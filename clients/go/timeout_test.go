@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 )
@@ -15,30 +13,13 @@ import (
 // A STUB daemon that answers the first call only after its deadline: the call times out
 // with a sentence, and the late answer is skipped by its id on the next call.
 func TestATimeoutLeavesTheConnectionUsable(t *testing.T) {
-	dir, err := os.MkdirTemp("", "ab-go-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "sock")
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		conn, err := l.Accept()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		r := bufio.NewReader(conn)
+	path := stubServing(t, func(conn net.Conn, r *bufio.Reader) {
 		r.ReadBytes('\n')
 		r.ReadBytes('\n') // the second call: now answer both
 		conn.Write([]byte(`{"jsonrpc":"2.0","id":1,"result":{"late":true}}` + "\n" +
 			`{"jsonrpc":"2.0","id":2,"result":{"accounts":[]}}` + "\n"))
 		time.Sleep(time.Second)
-	}()
+	})
 	c, err := Dial(path)
 	if err != nil {
 		t.Fatal(err)
