@@ -433,6 +433,17 @@ def test_a_stop_during_a_background_refresh_keeps_its_rotated_refresh_token():
         s.stop()
 
 
+def refresh_held_at_provider(d, stub, seconds):
+    """A token request whose refresh the STUB has taken (the refresh token rotated) and
+    whose answer it holds back `seconds`: returns the caller's thread, to join."""
+    before = stub.last_issued_refresh
+    stub.refresh_answer_delay = seconds
+    caller = threading.Thread(target=lambda: token(d))
+    caller.start()
+    wait_until(lambda: stub.last_issued_refresh != before, 10, "no refresh")
+    return caller
+
+
 def test_a_logout_during_a_refresh_stays_signed_out(stub):
     """`authctl logout` while the answer to a refresh is on its way: the provider has taken
     the refresh and rotated the refresh token (STUB: the answer held back 2 s after the
@@ -441,11 +452,7 @@ def test_a_logout_during_a_refresh_stays_signed_out(stub):
     not the rotated-away one."""
     d = signed_in_daemon(stub, http_timeout=5)
     try:
-        before = stub.last_issued_refresh
-        stub.refresh_answer_delay = 2
-        caller = threading.Thread(target=lambda: token(d))
-        caller.start()
-        wait_until(lambda: stub.last_issued_refresh != before, 10, "no refresh")
+        caller = refresh_held_at_provider(d, stub, seconds=2)
         r = d.ctl("logout", "--provider", d.name)
         assert r.returncode == 0, r.stderr
         caller.join(15)
@@ -464,11 +471,7 @@ def test_a_sign_in_during_a_refresh_keeps_the_new_sign_in(stub):
     and a logout afterwards revokes it: the late refresh does not put the old grant back."""
     d = signed_in_daemon(stub, http_timeout=10)
     try:
-        before = stub.last_issued_refresh
-        stub.refresh_answer_delay = 3
-        caller = threading.Thread(target=lambda: token(d))
-        caller.start()
-        wait_until(lambda: stub.last_issued_refresh != before, 10, "no refresh")
+        caller = refresh_held_at_provider(d, stub, seconds=3)
         r = d.ctl("login", "--device", "--provider", d.name, timeout=30)
         assert r.returncode == 0, r.stderr
         signed_in = stub.last_issued_refresh
@@ -867,11 +870,7 @@ def test_a_refresh_answered_after_a_reload_removed_or_changed_its_provider_lists
         after = with_both.replace(f'client_id = "{stub.client_id}"', 'client_id = "another-client"', 1)
     try:
         sighup(d, with_both)
-        before = stub.last_issued_refresh
-        stub.refresh_answer_delay = 3
-        caller = threading.Thread(target=lambda: token(d))
-        caller.start()
-        wait_until(lambda: stub.last_issued_refresh != before, 10, "no refresh")
+        caller = refresh_held_at_provider(d, stub, seconds=3)
         sighup(d, after)
         assert d.status().get("reload_refused") is None, d.status()
         caller.join(20)
