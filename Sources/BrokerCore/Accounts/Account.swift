@@ -51,6 +51,13 @@ struct Account: Sendable {
         key.subject == name || username == name || displayName == name
     }
 
+    /// Whether the account is one of `provider`'s as configured: the same issuer and client,
+    /// and a machine account exactly when the provider uses the client credentials grant
+    /// (what a reload keeps, and what a sign-in that finished after one may still store).
+    func belongs(to provider: ProviderConfig) -> Bool {
+        provider.issuer == issuer && provider.clientID == clientID && machine == (provider.grant == .clientCredentials)
+    }
+
     /// The issuer's host without scheme, port, path or brackets: "login.example.com".
     static func host(of issuer: String) -> String {
         var rest = Substring(issuer)

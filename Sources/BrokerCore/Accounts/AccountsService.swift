@@ -205,9 +205,7 @@ public final class AccountsService: RegistersMethods, Sendable {
         let dropped = registry.replace(providers: touched) { current in
             var next: [AccountKey: Account] = [:]
             for account in current {
-                guard let p = new.provider(named: account.key.provider), p.issuer == account.issuer, p.clientID == account.clientID,
-                      account.machine == (p.grant == .clientCredentials)
-                else { continue }
+                guard let p = new.provider(named: account.key.provider), account.belongs(to: p) else { continue }
                 next[account.key] = account
             }
             for account in stored.accounts where next[account.key] == nil {

@@ -83,9 +83,9 @@ final class SignInCompletion: Sendable {
         let stored = await cachedTokens.inTurnWithRefreshes(of: new.key) { () async -> Result<Account, NotStored> in
             // A reload while the sign-in ran may have removed the provider or moved it to
             // another issuer or client: the sign-in belongs to none that is configured now.
-            guard let now = self.providers.config.provider(named: name), now.issuer == new.issuer,
-                  now.clientID == new.clientID, now.grant != .clientCredentials
-            else { return .failure(.providerChanged(removed: self.providers.config.provider(named: name) == nil)) }
+            guard let now = self.providers.config.provider(named: name), new.belongs(to: now) else {
+                return .failure(.providerChanged(removed: self.providers.config.provider(named: name) == nil))
+            }
             var account = new
             if provider.config.refreshTokens == .onePerResource, let known = self.accounts[account.key], known.state == .ready {
                 // The other resources' sign-ins stay valid; one for `resource` adds to them.
