@@ -23,8 +23,10 @@ public final class Broker: Sendable {
     public let claims: ClaimsService
     public let status: StatusService
     public let events: EventsService
-    /// The caller policy the server asks about every request, before any service.
-    public let gate: CallerGate
+    public let discovery: DiscoveryService
+    /// The caller policy the server asks about every request, before any service (the
+    /// status service's, which asks it what each caller may see).
+    public var gate: CallerGate { status.gate }
     private let reloading: ConfigurationReload
 
     /// - Parameters:
@@ -49,8 +51,10 @@ public final class Broker: Sendable {
         let forgetting = TokenForgetting(cache: refresher.cache, ahead: ahead)
         let signIns = SignInService(providers: providers, accounts: accounts, tokens: forgetting, events: events.hub,
                                     counters: counters, redirects: redirects, announcer: announcer, logger: logger, clock: clock)
+        let discovery = DiscoveryService(providers: providers, accounts: accounts, store: store, transport: transport,
+                                         clock: clock, logger: logger)
         let tokens = TokensService(refresher: refresher, ahead: ahead, accounts: accounts, providers: providers,
-                                   counters: counters, signIns: signIns.onDemand, clock: clock, logger: logger)
+                                   counters: counters, signIns: signIns.onDemand, discovery: discovery, clock: clock, logger: logger)
         let gate = CallerGate(source: providers, confirmer: confirmer, logger: logger)
         self.providers = providers
         self.accounts = accounts
@@ -62,13 +66,13 @@ public final class Broker: Sendable {
         self.claims = ClaimsService(accounts: accounts, tokens: tokens, clock: clock)
         self.status = StatusService(tokens: tokens, gate: gate, socketPath: socketPath, clock: clock)
         self.events = events
-        self.gate = gate
+        self.discovery = discovery
         self.reloading = ConfigurationReload(providers: providers, accounts: accounts, tokens: forgetting, logger: logger)
     }
 
     /// Every service's methods, handed to `registrar` (the server's method table).
     public func register(into registrar: inout some MethodRegistrar) {
-        let services: [any RegistersMethods] = [tokens, exchange, proofs, accounts, claims, signIns, signOut, providers, status, events]
+        let services: [any RegistersMethods] = [tokens, exchange, proofs, accounts, claims, signIns, signOut, providers, status, events, discovery]
         for service in services { service.register(into: &registrar) }
     }
 

@@ -26,6 +26,9 @@ public enum BrokerError: Error, Sendable, Equatable {
     /// config.toml (or the provider's discovery document it relies on) does not allow
     /// this: not the provider's refusal, and retrying will not help until the file changes.
     case configuration(provider: String?, message: String)
+    /// A resource's metadata names an authorization server the user has not trusted:
+    /// nothing was sent to it (docs/security.md, "Discovery").
+    case untrustedServer(resource: String, issuer: String, provider: String, resourceHost: String, issuerHost: String)
     case internalError(String)
 
     public var message: String {
@@ -34,6 +37,8 @@ public enum BrokerError: Error, Sendable, Equatable {
              .storeUnavailable(let m, _), .unknownProvider(let m), .invalidRequest(let m),
              .loginFailed(_, let m), .forbidden(let m), .overloaded(let m), .configuration(_, let m), .internalError(let m):
             return m
+        case .untrustedServer(let resource, _, _, let resourceHost, let issuerHost):
+            return "\(resourceHost) sends its users to sign in at \(issuerHost), which you have not trusted yet: run `authctl login --resource \(resource)` to review it and sign in"
         case .providerRequestsSpent(let limit, let wait):
             return "this connection made authbrokerd ask the provider for \(limit) tokens within a minute (cache_misses_per_minute): try again in \(wait) s"
         }

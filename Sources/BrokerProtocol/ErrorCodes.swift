@@ -30,4 +30,7 @@ public enum RPCErrorCode: Int, Sendable, CaseIterable {
     case overloaded = -32009
     /// config.toml does not allow what was asked (e.g. a provider endpoint it must name).
     case configuration = -32010
+    /// A resource's metadata names an authorization server the user has not trusted yet
+    /// (`data`: resource, issuer, their hosts, the provider): nothing was sent to it.
+    case untrustedServer = -32011
 }

@@ -140,20 +140,33 @@ public struct ErrorData: Codable, Sendable, Equatable {
     /// For "secret store unavailable": what is wrong with it (`unavailable`, `locked`,
     /// `timed_out`, `failed`).
     public var reason: String?
+    /// For "untrusted authorization server": the resource and the server its metadata names,
+    /// with the hosts the user is shown.
+    public var resource: String?
+    public var issuer: String?
+    public var resourceHost: String?
+    public var issuerHost: String?
 
     public init(provider: String? = nil, oauthError: String? = nil, retryAfter: Int? = nil, limit: Int? = nil,
-                reason: String? = nil) {
+                reason: String? = nil, resource: String? = nil, issuer: String? = nil,
+                resourceHost: String? = nil, issuerHost: String? = nil) {
         self.provider = provider
         self.oauthError = oauthError
         self.retryAfter = retryAfter
         self.limit = limit
         self.reason = reason
+        self.resource = resource
+        self.issuer = issuer
+        self.resourceHost = resourceHost
+        self.issuerHost = issuerHost
     }
 
     enum CodingKeys: String, CodingKey {
         case provider
         case oauthError = "oauth_error"
         case retryAfter = "retry_after"
-        case limit, reason
+        case limit, reason, resource, issuer
+        case resourceHost = "resource_host"
+        case issuerHost = "issuer_host"
     }
 }

@@ -17,6 +17,8 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case daemonStatus = "daemon.status"
     case eventsSubscribe = "events.subscribe"
     case eventsUnsubscribe = "events.unsubscribe"
+    case discoveryResolve = "discovery.resolve"
+    case discoveryTrust = "discovery.trust"
 }
 
 /// Params of methods that take none.

@@ -1,9 +1,3 @@
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
-
 /// Talks OAuth 2.0 / OpenID Connect to one provider: discovery, device authorization,
 /// token grants and revocation. Holds no state; every call is one exchange.
 ///
@@ -39,52 +33,13 @@ public struct OAuthClient: Sendable {
             }
             throw .invalidResponse("\(place) answered HTTP \(response.status)\(ProviderAnswer.statusHint(response.status))")
         }
-        let metadata: ProviderMetadata
-        do {
-            metadata = try JSONDecoder().decode(ProviderMetadata.self, from: Data(response.body))
-        } catch let DecodingError.keyNotFound(key, _) {
-            throw .invalidResponse("\(place) has no \(key.stringValue)")
-        } catch let DecodingError.valueNotFound(_, context) where context.codingPath.count == 1 {
-            throw .invalidResponse("\(place) has no \(context.codingPath[0].stringValue)")
-        } catch let DecodingError.typeMismatch(_, context) where !context.codingPath.isEmpty {
-            throw .invalidResponse(ProviderMetadata.wrongType(context.codingPath[0].stringValue, in: place))
-        } catch let DecodingError.valueNotFound(_, context) where !context.codingPath.isEmpty {
-            throw .invalidResponse(ProviderMetadata.wrongType(context.codingPath[0].stringValue, in: place))
-        } catch {
-            throw .invalidResponse("\(place) is not a valid discovery document")
-        }
-        guard metadata.issuer == issuer else {
-            throw .configuration("\(place) names the issuer \(EndpointPolicy.describe(metadata.issuer)), not \(EndpointPolicy.describe(issuer)) as configured; they must be identical")
-        }
-        for (name, endpoint) in metadata.endpoints {
-            try EndpointPolicy.check(endpoint, what: "the provider's \(name)")
-        }
-        return metadata
-    }
-}
-
-extension ProviderMetadata {
-    /// The sentence for a member of the wrong type: which one, and what it must be, for the
-    /// user to pass on to the provider's administrators.
-    static func wrongType(_ member: String, in place: String) -> String {
-        let expected: String
-        if member == CodingKeys.authorizationResponseIssParameterSupported.rawValue {
-            expected = "true or false"
-        } else {
-            expected = member.hasSuffix("_supported") ? "a list of strings" : "a string"
-        }
-        return "\(place) is not a valid discovery document: its \(member) is not \(expected) (RFC 8414 §2); the provider's administrators must correct it"
+        return try ProviderMetadata.checked(response.body, place: place, issuer: issuer)
     }
 
-    /// Every endpoint URL the document gives, with its member name.
-    var endpoints: [(String, String)] {
-        let all: [(String, String?)] = [
-            ("authorization_endpoint", authorizationEndpoint), ("token_endpoint", tokenEndpoint),
-            ("device_authorization_endpoint", deviceAuthorizationEndpoint), ("revocation_endpoint", revocationEndpoint),
-            ("userinfo_endpoint", userinfoEndpoint), ("jwks_uri", jwksURI), ("end_session_endpoint", endSessionEndpoint),
-            ("introspection_endpoint", introspectionEndpoint),
-            ("authorization_challenge_endpoint", authorizationChallengeEndpoint),
-        ]
-        return all.compactMap { name, url in url.map { (name, $0) } }
+    /// Fetches and checks the configured issuer's metadata as `ResourceDiscovery` does for a
+    /// server found through a resource: RFC 8414 first, then OpenID Connect discovery, for
+    /// servers that publish only the former. The same checks as `discover()`.
+    public func discoverAuthorizationServer() async throws(OAuthError) -> ProviderMetadata {
+        try await ResourceDiscovery(transport: transport).authorizationServerMetadata(issuer: configuration.issuer).value
     }
 }

@@ -29,6 +29,14 @@ public struct ProviderMetadata: Codable, Sendable, Equatable {
     /// OAuth 2.0 for First-Party Applications (draft-ietf-oauth-first-party-apps §4.1);
     /// nil when the provider names none.
     public var authorizationChallengeEndpoint: String? = nil
+    /// Dynamic client registration (RFC 7591 §3, listed under RFC 8414 §2); nil when the
+    /// server takes none.
+    public var registrationEndpoint: String? = nil
+    /// The scopes the server names (RFC 8414 §2); nil when it names none.
+    public var scopesSupported: [String]? = nil
+    /// Whether the server takes an https URL of a client ID metadata document as
+    /// `client_id` (draft-ietf-oauth-client-id-metadata-document); nil when it says nothing.
+    public var clientIDMetadataDocumentSupported: Bool? = nil
 
     enum CodingKeys: String, CodingKey {
         case issuer
@@ -48,6 +56,9 @@ public struct ProviderMetadata: Codable, Sendable, Equatable {
         case authorizationResponseIssParameterSupported = "authorization_response_iss_parameter_supported"
         case dpopSigningAlgValuesSupported = "dpop_signing_alg_values_supported"
         case authorizationChallengeEndpoint = "authorization_challenge_endpoint"
+        case registrationEndpoint = "registration_endpoint"
+        case scopesSupported = "scopes_supported"
+        case clientIDMetadataDocumentSupported = "client_id_metadata_document_supported"
     }
 
     /// Makes metadata by hand (tests, providers without discovery); unlisted members are nil.
@@ -57,7 +68,9 @@ public struct ProviderMetadata: Codable, Sendable, Equatable {
                 grantTypesSupported: [String]? = nil, tokenEndpointAuthMethodsSupported: [String]? = nil,
                 revocationEndpointAuthMethodsSupported: [String]? = nil,
                 idTokenSigningAlgValuesSupported: [String]? = nil, codeChallengeMethodsSupported: [String]? = nil,
-                authorizationResponseIssParameterSupported: Bool? = nil, introspectionEndpoint: String? = nil) {
+                authorizationResponseIssParameterSupported: Bool? = nil, introspectionEndpoint: String? = nil,
+                registrationEndpoint: String? = nil, scopesSupported: [String]? = nil,
+                clientIDMetadataDocumentSupported: Bool? = nil) {
         self.issuer = issuer
         self.tokenEndpoint = tokenEndpoint
         self.authorizationEndpoint = authorizationEndpoint
@@ -73,6 +86,9 @@ public struct ProviderMetadata: Codable, Sendable, Equatable {
         self.idTokenSigningAlgValuesSupported = idTokenSigningAlgValuesSupported
         self.codeChallengeMethodsSupported = codeChallengeMethodsSupported
         self.authorizationResponseIssParameterSupported = authorizationResponseIssParameterSupported
+        self.registrationEndpoint = registrationEndpoint
+        self.scopesSupported = scopesSupported
+        self.clientIDMetadataDocumentSupported = clientIDMetadataDocumentSupported
     }
 }
 

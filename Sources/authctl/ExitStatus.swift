@@ -23,6 +23,8 @@ enum ExitStatus: Int32, CaseIterable {
     case loginFailed = 10
     case overloaded = 11
     case configuration = 12
+    /// A resource's metadata names an authorization server the user has not trusted yet.
+    case untrustedServer = 13
     /// ArgumentParser's own status for command-line errors (`EX_USAGE`).
     case usage = 64
 
@@ -54,6 +56,7 @@ enum ExitStatus: Int32, CaseIterable {
         case .loginFailed: self = .loginFailed
         case .requestTooLarge, .overloaded: self = .overloaded
         case .configuration: self = .configuration
+        case .untrustedServer: self = .untrustedServer
         case .internalError: self = .failure
         }
     }
@@ -73,6 +76,7 @@ enum ExitStatus: Int32, CaseIterable {
         case .loginFailed: return "sign-in refused, expired or unknown"
         case .overloaded: return "authbrokerd is at a limit, or the request was too large"
         case .configuration: return "config.toml does not allow this: change it as the message says"
+        case .untrustedServer: return "the resource's authorization server is not trusted yet: run `authctl login --resource URL`"
         case .usage: return "wrong command-line usage"
         }
     }
@@ -93,6 +97,7 @@ enum ExitStatus: Int32, CaseIterable {
         case .loginFailed: return "login_failed"
         case .overloaded: return "overloaded"
         case .configuration: return "configuration"
+        case .untrustedServer: return "untrusted_server"
         case .usage: return "usage"
         }
     }

@@ -22,7 +22,14 @@ struct Login: ParsableCommand {
 
               authctl login --login-hint alice@example.com --param acr_values=mfa
 
-            With --resource, the sign-in asks for that one configured resource only; \
+            With --resource and no --provider, a resource that no configured provider \
+            lists leads to the authorization server its metadata names (RFC 9728): the \
+            first time, authctl shows the resource's host and the server's and asks \
+            whether to trust it (--trust: without asking); then authbrokerd registers \
+            itself as a client there and the sign-in goes on as for a configured \
+            provider (docs/agents.md).
+
+            With --resource, the sign-in asks for that one resource only; \
             repeat it for one sign-in per resource, one after the other. For providers that \
             narrow a rotated refresh token to one resource, set refresh_tokens = \
             "one-per-resource" in config.toml and sign in once per resource \
@@ -60,6 +67,9 @@ struct Login: ParsableCommand {
             completion: Completions.resource)
     var resources: [String] = []
 
+    @Flag(help: "With --resource: trust the authorization server the resource's metadata names without asking (you have reviewed it).")
+    var trust = false
+
     @Flag(help: "Print the URL instead of opening a browser.")
     var noBrowser = false
 
@@ -91,6 +101,13 @@ struct Login: ParsableCommand {
 
     func run() throws {
         for resource in resources.isEmpty ? [nil] : resources.map(Optional.some) {
+            // A resource with no provider named: its metadata may name one (RFC 9728).
+            var provider = self.provider
+            if provider == nil, let resource {
+                provider = try DaemonCall.session(json: json) { broker throws(ClientError) in
+                    try TrustQuestion.provider(for: resource, on: broker, trustWithoutAsking: trust)
+                }
+            }
             if let resource { Output.note("Signing in for \(Output.safe(resource))…") }
             if terminal {
                 try signInHere(LoginStartParams(provider: provider, flow: .terminal, resource: resource))

@@ -203,7 +203,9 @@ final class BrokerTokenTests: XCTestCase {
             resources = ["https://nas.example"]
             """)
         let unlisted = await h.tokenError(TokenGetParams(resource: "https://elsewhere.example", provider: "home"))
-        XCTAssertEqual(unlisted, .invalidRequest(message: "resource is not one of the resources of [providers.home] in config.toml: add it there (and sign in again), or set any_resource = true there"))
+        // The resource's metadata (RFC 9728) decides, never a guess; here it has none.
+        XCTAssertEqual(unlisted?.message.hasPrefix("resource is not one of the resources of [providers.home] in config.toml, and its metadata names no provider ("), true, "\(String(describing: unlisted))")
+        XCTAssertEqual(unlisted?.message.hasSuffix("): add it there (and sign in again), or set any_resource = true there"), true)
         // A listed resource still says what to do first: sign in.
         let listed = await h.tokenError(TokenGetParams(resource: "https://nas.example", provider: "home"))
         XCTAssertEqual(listed, .notSignedIn("home"))
@@ -224,12 +226,12 @@ final class BrokerTokenTests: XCTestCase {
         XCTAssertEqual(h.transport.tokenRequests.count, 1)
     }
 
-    /// Unreachable from config.toml (the loader refuses a file without providers), but the
-    /// sentence must still name the file's real syntax, not a `[[provider]]` array.
+    /// A file without providers (resources may name theirs): the sentence names both ways,
+    /// and the file's real syntax, not a `[[provider]]` array.
     func testNoProviderAtAllNamesTheProvidersTable() async throws {
         let h = try await BrokerHarness()
         h.broker.providers.replace(config: BrokerConfig(providers: []))
         let error = await h.tokenError()
-        XCTAssertEqual(error, .unknownProvider(message: "no provider is configured: add a [providers.NAME] table with issuer and client_id to config.toml"))
+        XCTAssertEqual(error, .unknownProvider(message: "no provider is configured: name a resource (`authctl token --resource URL`: its metadata names its provider), or add a [providers.NAME] table with issuer and client_id to config.toml"))
     }
 }

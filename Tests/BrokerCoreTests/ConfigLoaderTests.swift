@@ -113,7 +113,12 @@ final class ConfigLoaderTests: XCTestCase {
         assertError("[providers.a]\nissuer=\"https://a\"", key: "providers.a.client_id", contains: "is missing")
         assertError("[providers.a]\nissuer=\"https://a\"\nclient_id=\"x\"\nscope=[\"openid\"]", key: "providers.a.scope", contains: "unknown key")
         assertError("[providers.a]\nissuer=\"https://a\"\nclient_id=\"x\"\nresources=[1]", key: "providers.a.resources", contains: "array of strings")
-        assertError("[daemon]\n", key: "providers", contains: "no provider")
+        // No provider is a valid file while resources may name theirs (discovery), not without.
+        XCTAssertNoThrow(try ConfigLoader.parse("[daemon]\n", file: "/x/config.toml"))
+        assertError("[discovery]\nmode = \"off\"\n", key: "providers", contains: "no provider")
+        assertError("[discovery]\nmode = \"maybe\"\n", key: "discovery.mode", contains: "must be \"ask\", \"allow\" or \"off\"")
+        assertError("[discovery]\ntrusted_issuers = [\"http://login.example.com\"]\n", key: "discovery.trusted_issuers", contains: "must use https")
+        assertError("[discovery]\nclient_id_metadata_document = \"http://127.0.0.1/client.json\"\n", key: "discovery.client_id_metadata_document", contains: "https")
         // The issuer follows discovery's rule when the file is read, not at the first sign-in.
         assertError("[providers.a]\nissuer=\"http://login.example.com\"\nclient_id=\"x\"", key: "providers.a.issuer", contains: "must use https")
         assertError("[providers.a]\nissuer=\"https://login.example.com?tenant=a\"\nclient_id=\"x\"", key: "providers.a.issuer", contains: "query")

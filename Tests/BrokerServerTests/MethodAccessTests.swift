@@ -25,6 +25,8 @@ final class MethodAccessTests: XCTestCase {
         .loginStart: #"{"join":true}"#,
         .accountWhoami: #"{}"#,
         .accountUserinfo: #"{}"#,
+        .discoveryResolve: #"{"resource":"https://api"}"#,
+        .discoveryTrust: #"{"resource":"https://api","issuer":"https://login"}"#,
     ]
 
     func testEveryMethodIsCheckedByThePolicyOrOpenWithAReason() throws {

@@ -85,8 +85,8 @@ public final class AccountsService: RegistersMethods, Sendable {
     /// The one reading of a request's `provider` and `account`, for every method. The
     /// cache-hit path uses it on the event loop, so it neither throws nor builds an array;
     /// the other methods turn a miss into its sentence with `resolved(provider:account:)`.
-    func resolve(provider name: String?, account accountName: String?) -> Resolution {
-        guard let provider = providers.provider(orDefault: name) else {
+    func resolve(provider name: String?, account accountName: String?, resource: String? = nil) -> Resolution {
+        guard let provider = providers.provider(orDefault: name, resource: resource) else {
             return name.map { .unknownProvider($0) } ?? .noDefaultProvider
         }
         switch registry.match(provider: provider.name, named: accountName) {
@@ -97,8 +97,8 @@ public final class AccountsService: RegistersMethods, Sendable {
     }
 
     /// The provider and account a request means, or the error that says what to name.
-    func resolved(provider name: String?, account accountName: String?) throws(BrokerError) -> (Provider, Account) {
-        switch resolve(provider: name, account: accountName) {
+    func resolved(provider name: String?, account accountName: String?, resource: String? = nil) throws(BrokerError) -> (Provider, Account) {
+        switch resolve(provider: name, account: accountName, resource: resource) {
         case .found(let provider, let account):
             return (provider, account)
         case .unknownProvider, .noDefaultProvider:
@@ -139,6 +139,13 @@ public final class AccountsService: RegistersMethods, Sendable {
     func loadStoredAccounts() async throws(StoreError) {
         try await store.check()
         let items = try await store.loadAll()
+        // The providers discovery found before the restart, first: their accounts are theirs.
+        let found = items.compactMap(DiscoveredProviderItem.provider(from:))
+        if !found.isEmpty {
+            providers.discovered { d in
+                for p in found where d.providers[p.name] == nil { d.providers[p.name] = p }
+            }
+        }
         let stored = StoredAccounts(items: items, config: providers.config)
         for account in stored.accounts where registry[account.key] == nil {
             registry.put(account)

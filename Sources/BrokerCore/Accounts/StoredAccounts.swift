@@ -13,6 +13,7 @@ struct StoredAccounts: Sendable {
             guard only?.contains(item.provider) ?? true,
                   let p = config.provider(named: item.provider), p.issuer == item.issuer, p.clientID == item.clientID
             else { continue }
+            if DiscoveredProviderItem.provider(from: item) != nil { continue }
             if let secret = ClientSecretItem.secret(from: item) {
                 clientSecrets[p.name] = secret
             } else if let account = AccountSecret.account(from: item) {

@@ -8,12 +8,19 @@ public struct BrokerConfig: Sendable, Equatable {
     public var providers: [ProviderConfig]
     /// `[[allow]]` rules; none means every process of the user may have every token.
     public var policy: CallerPolicy
+    /// `[discovery]`: resources no provider lists (RFC 9728).
+    public var discovery: DiscoverySettings
 
-    public init(daemon: DaemonSettings = DaemonSettings(), providers: [ProviderConfig], policy: CallerPolicy = CallerPolicy()) {
+    public init(daemon: DaemonSettings = DaemonSettings(), providers: [ProviderConfig], policy: CallerPolicy = CallerPolicy(),
+                discovery: DiscoverySettings = DiscoverySettings()) {
         self.daemon = daemon
         self.providers = providers.sorted { $0.name < $1.name }
         self.policy = policy
+        self.discovery = discovery
     }
+
+    /// The providers config.toml names, without those found by discovery.
+    public var configuredProviders: [ProviderConfig] { providers.filter { $0.discovered == nil } }
 
     public func provider(named name: String) -> ProviderConfig? {
         providers.first { $0.name == name }
@@ -166,6 +173,9 @@ public struct ProviderConfig: Sendable, Equatable {
     /// (`refresh_token_reuse_grace`; 0 = it does not). Within it, a refresh that got no
     /// answer is sent once more with the same refresh token (docs/security.md).
     public var refreshTokenReuseGrace = 0
+    /// Set for a provider found by resource-first discovery (not in config.toml): how its
+    /// client was obtained, and the registration's management credentials.
+    public var discovered: DiscoveredOrigin? = nil
 
     public static let defaultScopes = ["openid", "profile", "email", "offline_access"]
 

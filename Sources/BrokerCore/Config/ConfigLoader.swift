@@ -53,7 +53,8 @@ public enum ConfigLoader {
     /// The configuration a parsed file holds, checked key by key.
     private static func build(_ root: TOMLTable, file: String) throws(ConfigError) -> BrokerConfig {
         let reader = TableReader(file: file)
-        try reader.checkKeys(root, allowed: ["daemon", "providers", "allow"], at: nil)
+        try reader.checkKeys(root, allowed: ["daemon", "providers", "allow", "discovery"], at: nil)
+        let discovery = try reader.discovery(root)
 
         var daemon = DaemonSettings()
         if let table = try reader.table(root, "daemon", at: nil) {
@@ -99,8 +100,9 @@ public enum ConfigLoader {
         if let d = daemon.defaultProvider, !providers.contains(where: { $0.name == d }) {
             throw ConfigError(file: file, key: "daemon.default_provider", problem: "names \"\(d)\", which is not a configured provider")
         }
-        if providers.isEmpty {
-            throw ConfigError(file: file, key: "providers", problem: "no provider is configured: add a [providers.NAME] table with issuer and client_id")
+        // With discovery, a file may configure no provider at all: resources lead to theirs.
+        if providers.isEmpty && discovery.mode == .off {
+            throw ConfigError(file: file, key: "providers", problem: "no provider is configured and [discovery] mode = \"off\": add a [providers.NAME] table with issuer and client_id, or let resources name theirs (mode = \"ask\")")
         }
         var rules: [AllowRule] = []
         if let allow = root["allow"] {
@@ -114,7 +116,7 @@ public enum ConfigLoader {
                 rules.append(try reader.rule(t, at: "allow[\(i)]", providers: Set(providers.map(\.name))))
             }
         }
-        return BrokerConfig(daemon: daemon, providers: providers, policy: CallerPolicy(rules: rules))
+        return BrokerConfig(daemon: daemon, providers: providers, policy: CallerPolicy(rules: rules), discovery: discovery)
     }
 
     /// The largest file read: a configuration is a few KiB.

@@ -26,13 +26,16 @@ public final class ProofsService: RegistersMethods, Sendable {
     /// (`ath` is the token's hash), signed with the account's key inside the daemon.
     public func dpopProof(_ request: DPoPProofParams) async throws(BrokerError) -> DPoPProofResult {
         try Self.checkProofTarget(request)
-        let provider = try providers.provider(request.token.provider)
-        guard provider.config.dpop != nil else {
-            throw BrokerError.invalidRequest(message: "\(provider.name) does not use DPoP: set dpop = true for it in config.toml, or send its tokens as Bearer")
+        // A provider known now is checked before a token is minted; a resource found by
+        // discovery finds its provider with the token.
+        if let known = providers.provider(orDefault: request.token.provider, resource: request.token.resource) {
+            try Self.checkUsesDPoP(known)
         }
         let token = try await tokens.token(request.token)
-        // Read again after the token: a refresh may just have given the account its key.
-        let (_, account) = try accounts.resolved(provider: request.token.provider, account: request.token.account)
+        let provider = try providers.provider(request.token.provider, resource: request.token.resource)
+        try Self.checkUsesDPoP(provider)
+        // Read after the token: a refresh may just have given the account its key.
+        let (_, account) = try accounts.resolved(provider: provider.name, account: request.token.account)
         guard let signer = account.dpop else {
             throw BrokerError.internalError("the account has no DPoP key although its provider uses DPoP")
         }
@@ -54,7 +57,8 @@ public final class ProofsService: RegistersMethods, Sendable {
     public func cachedDPoPProof(_ request: DPoPProofParams) -> DPoPProofResult? {
         guard (try? Self.checkProofTarget(request)) != nil,
               let token = tokens.cachedToken(request.token), token.tokenType == "DPoP",
-              case .found(let provider, let account) = accounts.resolve(provider: request.token.provider, account: request.token.account),
+              case .found(let provider, let account) = accounts.resolve(provider: request.token.provider, account: request.token.account,
+                                                          resource: request.token.resource),
               provider.config.dpop != nil, let signer = account.dpop,
               let proof = try? signer.proof(method: request.htm, url: request.htu, now: clock.now(), nonce: request.nonce,
                                             accessToken: token.accessToken)
@@ -64,6 +68,12 @@ public final class ProofsService: RegistersMethods, Sendable {
 
     /// htm is an HTTP method token, htu an absolute http(s) URL, nonce printable: all of
     /// bounded size, since they end up in a header the caller sends.
+    static func checkUsesDPoP(_ provider: Provider) throws(BrokerError) {
+        guard provider.config.dpop != nil else {
+            throw BrokerError.invalidRequest(message: "\(provider.name) does not use DPoP: set dpop = true for it in config.toml, or send its tokens as Bearer")
+        }
+    }
+
     static func checkProofTarget(_ request: DPoPProofParams) throws(BrokerError) {
         guard !request.htm.isEmpty, request.htm.utf8.count <= 32, request.htm.utf8.allSatisfy(HTTPToken.isByte) else {
             throw BrokerError.invalidRequest(message: "htm must be an HTTP method such as GET or POST")

@@ -22,8 +22,10 @@ struct ConfigurationReload: Sendable {
     let tokens: TokenForgetting
     let logger: Logger
 
-    func reload(_ new: BrokerConfig) async throws(BrokerError) -> ReloadSummary {
+    func reload(_ file: BrokerConfig) async throws(BrokerError) -> ReloadSummary {
         let old = providers.config
+        // What discovery found stays: the summary compares the configurations in force.
+        let new = providers.withDiscoveries(file)
         guard new.daemon.store == old.daemon.store else {
             throw BrokerError.invalidRequest(message: "daemon.store cannot change while the daemon runs: restart it (`systemctl --user restart authbroker.service`)")
         }
@@ -41,7 +43,7 @@ struct ConfigurationReload: Sendable {
         // A stored client secret belongs to one issuer and client_id, as its item says: a
         // provider removed, or moved to another issuer or client, keeps none of the old one,
         // which would otherwise be sent to the new issuer (a restart would not load it).
-        providers.replace(config: new, adding: stored.clientSecrets, forgetting: unread.union(summary.removed))
+        providers.replace(config: file, adding: stored.clientSecrets, forgetting: unread.union(summary.removed))
         let touched = Set(summary.changed + summary.removed + summary.added)
         let dropped = accounts.reconcile(touched, with: new, stored: stored)
         // Restarted by the next requests, under the new configuration.

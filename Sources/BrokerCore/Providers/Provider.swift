@@ -18,8 +18,8 @@ actor Provider {
     private let clock: WallClock
     /// Told when the provider stops answering and when it answers again.
     private let events: EventHub
-    private var metadata: ProviderMetadata?
-    private var fetchedAt: Double = 0
+    /// The discovery document and when it was read.
+    private var document: (metadata: ProviderMetadata, fetchedAt: Double)?
     private var discovery: Task<ProviderMetadata, any Error>?
     private var failures = 0
     private var retryAt: Double = 0
@@ -31,6 +31,7 @@ actor Provider {
         self.config = config
         self.events = events
         self.clock = clock
+        self.isDiscovered = config.discovered != nil
         self.client = OAuthClient(
             configuration: ClientConfiguration(
                 issuer: config.issuer, clientID: config.clientID,
@@ -39,6 +40,8 @@ actor Provider {
     }
 
     nonisolated var name: String { config.name }
+    /// Found by resource-first discovery rather than configured (read on cache hits).
+    nonisolated let isDiscovered: Bool
 
     /// Whether callers may ask this provider for a token of `resource`, `scopes` and extra
     /// parameters of these names (`ProviderConfig`'s checks). Asked here, on the provider,
@@ -51,23 +54,27 @@ actor Provider {
     /// The discovery document with the endpoints set in config.toml put in; concurrent
     /// first callers share one fetch.
     func discovered() async throws(BrokerError) -> ProviderMetadata {
-        if let metadata, clock.now() - fetchedAt < Self.discoveryMaxAge { return metadata }
+        if let document, clock.now() - document.fetchedAt < Self.discoveryMaxAge { return document.metadata }
         try checkBackoff()
         let task: Task<ProviderMetadata, any Error>
         if let discovery {
             task = discovery
         } else {
             let client = self.client
-            task = Task { try await client.discover() }
+            // A server found from a resource's metadata may publish RFC 8414 metadata only.
+            task = isDiscovered ? Task { try await client.discoverAuthorizationServer() } : Task { try await client.discover() }
             discovery = task
         }
         let result = await task.result
         discovery = nil
         switch result {
         case .success(let m):
-            let merged = config.endpoints.applied(to: m)
-            metadata = merged
-            fetchedAt = clock.now()
+            var merged = config.endpoints.applied(to: m)
+            // RFC 7591 §3.2.1: the registration's answer says how the client authenticates.
+            if let method = config.discovered?.tokenEndpointAuthMethod, method != "none" {
+                merged.tokenEndpointAuthMethodsSupported = [method]
+            }
+            document = (merged, clock.now())
             // Not `succeeded()`: an endpoint that answered 404 is still suspect.
             if failures > 0 { events.emit(BrokerEvent(kind: .providerBack, provider: config.name)) }
             failures = 0
@@ -109,11 +116,11 @@ actor Provider {
             let delay = backOff()
             return .providerUnreachable(provider: name, retryAfter: delay, message: "\(name): \(m); try again in \(delay) s")
         case .endpointNotFound(let m) where notFoundAfterRereading:
-            metadata = nil
+            document = nil
             let delay = backOff()
             return .providerUnreachable(provider: name, retryAfter: delay, message: "\(name): \(m), although its discovery document was read again; try again in \(delay) s")
         case .endpointNotFound(let m):
-            metadata = nil
+            document = nil
             notFoundAfterRereading = true
             let configured = config.endpoints == ConfiguredEndpoints() ? "" : " (if it is an endpoint set in config.toml, correct it there)"
             return .providerUnreachable(provider: name, retryAfter: 0, message: "\(name): \(m); authbroker reads its discovery document again on the next request: try again\(configured)")

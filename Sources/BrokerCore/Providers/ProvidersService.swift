@@ -21,6 +21,9 @@ public final class ProvidersService: PolicySource, RegistersMethods, Sendable {
     private let table: CountedMutex<ProviderTable>
     /// Whether the policy in force has no rules, set with the table: read on every request.
     private let policyOpen: Atomic<Bool>
+    /// Whether `[discovery] mode = "off"`, set with the table: read on every cache hit of
+    /// a discovered provider.
+    private let discoveryOff: Atomic<Bool>
     private let transport: any HTTPTransport
     private let clock: WallClock
     /// Told when a provider stops answering and when it answers again.
@@ -43,6 +46,7 @@ public final class ProvidersService: PolicySource, RegistersMethods, Sendable {
         self.idTokens = IDTokenVerifier(keys: JWKSCache(transport: transport))
         self.table = CountedMutex(ProviderTable(config: config, keeping: [:], transport: transport, clock: clock, events: events))
         self.policyOpen = Atomic(config.policy.isOpen)
+        self.discoveryOff = Atomic(config.discovery.mode == .off)
     }
 
     /// The configuration in force.
@@ -69,45 +73,70 @@ public final class ProvidersService: PolicySource, RegistersMethods, Sendable {
     public func defaultProviderName() -> String? { provider(orDefault: nil)?.name }
 
     /// The provider a request means, for methods that need no account (sign-in, secrets).
-    func provider(_ name: String?) throws(BrokerError) -> Provider {
-        guard let provider = provider(orDefault: name) else { throw providerMissing(name) }
+    func provider(_ name: String?, resource: String? = nil) throws(BrokerError) -> Provider {
+        guard let provider = provider(orDefault: name, resource: resource) else { throw providerMissing(name) }
         return provider
     }
 
-    /// The provider of that name, or without a name the default one: `default_provider`, or
-    /// the only one configured. One lock, no copies.
-    func provider(orDefault name: String?) -> Provider? {
+    /// The provider of that name, or without a name: the one discovery found `resource`
+    /// for, else the default one (`default_provider`, or the only one config.toml has).
+    /// One lock, no copies.
+    func provider(orDefault name: String?, resource: String? = nil) -> Provider? {
         table.withLock { t in
             if let name { return t.providers[name] }
+            if let resource, let found = t.byResource[resource] { return t.providers[found] }
             if let d = t.config.daemon.defaultProvider { return t.providers[d] }
-            return t.config.providers.count == 1 ? t.providers[t.config.providers[0].name] : nil
+            return t.file.providers.count == 1 ? t.providers[t.file.providers[0].name] : nil
+        }
+    }
+
+    /// Whether `[discovery] mode = "off"`: discovered providers serve nothing.
+    var discoveryIsOff: Bool { discoveryOff.load(ordering: .acquiring) }
+
+    /// What discovery has added to the configuration.
+    var discoveries: DiscoveredProviders { table.withLock { $0.found } }
+
+    /// `file` (config.toml's providers) with what discovery added laid over it.
+    func withDiscoveries(_ file: BrokerConfig) -> BrokerConfig { table.withLock { $0.found.applied(to: file) } }
+
+    /// Adds to what discovery found (a provider, a resource) and puts it in force at once;
+    /// the providers whose configuration does not change keep their state.
+    func discovered(_ change: (inout DiscoveredProviders) -> Void) {
+        table.changing { t in
+            var found = t.found
+            change(&found)
+            t = ProviderTable(config: t.file, found: found, storedSecrets: t.storedSecrets,
+                              keeping: t.providers, transport: transport, clock: clock, events: events)
         }
     }
 
     /// The error for a request whose provider is not configured, or names none when it must.
     func providerMissing(_ name: String?) -> BrokerError {
         let known = config.providers.map(\.name).joined(separator: ", ")
+        let configured = table.withLock { $0.file.providers.isEmpty }
         if let name, name.isEmpty {
             return .unknownProvider(message: "the provider name is empty: name one of the configured providers (\(known))")
         }
         if let name {
             return .unknownProvider(message: "no provider named \(name) is configured (configured: \(known))")
         }
-        if known.isEmpty {
-            return .unknownProvider(message: "no provider is configured: add a [providers.NAME] table with issuer and client_id to config.toml")
+        if known.isEmpty || configured {
+            return .unknownProvider(message: "no provider is configured: name a resource (`authctl token --resource URL`: its metadata names its provider), or add a [providers.NAME] table with issuer and client_id to config.toml")
         }
         return .unknownProvider(message: "several providers are configured (\(known)): choose one with --provider, or set default_provider in [daemon]")
     }
 
-    /// Puts `new` (nil: the configuration in force) in force with the stored client secrets and `secrets` besides, keeping the
+    /// Puts `new` (config.toml's part; nil: the one in force) in force with what discovery
+    /// found, the stored client secrets and `secrets` besides, keeping the
     /// providers whose configuration did not change (with their discovery and back-off);
     /// the stored secrets of the `stale` providers (removed, or another issuer or client) are dropped.
     func replace(config new: BrokerConfig? = nil, adding secrets: [String: String] = [:], forgetting stale: Set<String> = []) {
         table.changing { t in
             let kept = t.storedSecrets.filter { !stale.contains($0.key) }
-            t = ProviderTable(config: new ?? t.config, storedSecrets: kept.merging(secrets) { $1 },
+            t = ProviderTable(config: new ?? t.file, found: t.found, storedSecrets: kept.merging(secrets) { $1 },
                               keeping: t.providers, transport: transport, clock: clock, events: events)
             policyOpen.store(t.config.policy.isOpen, ordering: .releasing)
+            discoveryOff.store(t.config.discovery.mode == .off, ordering: .releasing)
         }
     }
 

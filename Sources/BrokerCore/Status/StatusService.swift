@@ -11,7 +11,8 @@ import BrokerProtocol
 /// entries (through the tokens service) and the counters.
 public final class StatusService: RegistersMethods, Sendable {
     private let tokens: TokensService
-    private let gate: CallerGate
+    /// The caller policy, which decides what a caller may see; the root hands it to the server.
+    let gate: CallerGate
     private let socketPath: String
     private let startedAt: Double
     private let clock: WallClock

@@ -28,11 +28,14 @@ public final class TokensService: RegistersMethods, Sendable {
     let providers: ProvidersService
     let counters: BrokerCounters
     private let signIns: any SignInWaiting
+    /// For a resource no provider in force lists (RFC 9728); nil: such resources are refused.
+    private let discovery: (any ResourceDiscovering)?
     private let clock: WallClock
     private let logger: Logger
 
     init(refresher: Refresher, ahead: RefreshAhead, accounts: AccountsService, providers: ProvidersService,
-         counters: BrokerCounters, signIns: any SignInWaiting, clock: WallClock, logger: Logger) {
+         counters: BrokerCounters, signIns: any SignInWaiting, discovery: (any ResourceDiscovering)? = nil,
+         clock: WallClock, logger: Logger) {
         self.cache = refresher.cache
         self.refresher = refresher
         self.ahead = ahead
@@ -40,6 +43,7 @@ public final class TokensService: RegistersMethods, Sendable {
         self.providers = providers
         self.counters = counters
         self.signIns = signIns
+        self.discovery = discovery
         self.clock = clock
         self.logger = logger
     }
@@ -55,9 +59,10 @@ public final class TokensService: RegistersMethods, Sendable {
         // thrown errors. Anything unusual returns nil and `token(_:)` answers it, an
         // out-of-range min_ttl included (it is refused there, cached or not).
         if let minTTL = request.minTTL, !TokenGetParams.minTTLRange.contains(minTTL) { return nil }
-        guard case .found(let provider, let account) = accounts.resolve(provider: request.provider, account: request.account),
+        guard case .found(let provider, let account) = accounts.resolve(provider: request.provider, account: request.account,
+                                                                         resource: request.resource),
               provider.grants(resource: request.resource, scopes: request.scopes ?? [], paramNames: request.params?.keys),
-              account.state == .ready
+              account.state == .ready, !provider.isDiscovered || !providers.discoveryIsOff
         else { return nil }
         let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [], params: request.params)
         let margin = providers.refreshMargin
@@ -121,12 +126,7 @@ public final class TokensService: RegistersMethods, Sendable {
         try Self.checkParams(request.params)
         // The request's own mistakes first, before the account: "not signed in" would send
         // the user to sign in only to be refused afterwards.
-        let provider = try providers.provider(request.provider)
-        // Every new resource costs a request to the provider: only configured ones are asked
-        // for, so a caller cannot make the daemon send thousands.
-        guard provider.config.serves(resource: request.resource) else {
-            throw BrokerError.invalidRequest(message: "resource is not one of the resources of [providers.\(provider.name)] in config.toml: add it there (and sign in again), or set any_resource = true there")
-        }
+        let provider = try await provider(for: request)
         try provider.checkCallerChoices(scopes: request.scopes, params: request.params)
         let (_, account) = try accounts.resolved(provider: provider.name, account: request.account)
         guard account.state == .ready else {
@@ -161,6 +161,32 @@ public final class TokensService: RegistersMethods, Sendable {
         }
         try Self.checkLife(token, minTTL: request.minTTL, now: clock.now(), provider: provider.name)
         return result(token, key: key, account: account)
+    }
+
+    /// The provider that serves the request's resource: the one named (or the default), if
+    /// it lists the resource; else the one the resource's metadata names (RFC 9728), never
+    /// a guess. Every new resource costs a request to the provider, so only listed or
+    /// discovered ones are asked for: a caller cannot make the daemon send thousands.
+    private func provider(for request: TokenGetParams) async throws(BrokerError) -> Provider {
+        let found = providers.provider(orDefault: request.provider, resource: request.resource)
+        if let found, found.config.serves(resource: request.resource) {
+            if found.isDiscovered, providers.discoveryIsOff, let resource = request.resource { throw DiscoveryService.off(resource) }
+            return found
+        }
+        guard let resource = request.resource, let discovery, request.provider == nil || found != nil else {
+            guard let found else { throw providers.providerMissing(request.provider) }
+            throw BrokerError.invalidRequest(message: "resource is not one of the resources of [providers.\(found.name)] in config.toml: add it there (and sign in again), or set any_resource = true there")
+        }
+        if providers.discoveryIsOff {
+            guard let found else { throw DiscoveryService.off(resource) }
+            throw BrokerError.invalidRequest(message: "resource is not one of the resources of [providers.\(found.name)] in config.toml, and [discovery] mode = \"off\": add it there (and sign in again), or set any_resource = true there")
+        }
+        do {
+            return try await discovery.provider(serving: resource, named: request.provider)
+        } catch .invalidRequest(let why) where found != nil {
+            // The metadata could not decide: the configured provider's sentence, with why.
+            throw BrokerError.invalidRequest(message: "resource is not one of the resources of [providers.\(found?.name ?? "")] in config.toml, and its metadata names no provider (\(why)): add it there (and sign in again), or set any_resource = true there")
+        }
     }
 
     /// Refuses a token just minted that cannot be served: shorter-lived than the caller's

@@ -216,6 +216,17 @@ class Glewlwyd:
         if uri not in uris:
             self.set_redirect_uris(cid, uris + [uri])
 
+    def register_client(self, metadata):
+        """RFC 7591 registration (scripts/glewlwyd start --dynamic-registration), no
+        initial access token. Returns HttpResult: 200 (not 201) with the metadata
+        echoed plus client_id, registration_access_token, registration_client_uri, and
+        client_secret for a client_secret_* auth method. NOTE Glewlwyd 2.7.5 stores a
+        client registered with token_endpoint_auth_method "none" as CONFIDENTIAL
+        (without a secret: its token requests get 403 unauthorized_client) unless the
+        metadata also has Glewlwyd's "client_confidential": false."""
+        return _request("POST", self.env["registration_endpoint"],
+                        json_body=metadata)
+
     # ------------------------------------------------------ user sessions
     def login_session(self, user, password=None):
         """POST /api/auth/ with the user's password; returns a Session."""

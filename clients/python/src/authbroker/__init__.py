@@ -5,7 +5,8 @@
     headers = {"Authorization": token.authorization}
 
 For `requests` and `httpx`: `authbroker.requests_auth.BrokerAuth` and
-`authbroker.httpx_auth.BrokerAuth`. The protocol is docs/protocol.md of authbroker;
+`authbroker.httpx_auth.BrokerAuth`; for MCP clients `authbroker.mcp.BrokerMCPAuth`;
+`authbroker.challenges` reads `WWW-Authenticate`. The protocol is docs/protocol.md of authbroker;
 this core needs nothing beyond Python's standard library.
 """
 from .broker import DEFAULT_TIMEOUT, Broker, Token, get_token, socket_path
@@ -13,7 +14,8 @@ from .errors import (BadResponse, BrokerError, BrokerTimeout, CannotConnect, Con
                      ConnectionLost, DaemonNotRunning, ForbiddenByPolicy, InternalError, InvalidParams,
                      InvalidRequest, LoginRequired, MethodNotFound, NoSocketPath, Overloaded, ParseError,
                      ProviderError, ProviderUnreachable, RequestTooLarge, RPCError, SecretStoreUnavailable,
-                     SignInFailed, UnknownProvider, WrongServer)
+                     SignInFailed, UnknownProvider, UntrustedServer, UserAuthenticationRequired,
+                     WrongServer)
 
 __all__ = [
     "DEFAULT_TIMEOUT", "Broker", "Token", "get_token", "socket_path",
@@ -21,6 +23,6 @@ __all__ = [
     "ConnectionLost", "DaemonNotRunning", "ForbiddenByPolicy", "InternalError", "InvalidParams",
     "InvalidRequest", "LoginRequired", "MethodNotFound", "NoSocketPath", "Overloaded", "ParseError",
     "ProviderError", "ProviderUnreachable", "RequestTooLarge", "RPCError", "SecretStoreUnavailable",
-    "SignInFailed", "UnknownProvider", "WrongServer",
+    "SignInFailed", "UnknownProvider", "UntrustedServer", "UserAuthenticationRequired", "WrongServer",
 ]
 __version__ = "0.1.0"

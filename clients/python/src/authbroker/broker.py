@@ -267,6 +267,22 @@ class Broker:
         next `token()` for its key refreshes. Returns whether it was still cached."""
         return bool(self.call("token.reject", {"access_token": access_token}, timeout).get("dropped"))
 
+    def resolve(self, resource, resource_metadata=None, timeout=None):
+        """`discovery.resolve`: what the metadata of `resource` (at `resource_metadata`, the
+        URL a 401 named, else its well-known URL; RFC 9728) says: `provider`, `issuer`, their
+        hosts, `trusted` and `signed_in`. Nothing is sent to the authorization server. A
+        server that is not trusted yet is trusted by the user alone (`authctl login
+        --resource URL`): this library has no call for `discovery.trust`."""
+        result = self.call("discovery.resolve", _drop_none({"resource": resource,
+                                                            "resource_metadata": resource_metadata}), timeout)
+        if not isinstance(result, dict) or not isinstance(result.get("provider"), str):
+            raise errors.BadResponse("authbrokerd answered something unexpected: the discovery.resolve answer "
+                                     "lacks 'provider'")
+        if result.get("resource") != resource:
+            raise errors.BadResponse(f"authbrokerd answered something unexpected: discovery.resolve for {resource} "
+                                     f"answered for another resource")
+        return result
+
     def start_sign_in(self, provider=None, *, join=True, timeout=None):
         """`login.start` with `join`: the provider's browser sign-in in progress, or a new
         one announced by a notification. The answer has `authorization_url` to show and

@@ -74,6 +74,22 @@ class BrokerTimeout(BrokerError):
         self.timeout = timeout
 
 
+# -- What a resource server answered ------------------------------------------------
+
+class UserAuthenticationRequired(BrokerError):
+    """A resource server asks for a new sign-in meeting `acr_values` and/or `max_age`
+    (RFC 9470 `insufficient_user_authentication`). The daemon does not ask a provider
+    for those on a caller's behalf yet: the message says which `authctl login` to run.
+    `reason` is what the server answered; `url` the request's (without its query)."""
+
+    def __init__(self, message, url, reason, acr_values=None, max_age=None):
+        super().__init__(message)
+        self.url = url
+        self.reason = reason
+        self.acr_values = acr_values
+        self.max_age = max_age
+
+
 # -- Errors the daemon answered -------------------------------------------------------
 
 class RPCError(BrokerError):
@@ -178,10 +194,34 @@ class ConfigurationError(RPCError):
     code = -32010
 
 
+class UntrustedServer(RPCError):
+    """-32011: the resource's metadata names an authorization server the user has not
+    trusted yet, and nothing was sent to it: the message says to run
+    `authctl login --resource URL`, which shows both hosts and asks. No program trusts a
+    server on the user's behalf: this library never does."""
+    code = -32011
+
+    @property
+    def resource(self):
+        return self.data.get("resource")
+
+    @property
+    def issuer(self):
+        return self.data.get("issuer")
+
+    @property
+    def resource_host(self):
+        return self.data.get("resource_host")
+
+    @property
+    def issuer_host(self):
+        return self.data.get("issuer_host")
+
+
 _BY_CODE = {cls.code: cls for cls in (
     ParseError, InvalidRequest, MethodNotFound, InvalidParams, InternalError, LoginRequired,
     ForbiddenByPolicy, ProviderError, ProviderUnreachable, SecretStoreUnavailable,
-    UnknownProvider, SignInFailed, RequestTooLarge, Overloaded, ConfigurationError)}
+    UnknownProvider, SignInFailed, RequestTooLarge, Overloaded, ConfigurationError, UntrustedServer)}
 
 
 def rpc_error(error):

@@ -1,0 +1,271 @@
+import BrokerProtocol
+import Logging
+import OAuth
+import SecretStore
+import Synchronization
+
+/// Resource-first discovery (RFC 9728): for a resource no configured provider lists, its
+/// protected resource metadata names the authorization server; once the user trusts that
+/// server (`[discovery]`: asked, `trusted_issuers`, or `mode = "allow"`), its metadata is
+/// read (RFC 8414, OpenID discovery as the fallback), a client is found for it (a Client
+/// ID Metadata Document, or RFC 7591 registration) and it becomes a provider under a
+/// generated name, kept in the store with its client. Nothing is sent to a server before
+/// it is trusted. Registers `discovery.resolve` and `discovery.trust`.
+///
+/// Owns: the resources' metadata (cached for its HTTP lifetime) and the servers the user
+/// trusted in this run. Depends on providers (where what it finds is put in force),
+/// accounts (whether a sign-in exists) and the store (the providers it found).
+public final class DiscoveryService: ResourceDiscovering, RegistersMethods, Sendable {
+    private let providers: ProvidersService
+    private let accounts: AccountsService
+    private let store: any CredentialStore
+    private let resources: ResourceDiscovery
+    private let registrar: ClientRegistrar
+    private let clock: WallClock
+    private let logger: Logger
+    private let state = Mutex(State())
+    /// One enrolment per server at a time: two callers meeting a new server register once.
+    private let enrolments = IssuerTurns()
+
+    private struct State {
+        /// The resources' metadata, with when it must be read again.
+        var metadata: [String: (value: ProtectedResourceMetadata, until: Double)] = [:]
+        /// Servers the user trusted (`discovery.trust`) in this run, before they were enrolled.
+        var trusted: Set<String> = []
+    }
+
+    /// The longest a resource's metadata is kept, whatever its `Cache-Control` says, and how
+    /// long when it says nothing.
+    static let longestMetadataLife = 86_400.0
+    static let defaultMetadataLife = 3_600.0
+
+    public init(providers: ProvidersService, accounts: AccountsService, store: any CredentialStore,
+                transport: any HTTPTransport, clock: WallClock, logger: Logger) {
+        self.providers = providers
+        self.accounts = accounts
+        self.store = store
+        self.resources = ResourceDiscovery(transport: transport)
+        self.registrar = ClientRegistrar(transport: transport)
+        self.clock = clock
+        self.logger = logger
+    }
+
+    // MARK: discovery.resolve
+
+    /// What the resource's metadata says and where the broker stands with its server. A
+    /// trusted server is enrolled (metadata, client) on the way; an untrusted one is only
+    /// named.
+    public func resolve(_ p: DiscoveryResolveParams) async throws(BrokerError) -> DiscoveryResolveResult {
+        // A resource a provider in force already serves needs no metadata: config.toml
+        // (or an earlier discovery) decided.
+        if p.resourceMetadata == nil, let served = served(p.resource) { return served }
+        let settings = try discoveryOn(for: p.resource)
+        let metadata = try await metadata(for: p.resource, at: p.resourceMetadata)
+        let issuer = chooseServer(metadata)
+        if let configured = providers.config.configuredProviders.first(where: { $0.issuer == issuer }) {
+            if !configured.serves(resource: metadata.resource) {
+                providers.discovered { $0.resources[configured.name, default: []].append(metadata.resource) }
+                logger.notice("a resource's metadata names a configured provider", metadata: [
+                    "provider": "\(configured.name)", "resource": "\(EndpointPolicy.describe(metadata.resource))"])
+            }
+            return answer(metadata, provider: configured.name, issuer: issuer, trusted: true, configured: true)
+        }
+        let trusted = providers.discoveries.provider(issuer: issuer) != nil || settings.trusts(issuer)
+            || state.withLock { $0.trusted.contains(issuer) }
+        guard trusted else {
+            return answer(metadata, provider: Self.generatedName(for: issuer, taken: takenNames()), issuer: issuer,
+                          trusted: false, configured: false)
+        }
+        let provider = try await enrol(issuer, for: metadata)
+        return answer(metadata, provider: provider.name, issuer: issuer, trusted: true, configured: false)
+    }
+
+    // MARK: discovery.trust
+
+    /// The user's yes to the server the resource's metadata names: remembered, and the
+    /// server enrolled (its metadata read, a client found), ready for a sign-in.
+    public func trust(_ p: DiscoveryTrustParams) async throws(BrokerError) -> DiscoveryTrustResult {
+        _ = try discoveryOn(for: p.resource)
+        let metadata = try await metadata(for: p.resource, at: nil)
+        guard metadata.authorizationServers.contains(p.issuer) else {
+            throw BrokerError.invalidRequest(message: "the metadata of \(EndpointPolicy.describe(p.resource)) does not name \(EndpointPolicy.describe(p.issuer)) as its authorization server (it names \(metadata.authorizationServers.map(EndpointPolicy.describe).joined(separator: ", "))): nothing was trusted")
+        }
+        if let configured = providers.config.configuredProviders.first(where: { $0.issuer == p.issuer }) {
+            _ = try await resolve(DiscoveryResolveParams(resource: p.resource))
+            return DiscoveryTrustResult(provider: configured.name, trusted: true, client: "configured")
+        }
+        state.withLock { _ = $0.trusted.insert(p.issuer) }
+        logger.notice("the user trusted an authorization server", metadata: [
+            "issuer": "\(EndpointPolicy.describe(p.issuer))", "resource": "\(EndpointPolicy.describe(p.resource))"])
+        let provider = try await enrol(p.issuer, for: metadata)
+        return DiscoveryTrustResult(provider: provider.name, trusted: true,
+                                    client: provider.discovered?.client.rawValue ?? "configured")
+    }
+
+    // MARK: token.get's way in
+
+    /// The provider that serves `resource`, which no provider in force lists: the one its
+    /// metadata names, once trusted. `named`, when the caller named a provider, must be it.
+    func provider(serving resource: String, named: String?) async throws(BrokerError) -> Provider {
+        let found = try await resolve(DiscoveryResolveParams(resource: resource))
+        guard found.trusted else {
+            throw BrokerError.untrustedServer(resource: found.resource, issuer: found.issuer, provider: found.provider,
+                                              resourceHost: found.resourceHost, issuerHost: found.issuerHost)
+        }
+        if let named, named != found.provider {
+            throw BrokerError.invalidRequest(message: "the metadata of \(EndpointPolicy.describe(resource)) names \(found.issuerHost) as its authorization server, which is \(found.provider), not \(named): ask without --provider, or with --provider \(found.provider)")
+        }
+        return try providers.provider(found.provider)
+    }
+
+    // MARK: The steps
+
+    /// The answer for a resource that a provider in force lists (or the default one serves).
+    private func served(_ resource: String) -> DiscoveryResolveResult? {
+        let config = providers.config
+        guard let p = config.providers.first(where: { $0.resources.contains(resource) })
+            ?? providers.provider(orDefault: nil).map(\.config).flatMap({ $0.serves(resource: resource) ? $0 : nil })
+        else { return nil }
+        if p.discovered != nil, config.discovery.mode == .off { return nil }
+        return DiscoveryResolveResult(
+            resource: resource, provider: p.name, issuer: p.issuer, resourceHost: ResourceURL.host(of: resource) ?? resource,
+            issuerHost: ResourceURL.host(of: p.issuer) ?? p.issuer, trusted: true,
+            signedIn: accounts.list(provider: p.name).contains { $0.state == .ready }, configured: p.discovered == nil)
+    }
+
+    /// The settings, unless `[discovery] mode = "off"`.
+    private func discoveryOn(for resource: String) throws(BrokerError) -> DiscoverySettings {
+        let settings = providers.config.discovery
+        guard settings.mode != .off else { throw Self.off(resource) }
+        return settings
+    }
+
+    /// The refusal under `mode = "off"`.
+    static func off(_ resource: String) -> BrokerError {
+        .configuration(provider: nil, message: "no configured provider lists \(EndpointPolicy.describe(resource)), and [discovery] mode = \"off\" in config.toml: add it to the resources of its provider there, or set mode = \"ask\"")
+    }
+
+    /// The resource's metadata, from the cache while it lives.
+    private func metadata(for resource: String, at url: String?) async throws(BrokerError) -> ProtectedResourceMetadata {
+        let now = clock.now()
+        if url == nil, let cached = state.withLock({ $0.metadata[resource] }), cached.until > now { return cached.value }
+        let fetched: Fetched<ProtectedResourceMetadata>
+        do {
+            try ResourceURL.check(resource)
+            fetched = try await resources.protectedResourceMetadata(for: resource, metadataURL: url)
+        } catch {
+            throw Self.metadataFailed(error, resource: resource)
+        }
+        let life = min(Double(fetched.maxAge ?? Int(Self.defaultMetadataLife)), Self.longestMetadataLife)
+        state.withLock { $0.metadata[resource] = (fetched.value, now + life) }
+        return fetched.value
+    }
+
+    /// The server to use of those the metadata names: a configured one, one found before, a
+    /// trusted one, else the first.
+    private func chooseServer(_ m: ProtectedResourceMetadata) -> String {
+        let configured = Set(providers.config.configuredProviders.map(\.issuer))
+        let settings = providers.config.discovery
+        let found = providers.discoveries
+        return m.authorizationServers.first(where: configured.contains)
+            ?? m.authorizationServers.first(where: { found.provider(issuer: $0) != nil })
+            ?? m.authorizationServers.first(where: settings.trusts)
+            ?? m.authorizationServers[0]
+    }
+
+    /// The provider for a trusted server: the one found before (with this resource added),
+    /// or a new one with its client, put in force and kept in the store.
+    private func enrol(_ issuer: String, for m: ProtectedResourceMetadata) async throws(BrokerError) -> ProviderConfig {
+        try await enrolments.run(issuer) { () async throws(BrokerError) -> ProviderConfig in
+            if var known = self.providers.discoveries.provider(issuer: issuer) {
+                guard !known.resources.contains(m.resource) else { return known }
+                known.resources.append(m.resource)
+                self.install(known)
+                return known
+            }
+            let enrolment = Enrolment(issuer: issuer, resource: m, name: Self.generatedName(for: issuer, taken: self.takenNames()),
+                                      settings: self.providers.config.discovery, resources: self.resources,
+                                      registrar: self.registrar, clock: self.clock)
+            let config = try await enrolment.run()
+            self.install(config)
+            self.logger.notice("a provider was found by discovery", metadata: [
+                "provider": "\(config.name)", "issuer": "\(EndpointPolicy.describe(issuer))",
+                "client": "\(config.discovered?.client.rawValue ?? "-")"])
+            return config
+        }
+    }
+
+    /// Puts a discovered provider in force and keeps it in the store (a store that does not
+    /// take it costs a new registration after a restart, nothing else: logged).
+    private func install(_ config: ProviderConfig) {
+        providers.discovered { $0.providers[config.name] = config }
+        guard let item = DiscoveredProviderItem.credential(for: config) else { return }
+        let store = self.store, logger = self.logger
+        Task {
+            do throws(StoreError) {
+                try await store.save(item)
+            } catch {
+                logger.warning("the provider found by discovery could not be kept in the secret store: after a restart authbroker registers again", metadata: [
+                    "provider": "\(config.name)", "error": "\(error.message)"])
+            }
+        }
+    }
+
+    private func takenNames() -> Set<String> { Set(providers.config.providers.map(\.name)) }
+
+    /// A provider name from the issuer's host (and port, when it has one), unique among the
+    /// names in force: `login.example.com`, `127.0.0.1:8443`, `login.example.com-2`.
+    static func generatedName(for issuer: String, taken: Set<String>) -> String {
+        let base = ResourceURL.origin(of: issuer).map { String($0[($0.firstRange(of: "://")?.upperBound ?? $0.startIndex)...]) } ?? "discovered"
+        var name = base
+        var n = 2
+        while taken.contains(name) {
+            name = "\(base)-\(n)"
+            n += 1
+        }
+        return name
+    }
+
+    private func answer(_ m: ProtectedResourceMetadata, provider: String, issuer: String, trusted: Bool, configured: Bool) -> DiscoveryResolveResult {
+        let signedIn = accounts.list(provider: provider).contains { $0.state == .ready }
+        return DiscoveryResolveResult(resource: m.resource, provider: provider, issuer: issuer,
+                                      resourceHost: ResourceURL.host(of: m.resource) ?? m.resource,
+                                      issuerHost: ResourceURL.host(of: issuer) ?? issuer,
+                                      trusted: trusted, signedIn: signedIn, configured: configured)
+    }
+
+    /// The resource's metadata could not be used: the sentence names the resource.
+    static func metadataFailed(_ error: OAuthError, resource: String) -> BrokerError {
+        let host = ResourceURL.host(of: resource) ?? EndpointPolicy.describe(resource)
+        switch error {
+        case .unreachable(let m), .busy(let m, _):
+            return .providerUnreachable(provider: host, retryAfter: 1, message: "the metadata of \(EndpointPolicy.describe(resource)) could not be read: \(m); try again")
+        case .invalidResponse(let m), .configuration(let m), .endpointNotFound(let m):
+            return .invalidRequest(message: "\(EndpointPolicy.describe(resource)) cannot be used as a resource: \(m)")
+        case .provider:
+            return .invalidRequest(message: "\(EndpointPolicy.describe(resource)) cannot be used as a resource: \(error.message)")
+        }
+    }
+
+    public func register(into registrar: inout some MethodRegistrar) {
+        registrar.add(MethodSpec(
+            .discoveryResolve, empty: DiscoveryResolveParams(resource: ""),
+            access: .checked("the resource, as token.get's") { p in
+                .token(provider: nil, targets: [p.resource], scopes: [], params: [])
+            },
+            mints: true,
+            slow: { p throws(BrokerError) in try await self.resolve(p) }))
+        registrar.add(MethodSpec(
+            .discoveryTrust, empty: DiscoveryTrustParams(resource: "", issuer: ""),
+            access: .checked("the resource, as token.get's") { p in
+                .token(provider: nil, targets: [p.resource], scopes: [], params: [])
+            },
+            mints: true,
+            slow: { p throws(BrokerError) in try await self.trust(p) }))
+    }
+}
+
+/// How the tokens service reaches discovery: one call, for a resource no provider lists.
+protocol ResourceDiscovering: Sendable {
+    func provider(serving resource: String, named: String?) async throws(BrokerError) -> Provider
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env python3
+"""An agent process: an MCP client of the official SDK (PyPI `mcp`) whose every request is
+signed by authbroker (clients/python's BrokerMCPAuth). Lists the server's tools, calls
+`whoami`, prints {"tools": [...], "whoami": {...}} as JSON. Never sees a token file.
+
+  mcp_agent.py SERVER_URL [--tool NAME]
+"""
+import argparse
+import asyncio
+import json
+
+import httpx
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from authbroker.mcp import BrokerMCPAuth
+
+
+async def main():
+    a = argparse.ArgumentParser()
+    a.add_argument("url")
+    a.add_argument("--tool", default="whoami")
+    args = a.parse_args()
+    async with httpx.AsyncClient(auth=BrokerMCPAuth(args.url, wait_for_sign_in=60)) as http:
+        async with streamable_http_client(args.url, http_client=http) as (read, write, _):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                tools = [t.name for t in (await session.list_tools()).tools]
+                result = await session.call_tool(args.tool, {})
+                text = result.content[0].text if result.content else "{}"
+                print(json.dumps({"tools": tools, args.tool: json.loads(text)}))
+
+
+asyncio.run(main())

@@ -1,0 +1,180 @@
+"""An MCP client that uses the broker for a server nobody configured: resource-first
+discovery (RFC 9728), dynamic client registration (RFC 7591), the user's trust asked at the
+terminal, one sign-in for every agent process, no token in any file.
+
+Real parts throughout: the MCP server and client of the official SDK (PyPI `mcp`), with
+Glewlwyd (dynamic registration on) as the server's authorization server; the browser is
+played through Glewlwyd's own login API as in test_sign_in.py."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+
+import pytest
+
+from conftest import AUTHCTL, ROOT, Daemon, _provider, _stop_provider, files_outside_the_keyring
+from glewlwyd_api import Glewlwyd, _request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SUPPORT = os.path.join(HERE, "support")
+CLIENT = os.path.join(SUPPORT, "mcp_agent.py")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def mcp_world():
+    """Glewlwyd with dynamic registration and an MCP server whose metadata names it."""
+    port = free_port()
+    resource = f"http://127.0.0.1:{port}/mcp"
+    d = _provider("--dynamic-registration", "--resource", resource)
+    gl = Glewlwyd(d)
+    log = open(os.path.join(d, "mcp_server.log"), "w")
+    server = subprocess.Popen(
+        [sys.executable, os.path.join(SUPPORT, "mcp_server.py"), "--port", str(port), "--issuer", gl.issuer,
+         "--resource", resource, "--required-scope", "mcp", "--admin-scope", "mcp:admin"],
+        stdout=subprocess.PIPE, stderr=log, text=True)
+    try:
+        assert server.stdout.readline().strip() == "ready"
+        yield gl, resource
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        log.close()
+        _stop_provider(d)
+
+
+def discovery_daemon(gl, mode="ask", extra=""):
+    """A daemon with no provider at all in config.toml."""
+    d = Daemon(None)
+    d.gl = gl
+    d.write_config(text=f'[daemon]\nstore = "secret-service"\n\n[discovery]\nmode = "{mode}"\n{extra}')
+    return d
+
+
+def registered_clients(gl):
+    """Client ids Glewlwyd registered dynamically so far."""
+    r = gl.admin_request("GET", "/api/client/?limit=1000")
+    assert r.status == 200, r.status
+    return {c["client_id"] for c in json.loads(r.body)}
+
+
+def sign_in_at_terminal(d, gl, resource, answer="y\n", user="alice"):
+    """`authctl login --resource URL --no-browser`, answering the trust question with
+    `answer` and playing the browser for the URL it prints."""
+    p = subprocess.Popen([AUTHCTL, "login", "--resource", resource, "--no-browser"], env=d.env,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdin.write(answer)
+    p.stdin.close()
+    lines = []
+    url = None
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        line = p.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        if line.startswith("http://127.0.0.1") and "/auth" in line:
+            url = line.strip()
+            break
+    if url is None:
+        p.wait(timeout=30)
+        return p.returncode, "".join(lines) + p.stderr.read(), p.stdout.read()
+    q = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
+    session = gl.login_session(user)
+    gl.grant_scopes(session, q["client_id"][0], q["scope"][0].split())
+    r = _request("GET", url + "&g_continue=", cookies=session.cookies)
+    assert r.status in (301, 302, 303, 307) and r.location, f"authorization endpoint answered {r.status}"
+    _request("GET", r.location)
+    p.stdin = None  # closed after the answer
+    out, err = p.communicate(timeout=60)
+    return p.returncode, "".join(lines) + err, out
+
+
+def agent(d, resource, *args):
+    """One agent process: an MCP client of the official SDK whose auth is the broker's."""
+    env = dict(d.env, PYTHONPATH=os.path.join(ROOT, "clients", "python", "src"))
+    return subprocess.run([sys.executable, CLIENT, resource, *args], env=env, capture_output=True, text=True, timeout=90)
+
+
+def test_an_mcp_client_gets_its_tool_result_for_a_server_nobody_configured(mcp_world):
+    gl, resource = mcp_world
+    d = discovery_daemon(gl).start()
+    try:
+        # Untrusted: refused with both hosts named, and nothing sent to the server.
+        before = registered_clients(gl)
+        r = d.ctl("token", "--resource", resource)
+        assert r.returncode == 13, r.stderr
+        assert "127.0.0.1" in r.stderr and "authctl login --resource" in r.stderr, r.stderr
+        assert registered_clients(gl) == before, "nothing is registered before the user says yes"
+
+        # A "no" at the terminal trusts nothing.
+        code, err, _ = sign_in_at_terminal(d, gl, resource, answer="n\n")
+        assert code == 13 and "was not trusted" in err, err
+        assert registered_clients(gl) == before
+
+        # A yes: registered, signed in through the browser.
+        code, err, out = sign_in_at_terminal(d, gl, resource)
+        assert code == 0, err
+        assert "Trust 127.0.0.1" in err and "Signed in to" in out, (err, out)
+        assert len(registered_clients(gl) - before) == 1, "one registration"
+
+        # The agent: lists tools and calls one, through the broker.
+        r = agent(d, resource)
+        assert r.returncode == 0, r.stderr
+        result = json.loads(r.stdout)
+        assert "whoami" in result["tools"] and result["whoami"]["username"] == "alice", result
+
+        # A second agent process: the same sign-in, no browser, no new registration.
+        r = agent(d, resource)
+        assert r.returncode == 0, r.stderr
+        assert len(registered_clients(gl) - before) == 1
+
+        # Listed under its generated name.
+        accounts = d.rpc("account.list")["result"]["accounts"]
+        assert [a["provider"] for a in accounts] == ["127.0.0.1:" + gl.issuer.split(":")[2].split("/")[0]], accounts
+        status = d.ctl("status")
+        assert status.returncode == 0 and "127.0.0.1" in status.stdout, status.stdout
+
+        # The discovered provider and its sign-in survive a restart.
+        d.restart()
+        r = agent(d, resource)
+        assert r.returncode == 0, r.stderr
+        assert len(registered_clients(gl) - before) == 1, "the registration was kept and reused"
+
+        # No token in any file under HOME or the daemon's folder.
+        token = d.rpc("token.get", {"resource": resource})["result"]["access_token"]
+        leaked = [path for path, data in files_outside_the_keyring(os.environ["HOME"], d.dir) if token.encode() in data]
+        assert not leaked, leaked
+    finally:
+        d.cleanup()
+
+
+def test_discovery_off_refuses_the_resource_and_those_found_before(mcp_world):
+    gl, resource = mcp_world
+    # mode = "allow": trusted without asking, so resolving enrols it (registration, no sign-in).
+    d = discovery_daemon(gl, mode="allow").start()
+    try:
+        found = d.rpc("discovery.resolve", {"resource": resource})["result"]
+        assert found["trusted"] and not found["configured"] and found["resource"] == resource, found
+        # With discovery off (and one provider configured, as a file then needs), the
+        # provider found before serves nothing, and no metadata decides anything.
+        d.stop()
+        d.write_config(text=(
+            '[daemon]\nstore = "secret-service"\n\n[discovery]\nmode = "off"\n\n'
+            f'[providers.corp]\nissuer = "{gl.issuer}"\nclient_id = "{gl.client_id("authbroker")}"\n'))
+        d.start()
+        r = d.ctl("token", "--resource", resource)
+        assert r.returncode == 12, r.stderr
+        assert 'mode = "off"' in r.stderr, r.stderr
+        r = d.ctl("token", "--resource", "https://elsewhere.example.test/mcp")
+        assert r.returncode in (9, 12) and 'mode = "off"' in r.stderr, r.stderr
+    finally:
+        d.cleanup()
