@@ -157,6 +157,56 @@ def test_an_mcp_client_gets_its_tool_result_for_a_server_nobody_configured(mcp_w
         d.cleanup()
 
 
+def play_pending_sign_in(d, gl, provider, scopes_granted, user="alice", bound=60):
+    """The sign-in on demand a waiting caller started: joined (login.start with join) and
+    finished in the played browser, granting `scopes_granted`."""
+    deadline = time.time() + bound
+    start = None
+    while time.time() < deadline:
+        answer = d.rpc("login.start", {"provider": provider, "join": True})
+        if "result" in answer and answer["result"].get("joined"):
+            start = answer["result"]
+            break
+        time.sleep(0.2)
+    assert start is not None, d.log_text()[-3000:]
+    url = start["authorization_url"]
+    q = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
+    assert set(scopes_granted) <= set(q["scope"][0].split()), (q["scope"], d.log_text()[-3000:])
+    session = gl.login_session(user)
+    gl.grant_scopes(session, q["client_id"][0], q["scope"][0].split())
+    r = _request("GET", url + "&g_continue=", cookies=session.cookies)
+    assert r.status in (301, 302, 303, 307) and r.location
+    _request("GET", r.location)
+
+
+def test_a_tool_that_needs_more_scope_gets_one_step_up(mcp_world):
+    gl, resource = mcp_world
+    d = discovery_daemon(gl).start()
+    try:
+        code, err, _ = sign_in_at_terminal(d, gl, resource)
+        assert code == 0, err
+        provider = d.rpc("discovery.resolve", {"resource": resource})["result"]["provider"]
+        env = dict(d.env, PYTHONPATH=os.path.join(ROOT, "clients", "python", "src"))
+        # admin_echo answers 403 insufficient_scope scope="mcp:admin": the refresh cannot
+        # widen the grant (Glewlwyd ignores scope on refresh), so the daemon starts one new
+        # sign-in asking for it, which the waiting agent joins.
+        p = subprocess.Popen([sys.executable, CLIENT, resource, "--tool", "admin_echo"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # Joined once the step-up has asked for it (a join before would start a sign-in of its own).
+        deadline = time.time() + 60
+        while "the next sign-in asks for them" not in d.log_text() and time.time() < deadline and p.poll() is None:
+            time.sleep(0.1)
+        play_pending_sign_in(d, gl, provider, ["mcp", "mcp:admin"])
+        out, err = p.communicate(timeout=90)
+        assert p.returncode == 0, err[-2000:]
+        assert json.loads(out)["admin_echo"], out
+        # One step-up, not one per request: a second agent needs no sign-in.
+        r = agent(d, resource, "--tool", "admin_echo")
+        assert r.returncode == 0, r.stderr
+    finally:
+        d.cleanup()
+
+
 def test_discovery_off_refuses_the_resource_and_those_found_before(mcp_world):
     gl, resource = mcp_world
     # mode = "allow": trusted without asking, so resolving enrols it (registration, no sign-in).

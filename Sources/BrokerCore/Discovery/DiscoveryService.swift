@@ -118,6 +118,25 @@ public final class DiscoveryService: ResourceDiscovering, RegistersMethods, Send
         return try providers.provider(found.provider)
     }
 
+    /// A step-up (RFC 6750 §3.1 `insufficient_scope`): the scopes join those the provider's
+    /// sign-ins ask for, kept with it, and the caller is told to sign in again (or, waiting
+    /// for a sign-in, gets one).
+    func consentNeeded(provider name: String, resource: String?, scopes: [String]) async -> BrokerError {
+        var widened: ProviderConfig?
+        providers.discovered { d in
+            guard var p = d.providers[name] else { return }
+            for s in scopes where !p.scopes.contains(s) { p.scopes.append(s) }
+            d.providers[name] = p
+            widened = p
+        }
+        if let widened { install(widened) }
+        let list = scopes.joined(separator: " ")
+        let again = resource.map { "`authctl login --resource \($0)`" } ?? "`authctl login --provider \(name)`"
+        logger.notice("a resource asks for scopes the sign-in did not grant: the next sign-in asks for them", metadata: [
+            "provider": "\(name)", "scopes": "\(list)"])
+        return .loginRequired(provider: name, message: "the sign-in at \(name) does not grant \(list), which \(resource.map { ResourceURL.host(of: $0) ?? $0 } ?? "the resource") asks for: sign in again to consent to it (\(again))")
+    }
+
     // MARK: The steps
 
     /// The answer for a resource that a provider in force lists (or the default one serves).
@@ -268,4 +287,7 @@ public final class DiscoveryService: ResourceDiscovering, RegistersMethods, Send
 /// How the tokens service reaches discovery: one call, for a resource no provider lists.
 protocol ResourceDiscovering: Sendable {
     func provider(serving resource: String, named: String?) async throws(BrokerError) -> Provider
+    /// The resource needs `scopes` the sign-in did not grant: the provider's next sign-in
+    /// asks for them too; the answer is the "sign in again" error.
+    func consentNeeded(provider name: String, resource: String?, scopes: [String]) async -> BrokerError
 }

@@ -133,6 +133,7 @@ public final class TokensService: RegistersMethods, Sendable {
             throw BrokerError.signInAgain(provider.name, account.displayName)
         }
         let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [], params: request.params)
+        try await checkAskedAtSignIn(key, provider: provider)
         // After the answer is in the cache: the background refresh starts from it.
         defer { ahead.askedFor(key, provider: provider) }
         let minimumLife = minimumLife(request.minTTL)
@@ -160,7 +161,31 @@ public final class TokensService: RegistersMethods, Sendable {
             return result(stale, key: key, account: account)
         }
         try Self.checkLife(token, minTTL: request.minTTL, now: clock.now(), provider: provider.name)
+        try await checkGranted(token, key: key, provider: provider)
         return result(token, key: key, account: account)
+    }
+
+    /// A discovered resource asked for scopes its provider's sign-in never asked for: no
+    /// refresh can grant them (RFC 6749 §6; some providers answer such a refresh as if the
+    /// refresh token were spent), so the next sign-in asks for them, a new consent.
+    private func checkAskedAtSignIn(_ key: CacheKey, provider: Provider) async throws(BrokerError) {
+        guard provider.isDiscovered, let discovery, !key.scopes.isEmpty else { return }
+        let missing = key.scopes.filter { !provider.config.scopes.contains($0) }
+        guard !missing.isEmpty else { return }
+        throw await discovery.consentNeeded(provider: provider.name, resource: key.resource, scopes: missing)
+    }
+
+    /// A discovered resource asked for scopes (a challenge's `insufficient_scope`, RFC 6750
+    /// §3.1) that the refresh did not grant: the sign-in must be made again with them, a
+    /// new consent, since a refresh cannot widen a grant (RFC 6749 §6). The token is not
+    /// served for scopes it lacks.
+    private func checkGranted(_ token: CachedToken, key: CacheKey, provider: Provider) async throws(BrokerError) {
+        guard provider.isDiscovered, let discovery, !key.scopes.isEmpty, let scope = token.scope else { return }
+        let granted = Set(scope.split(separator: " ").map(String.init))
+        let missing = key.scopes.filter { !granted.contains($0) }
+        guard !missing.isEmpty else { return }
+        _ = cache.remove(key)
+        throw await discovery.consentNeeded(provider: provider.name, resource: key.resource, scopes: missing)
     }
 
     /// The provider that serves the request's resource: the one named (or the default), if

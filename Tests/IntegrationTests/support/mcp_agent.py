@@ -26,9 +26,12 @@ async def main():
             async with ClientSession(read, write) as session:
                 await session.initialize()
                 tools = [t.name for t in (await session.list_tools()).tools]
-                result = await session.call_tool(args.tool, {})
+                arguments = {"text": "hello"} if args.tool == "admin_echo" else {}
+                result = await session.call_tool(args.tool, arguments)
+                assert not result.isError, result
                 text = result.content[0].text if result.content else "{}"
-                print(json.dumps({"tools": tools, args.tool: json.loads(text)}))
+                value = text if args.tool == "admin_echo" else json.loads(text)
+                print(json.dumps({"tools": tools, args.tool: value}))
 
 
 asyncio.run(main())

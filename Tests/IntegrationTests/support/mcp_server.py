@@ -147,8 +147,9 @@ def build_app(args):
     @mcp.tool()
     def admin_echo(text: str) -> str:
         """Echo `text`; needs the admin scope."""
-        if args.admin_scope not in get_access_token().scopes:
-            raise ValueError(f"scope {args.admin_scope} required")  # AdminScopeGate said 403
+        # AdminScopeGate checked the request's own token. Not get_access_token() here: the
+        # SDK runs a session's tools in a task made under the session's first request, whose
+        # token (an earlier, narrower one) that context still holds.
         return text
 
     app = mcp.streamable_http_app()
