@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from conftest import ROOT
-from stub_broker import StubBroker, StubResource
+from stub_broker import Reply, StubBroker, StubResource
 
 sys.path.insert(0, os.path.join(ROOT, "clients", "python", "src"))
 import authbroker  # noqa: E402
@@ -217,6 +217,22 @@ def test_insufficient_scope_steps_up_once_to_the_union_and_keeps_it(broker, kind
     assert [p.get("scopes") for m, p in broker.calls] == [["files:read", "mail"], wider, wider]
 
 
+def test_a_step_up_the_daemon_refuses_is_raised_and_not_kept(broker):
+    def token_get(params):
+        if "admin" in params.get("scopes", []):
+            raise Reply(-32602, "invalid params for token.get: the scopes admin read are not one of scope_sets")
+        return broker._token("token.get", params)
+    broker.on["token.get"] = token_get
+    with StubResource(answering(lambda t: False, 403, 'Bearer error="insufficient_scope", scope="admin"')) as api:
+        auth = auth_for("requests", scopes=["read"], path=broker.path)
+        with pytest.raises(authbroker.InvalidParams) as e:
+            send("requests", auth, api.url + "/admin")
+        assert e.value.authbroker_reason == f'{api.url}/admin refused the request with 403 insufficient_scope (scope "admin")'
+        with pytest.raises(authbroker.InvalidParams):
+            send("requests", auth, api.url + "/other")  # asks with its own scopes first again
+    assert [p["scopes"] for _, p in broker.calls] == [["read"], ["read", "admin"], ["read"], ["read", "admin"]]
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("challenge,why", [
     ('Bearer error="insufficient_scope", scope="read"', ', and the token has those scopes already'),
@@ -239,7 +255,8 @@ def test_insufficient_user_authentication_says_which_sign_in_to_run(broker, kind
         with pytest.raises(authbroker.UserAuthenticationRequired) as e:
             send(kind, auth_for(kind, path=broker.path), api.url + "/x")
         assert len(api.log) == 1
-    assert (e.value.acr_values, e.value.max_age) == ("myACR", "5")
+    assert (e.value.acr_values, e.value.max_age, e.value.url) == ("myACR", "5", api.url + "/x")
+    assert e.value.authbroker_reason.startswith(f"{api.url}/x refused the request with 401 insufficient_user_auth")
     assert str(e.value) == (
         f'{api.url}/x refused the request with 401 insufficient_user_authentication: "A different authentication '
         f'level is required" (acr_values "myACR", max_age "5"): it asks for a new sign-in with acr_values=myACR and '
@@ -273,7 +290,15 @@ def test_a_malformed_or_foreign_challenge_is_not_retried_and_crashes_nothing(bro
         assert r.authbroker_reason.startswith(f"{api.url}/x refused the request with 401")
 
 
-def test_a_403_without_a_challenge_and_a_success_carry_no_retry(broker):
+def test_resource_metadata_without_a_resource_to_discover_is_not_retried(broker):
+    challenge = 'Bearer resource_metadata="https://x/.well-known/oauth-protected-resource"'
+    with StubResource(answering(lambda t: False, 401, challenge)) as api:
+        r = send("httpx", auth_for("httpx", None, provider="stub", path=broker.path), api.url + "/x")
+        assert r.status_code == 401 and len(api.log) == 1 and broker.methods() == ["token.get"]
+        assert r.authbroker_reason.endswith("401 without an error code, and no resource was given to discover")
+
+
+def test_a_403_without_a_challenge_is_not_retried(broker):
     with StubResource(lambda request: (403, {}, b"no")) as api:
         r = send("requests", auth_for("requests", path=broker.path), api.url + "/x")
         assert r.status_code == 403 and len(api.log) == 1
@@ -321,6 +346,7 @@ def test_the_mcp_auth_never_trusts_a_server_itself(kind):
             assert "discovery.trust" not in b.methods() and len(server.log) == 1
     assert e.value.code == -32011 and e.value.issuer == "https://evil.example.test" and e.value.resource == resource
     assert f"authctl login --resource {resource}" in str(e.value)
+    assert e.value.authbroker_reason == f"{resource} refused the request with 401 without an error code"
 
 
 def test_the_mcp_auth_steps_up_a_known_server_once():
@@ -359,6 +385,7 @@ def test_a_daemon_error_on_the_retry_is_raised_with_its_sentence():
             with pytest.raises(authbroker.ProviderUnreachable) as e:
                 send("httpx", BrokerMCPAuth(server.url + "/mcp", socket_path=b.path), server.url + "/mcp")
     assert str(e.value) == f"the metadata of {server.url}/mcp could not be fetched"
+    assert e.value.authbroker_reason == f"{server.url}/mcp refused the request with 401 without an error code"
 
 
 # -- The MCP Python SDK ---------------------------------------------------------------
@@ -382,6 +409,7 @@ def mcp_sdk_server(token_ok):
     return answer
 
 
+@pytest.mark.filterwarnings("ignore:Use `streamable_http_client` instead:DeprecationWarning")
 def test_the_mcp_sdk_client_lists_tools_through_discovery():
     mcp = pytest.importorskip("mcp")
     from importlib.metadata import version
@@ -389,20 +417,28 @@ def test_the_mcp_sdk_client_lists_tools_through_discovery():
     major = int(version("mcp").split(".")[0])
     http_lib = pytest.importorskip("httpx2") if major >= 2 else httpx
 
+    async def session(streams):
+        async with mcp.ClientSession(streams[0], streams[1]) as session:
+            await session.initialize()
+            return await session.list_tools()
+
     async def main(url, path):
         async with http_lib.AsyncClient(auth=BrokerMCPAuth(url, socket_path=path), timeout=10) as http:
             async with streamable_http_client(url, http_client=http) as streams:
-                async with mcp.ClientSession(streams[0], streams[1]) as session:
-                    await session.initialize()
-                    return await session.list_tools()
+                return await session(streams)
 
-    with StubResource(mcp_sdk_server(lambda t: t == "tok-1")) as server:
-        url = server.url + "/mcp"
-        with StubBroker(discoverable={url: {"issuer": "https://auth.example.test", "trusted": True}}) as b:
-            tools = asyncio.run(main(url, b.path))
-            assert tools.tools == []
-            assert b.methods()[:3] == ["token.get", "discovery.resolve", "token.get"]
-            assert "discovery.trust" not in b.methods() and server.statuses()[:2] == [401, 200]
+    async def deprecated(url, path):  # 1.x only: streamablehttp_client(url, auth=…)
+        from mcp.client.streamable_http import streamablehttp_client
+        async with streamablehttp_client(url, auth=BrokerMCPAuth(url, socket_path=path)) as streams:
+            return await session(streams)
+
+    for connect in [main] + ([deprecated] if major < 2 else []):
+        with StubResource(mcp_sdk_server(lambda t: t == "tok-1")) as server:
+            url = server.url + "/mcp"
+            with StubBroker(discoverable={url: {"issuer": "https://auth.example.test", "trusted": True}}) as b:
+                assert asyncio.run(connect(url, b.path)).tools == []
+                assert b.methods()[:3] == ["token.get", "discovery.resolve", "token.get"]
+                assert "discovery.trust" not in b.methods() and server.statuses()[:2] == [401, 200]
 
 
 def test_the_mcp_auth_is_an_httpx2_auth_too():

@@ -101,7 +101,7 @@ class StubBroker:
 
     def _token(self, method, params):
         resource = params.get("resource")
-        if resource not in self.known:
+        if resource is not None and resource not in self.known:  # None: the provider's default audience
             raise Reply(-32602, f"invalid params for {method}: no provider lists the resource {resource}")
         found = self.discoverable.get(resource)
         if found and not found["trusted"]:

@@ -93,13 +93,27 @@ class Authorizer:
         return d
 
     def retry_headers(self, decision, token, method, url):
-        """The headers of the one retry `decision` (action not None) calls for."""
+        """The headers of the one retry `decision` (action not None) calls for. An error
+        on the way carries the server's answer too, as `authbroker_reason`."""
+        try:
+            return self._retry_headers(decision, token, method, url)
+        except errors.BrokerError as e:
+            e.authbroker_reason = self.refused(decision, url)
+            raise
+
+    def _retry_headers(self, decision, token, method, url):
         if decision.action == "user_authentication":
             raise self._user_authentication(decision, url)
         if decision.action == "nonce":
             return self.headers(method, url, nonce=decision.nonce)[1]
         if decision.action == "more_scopes":
-            self.params = dict(self.params, scopes=list(decision.scopes))
+            # Kept for later requests once a token for them came; a refused step-up keeps none.
+            before, self.params = self.params, dict(self.params, scopes=list(decision.scopes))
+            try:
+                return self.headers(method, url)[1]
+            except BaseException:
+                self.params = before
+                raise
         if decision.action == "discover" or (token is not None and decision.action == "new_token"):
             with self._broker() as broker:
                 if decision.action == "discover":
@@ -139,4 +153,4 @@ class Authorizer:
         return errors.UserAuthenticationRequired(
             f"{reason}: it asks for a new sign-in{asks} (RFC 9470), which authbrokerd does not ask the provider "
             f"for on a program's behalf: run `{shlex.join(command)}`, then try again",
-            where(url), reason, d.acr_values, d.max_age)
+            where(url), d.acr_values, d.max_age)

@@ -94,33 +94,18 @@ def parse(header):
             i = _next_element(s, end)
             continue
         # A new challenge: its scheme, then 1*SP and a token68 or its first param.
-        current = Challenge(name.lower())
-        challenges.append(current)
         if j < len(s) and s[j] not in _OWS + ",":
-            challenges.pop()
             current, i = None, _next_element(s, j)
             continue
-        k = _skip_ows(s, j)
         t = _TOKEN68.match(s, k)
-        if k > j and t and _at_end_of_element(s, t.end()) and not _is_param(s, k):
-            challenges[-1] = Challenge(current.scheme, {}, t.group())
-            current = None  # a token68 takes no params
-            i = _next_element(s, t.end())
+        if k > j and t and _at_end_of_element(s, t.end()):  # `name=` before a comma is no param
+            challenges.append(Challenge(name.lower(), {}, t.group()))
+            current, i = None, _next_element(s, t.end())  # a token68 takes no params
             continue
+        current = Challenge(name.lower())
+        challenges.append(current)
         i = k
     return challenges
-
-
-def _is_param(s, i):
-    """Whether s[i:] starts an auth-param (`token BWS = BWS value`)."""
-    m = _TCHAR.match(s, i)
-    if m is None:
-        return False
-    k = _skip_ows(s, m.end())
-    if k >= len(s) or s[k] != "=":
-        return False
-    value, _ = _param_value(s, _skip_ows(s, k + 1))
-    return value is not None
 
 
 # -- What a 401 or 403 asks for --------------------------------------------------------

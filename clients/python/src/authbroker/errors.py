@@ -80,12 +80,11 @@ class UserAuthenticationRequired(BrokerError):
     """A resource server asks for a new sign-in meeting `acr_values` and/or `max_age`
     (RFC 9470 `insufficient_user_authentication`). The daemon does not ask a provider
     for those on a caller's behalf yet: the message says which `authctl login` to run.
-    `reason` is what the server answered; `url` the request's (without its query)."""
+    `url` is the request's (without its query); `authbroker_reason` what the server said."""
 
-    def __init__(self, message, url, reason, acr_values=None, max_age=None):
+    def __init__(self, message, url, acr_values=None, max_age=None):
         super().__init__(message)
         self.url = url
-        self.reason = reason
         self.acr_values = acr_values
         self.max_age = max_age
 

@@ -1,15 +1,16 @@
 """Tokens for MCP clients (the Model Context Protocol's authorization, RFC 9728 discovery).
 
-With the MCP Python SDK, 1.x (`httpx`) and 2.x (`httpx2`) alike:
+With the MCP Python SDK, 1.x (on `httpx`) and 2.x (on `httpx2`) alike:
 
-    from authbroker.mcp import BrokerMCPAuth
-    from mcp.client.streamable_http import streamablehttp_client     # 1.x
-    async with streamablehttp_client(URL, auth=BrokerMCPAuth(URL)) as (read, write, _): ...
-
-    import httpx2                                                    # 2.x
+    import httpx                                   # mcp 2.x: import httpx2 as httpx
+    from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
-    async with httpx2.AsyncClient(auth=BrokerMCPAuth(URL)) as http, \\
-               streamable_http_client(URL, http_client=http) as (read, write): ...
+    from authbroker.mcp import BrokerMCPAuth
+    async with httpx.AsyncClient(auth=BrokerMCPAuth(URL)) as http, \\
+            streamable_http_client(URL, http_client=http) as streams:
+        async with ClientSession(streams[0], streams[1]) as session: ...
+
+(mcp 1.x also takes it as `streamablehttp_client(URL, auth=BrokerMCPAuth(URL))`.)
 
 For agents that take a command printing headers: `python3 -m authbroker.mcp URL` prints
 :func:`mcp_headers` as JSON."""
