@@ -32,8 +32,9 @@ public struct DiscoverySettings: Sendable, Equatable {
     }
 
     /// Whether `issuer` is trusted without asking: `mode = "allow"`, an exact entry, or an
-    /// entry ending in "/" that is a prefix of it at a path boundary (`https://host/`
-    /// trusts every issuer on that host, never `https://host.evil/`).
+    /// entry ending in "/" that is a prefix of it (`https://host/` trusts every issuer under
+    /// a path on that host, never `https://host.evil/`; the bare `https://host` issuer
+    /// needs an exact entry).
     public func trusts(_ issuer: String) -> Bool {
         if mode == .allow { return true }
         return trustedIssuers.contains { entry in

@@ -38,6 +38,8 @@ public final class DiscoveryService: ResourceDiscovering, RegistersMethods, Send
     /// long when it says nothing.
     static let longestMetadataLife = 86_400.0
     static let defaultMetadataLife = 3_600.0
+    /// Resources whose metadata is kept at once; the one expiring first makes room.
+    static let maxMetadata = 256
 
     public init(providers: ProvidersService, accounts: AccountsService, store: any CredentialStore,
                 transport: any HTTPTransport, clock: WallClock, logger: Logger) {
@@ -122,14 +124,14 @@ public final class DiscoveryService: ResourceDiscovering, RegistersMethods, Send
     /// sign-ins ask for, kept with it, and the caller is told to sign in again (or, waiting
     /// for a sign-in, gets one).
     func consentNeeded(provider name: String, resource: String?, scopes: [String]) async -> BrokerError {
-        var widened: ProviderConfig?
-        providers.discovered { d in
-            guard var p = d.providers[name] else { return }
-            for s in scopes where !p.scopes.contains(s) { p.scopes.append(s) }
-            d.providers[name] = p
-            widened = p
+        if let issuer = providers.discoveries.providers[name]?.issuer {
+            _ = try? await enrolments.run(issuer) { () async throws(BrokerError) -> Bool in
+                guard var p = self.providers.discoveries.providers[name] else { return false }
+                for s in scopes where !p.scopes.contains(s) { p.scopes.append(s) }
+                await self.install(p)
+                return true
+            }
         }
-        if let widened { install(widened) }
         let list = scopes.joined(separator: " ")
         let again = resource.map { "`authctl login --resource \($0)`" } ?? "`authctl login --provider \(name)`"
         logger.notice("a resource asks for scopes the sign-in did not grant: the next sign-in asks for them", metadata: [
@@ -168,15 +170,29 @@ public final class DiscoveryService: ResourceDiscovering, RegistersMethods, Send
     private func metadata(for resource: String, at url: String?) async throws(BrokerError) -> ProtectedResourceMetadata {
         let now = clock.now()
         if url == nil, let cached = state.withLock({ $0.metadata[resource] }), cached.until > now { return cached.value }
+        do throws(OAuthError) {
+            try ResourceURL.check(resource)
+        } catch {
+            throw Self.metadataFailed(error, resource: resource)
+        }
+        // Each new resource a caller names costs a request: charged as a refresh is.
+        try ProviderRequests.charge()
         let fetched: Fetched<ProtectedResourceMetadata>
         do {
-            try ResourceURL.check(resource)
             fetched = try await resources.protectedResourceMetadata(for: resource, metadataURL: url)
         } catch {
             throw Self.metadataFailed(error, resource: resource)
         }
         let life = min(Double(fetched.maxAge ?? Int(Self.defaultMetadataLife)), Self.longestMetadataLife)
-        state.withLock { $0.metadata[resource] = (fetched.value, now + life) }
+        state.withLock { s in
+            if s.metadata.count >= Self.maxMetadata {
+                s.metadata = s.metadata.filter { $0.value.until > now }
+                if s.metadata.count >= Self.maxMetadata, let soonest = s.metadata.min(by: { $0.value.until < $1.value.until }) {
+                    s.metadata[soonest.key] = nil
+                }
+            }
+            s.metadata[resource] = (fetched.value, now + life)
+        }
         return fetched.value
     }
 
@@ -199,14 +215,14 @@ public final class DiscoveryService: ResourceDiscovering, RegistersMethods, Send
             if var known = self.providers.discoveries.provider(issuer: issuer) {
                 guard !known.resources.contains(m.resource) else { return known }
                 known.resources.append(m.resource)
-                self.install(known)
+                await self.install(known)
                 return known
             }
             let enrolment = Enrolment(issuer: issuer, resource: m, name: Self.generatedName(for: issuer, taken: self.takenNames()),
                                       settings: self.providers.config.discovery, resources: self.resources,
                                       registrar: self.registrar, clock: self.clock)
             let config = try await enrolment.run()
-            self.install(config)
+            await self.install(config)
             self.logger.notice("a provider was found by discovery", metadata: [
                 "provider": "\(config.name)", "issuer": "\(EndpointPolicy.describe(issuer))",
                 "client": "\(config.discovered?.client.rawValue ?? "-")"])
@@ -216,17 +232,16 @@ public final class DiscoveryService: ResourceDiscovering, RegistersMethods, Send
 
     /// Puts a discovered provider in force and keeps it in the store (a store that does not
     /// take it costs a new registration after a restart, nothing else: logged).
-    private func install(_ config: ProviderConfig) {
+    /// Called in the server's turn (`enrolments`), so that two changes of one provider are
+    /// written in the order they were made.
+    private func install(_ config: ProviderConfig) async {
         providers.discovered { $0.providers[config.name] = config }
         guard let item = DiscoveredProviderItem.credential(for: config) else { return }
-        let store = self.store, logger = self.logger
-        Task {
-            do throws(StoreError) {
-                try await store.save(item)
-            } catch {
-                logger.warning("the provider found by discovery could not be kept in the secret store: after a restart authbroker registers again", metadata: [
-                    "provider": "\(config.name)", "error": "\(error.message)"])
-            }
+        do throws(StoreError) {
+            try await store.save(item)
+        } catch {
+            logger.warning("the provider found by discovery could not be kept in the secret store: after a restart authbroker registers again", metadata: [
+                "provider": "\(config.name)", "error": "\(error.message)"])
         }
     }
 
@@ -260,7 +275,8 @@ public final class DiscoveryService: ResourceDiscovering, RegistersMethods, Send
         case .unreachable(let m), .busy(let m, _):
             return .providerUnreachable(provider: host, retryAfter: 1, message: "the metadata of \(EndpointPolicy.describe(resource)) could not be read: \(m); try again")
         case .invalidResponse(let m), .configuration(let m), .endpointNotFound(let m):
-            return .invalidRequest(message: "\(EndpointPolicy.describe(resource)) cannot be used as a resource: \(m)")
+            let next = m.contains("config.toml") ? "" : "; tell its administrators, or configure its provider in config.toml"
+            return .invalidRequest(message: "\(EndpointPolicy.describe(resource)) cannot be used as a resource: \(m)\(next)")
         case .provider:
             return .invalidRequest(message: "\(EndpointPolicy.describe(resource)) cannot be used as a resource: \(error.message)")
         }

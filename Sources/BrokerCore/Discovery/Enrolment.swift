@@ -22,6 +22,7 @@ struct Enrolment: Sendable {
 
     func run() async throws(BrokerError) -> ProviderConfig {
         let server: ProviderMetadata
+        try ProviderRequests.charge()
         do {
             server = try await resources.authorizationServerMetadata(issuer: issuer).value
         } catch {
@@ -54,6 +55,7 @@ struct Enrolment: Sendable {
     /// device grant too where the server has it, and again without it when refused.
     private func register(at endpoint: String, server: ProviderMetadata, scopes: [String]) async throws(BrokerError) -> ProviderConfig {
         let port = try Self.freeLoopbackPort()
+        try ProviderRequests.charge()
         var grants = ["authorization_code", "refresh_token"]
         let device = server.deviceAuthorizationEndpoint != nil
         if device { grants.append(Self.deviceGrant) }
@@ -131,10 +133,10 @@ struct Enrolment: Sendable {
         case .invalidResponse(let m), .endpointNotFound(let m):
             return .providerUnreachable(provider: name, retryAfter: 1, message: "\(host) answered nonsense while \(what): \(m); if it goes on, tell its administrators, or register a client there by hand and add it to config.toml")
         case .configuration(let m):
-            return .configuration(provider: name, message: "\(host) cannot be used: \(m)")
+            return .configuration(provider: name, message: "\(host) cannot be used: \(m); tell its administrators, or configure its provider in config.toml by hand")
         case .provider(let code, let description, _):
             let said = description.map { "\(code): \($0)" } ?? code
-            return .providerError(provider: name, oauthError: code, message: "\(host) refused \(what) (\(said)): register a client for authbroker there by hand and add it to config.toml as [providers.NAME] with issuer = \"\(issuer)\"")
+            return .providerError(provider: name, oauthError: code, message: "\(host) answered \(what) with an error (\(said)): register a client for authbroker there by hand and add it to config.toml as [providers.NAME] with issuer = \"\(issuer)\"")
         }
     }
 }
