@@ -27,6 +27,10 @@ public final class Broker: Sendable {
     /// The caller policy the server asks about every request, before any service (the
     /// status service's, which asks it what each caller may see).
     public var gate: CallerGate { status.gate }
+    /// AWS credentials and the ID token for the clouds' STS, held by the exchange service
+    /// (it is one more exchange of the account's tokens; Broker stays within TypeSizeTests'
+    /// 12 stored properties).
+    public var clouds: CloudsService { exchange.clouds }
     private let reloading: ConfigurationReload
 
     /// - Parameters:
@@ -38,7 +42,7 @@ public final class Broker: Sendable {
     public init(config: BrokerConfig, store: any CredentialStore, transport: any HTTPTransport,
                 socketPath: String, clock: WallClock = .system, logger: Logger,
                 redirects: (any RedirectListening)? = nil, announcer: (any SignInAnnouncing)? = nil,
-                confirmer: (any CallerConfirming)? = nil,
+                confirmer: (any CallerConfirming)? = nil, trustAsker: (any ServerTrustAsking)? = nil,
                 refreshAheadTick: Duration = .seconds(15), storeRetryInterval: Duration = .seconds(5)) {
         let counters = BrokerCounters()
         let events = EventsService()
@@ -52,14 +56,14 @@ public final class Broker: Sendable {
         let signIns = SignInService(providers: providers, accounts: accounts, tokens: forgetting, events: events.hub,
                                     counters: counters, redirects: redirects, announcer: announcer, logger: logger, clock: clock)
         let discovery = DiscoveryService(providers: providers, accounts: accounts, store: store, transport: transport,
-                                         clock: clock, logger: logger)
+                                         clock: clock, logger: logger, asker: trustAsker)
         let tokens = TokensService(refresher: refresher, ahead: ahead, accounts: accounts, providers: providers,
                                    counters: counters, signIns: signIns.onDemand, discovery: discovery, clock: clock, logger: logger)
         let gate = CallerGate(source: providers, confirmer: confirmer, logger: logger)
         self.providers = providers
         self.accounts = accounts
         self.tokens = tokens
-        self.exchange = ExchangeService(tokens: tokens, clock: clock, logger: logger)
+        self.exchange = ExchangeService(tokens: tokens, transport: transport, clock: clock, logger: logger)
         self.proofs = ProofsService(tokens: tokens, clock: clock)
         self.signIns = signIns
         self.signOut = SignOutService(accounts: accounts, tokens: forgetting, events: events.hub, logger: logger)
@@ -72,7 +76,7 @@ public final class Broker: Sendable {
 
     /// Every service's methods, handed to `registrar` (the server's method table).
     public func register(into registrar: inout some MethodRegistrar) {
-        let services: [any RegistersMethods] = [tokens, exchange, proofs, accounts, claims, signIns, signOut, providers, status, events, discovery]
+        let services: [any RegistersMethods] = [tokens, exchange, proofs, accounts, claims, signIns, signOut, providers, status, events, discovery, clouds]
         for service in services { service.register(into: &registrar) }
     }
 

@@ -28,7 +28,7 @@ public enum BrokerError: Error, Sendable, Equatable {
     case configuration(provider: String?, message: String)
     /// A resource's metadata names an authorization server the user has not trusted:
     /// nothing was sent to it (docs/security.md, "Discovery").
-    case untrustedServer(resource: String, issuer: String, provider: String, resourceHost: String, issuerHost: String)
+    case untrustedServer(resource: String, issuer: String, provider: String, resourceHost: String, issuerHost: String, why: String = "")
     case internalError(String)
 
     public var message: String {
@@ -37,8 +37,9 @@ public enum BrokerError: Error, Sendable, Equatable {
              .storeUnavailable(let m, _), .unknownProvider(let m), .invalidRequest(let m),
              .loginFailed(_, let m), .forbidden(let m), .overloaded(let m), .configuration(_, let m), .internalError(let m):
             return m
-        case .untrustedServer(let resource, _, _, let resourceHost, let issuerHost):
-            return "\(resourceHost) sends its users to sign in at \(issuerHost), which you have not trusted yet: run `authctl login --resource \(resource)` to review it and sign in"
+        case .untrustedServer(let resource, _, _, let resourceHost, let issuerHost, let why):
+            let reason = why.isEmpty ? "" : " (\(why))"
+            return "\(resourceHost) sends its users to sign in at \(issuerHost), which you have not trusted yet\(reason): run `authctl login --resource \(resource)` to review it and sign in"
         case .providerRequestsSpent(let limit, let wait):
             return "this connection made authbrokerd ask the provider for \(limit) tokens within a minute (cache_misses_per_minute): try again in \(wait) s"
         }

@@ -27,7 +27,7 @@ extension BrokerError {
             return RPCError(.overloaded, message, data: ErrorData(retryAfter: wait, limit: limit))
         case .configuration(let provider, let m):
             return RPCError(.configuration, m, data: provider.map { ErrorData(provider: $0) })
-        case .untrustedServer(let resource, let issuer, let provider, let resourceHost, let issuerHost):
+        case .untrustedServer(let resource, let issuer, let provider, let resourceHost, let issuerHost, _):
             return RPCError(.untrustedServer, message, data: ErrorData(provider: provider, resource: resource, issuer: issuer,
                                                                   resourceHost: resourceHost, issuerHost: issuerHost))
         case .internalError(let m):

@@ -13,7 +13,7 @@ import Synchronization
 /// user's browser, and asks `confirm = true` rules' questions with Allow and Deny. The
 /// notifications name the program that asks, the provider and the resource only: never a
 /// token or a code.
-public final class DesktopNotifier: SignInAnnouncing, CallerConfirming {
+public final class DesktopNotifier: SignInAnnouncing, CallerConfirming, ServerTrustAsking {
     private struct State {
         /// The bus connection, made on first use; nil until then or while there is no bus.
         var notifier: Handle?
@@ -88,6 +88,40 @@ public final class DesktopNotifier: SignInAnnouncing, CallerConfirming {
     static let maxOpenQuestions = 8
 
     public func confirm(_ question: ConfirmQuestion, program: RequestingProgram?, seconds: Int) async -> ConfirmAnswer {
+        let who = SignInPage.escape(program?.description ?? "A program")
+        let what = SignInPage.escape(question.tokenFor)
+        let provider = SignInPage.escape(question.provider)
+        let body = "\(who) asks for a token for \(what) of \(provider). Allow it only if you just started it."
+            + (program?.forwarded == true ? " It came over a forwarded socket: the program that asks runs on the other host." : "")
+            + " No answer within \(seconds) seconds denies it."
+        return await ask(Prompt(summary: "Allow a token for \(provider)?", body: body, allow: "Allow", kind: "a confirm rule's question"),
+                         seconds: seconds)
+    }
+
+    /// A resource's metadata names an authorization server the user has not trusted, and a
+    /// program waits for a sign-in there: the user is shown both hosts before anything is
+    /// sent to the server.
+    public func askTrust(_ request: TrustRequest, program: RequestingProgram?, seconds: Int) async -> ConfirmAnswer {
+        let who = SignInPage.escape(program?.description ?? "A program")
+        let resource = SignInPage.escape(request.resourceHost), server = SignInPage.escape(request.issuerHost)
+        let body = "\(who) wants a token for \(resource), which sends its users to sign in at \(server) (\(SignInPage.escape(request.issuer))). "
+            + "authbroker has not used \(server) before: trusting it registers authbroker there and opens its sign-in page. "
+            + "Trust it only if you know both. No answer within \(seconds) seconds trusts nothing."
+        return await ask(Prompt(summary: "Trust \(server) for \(resource)?", body: body, allow: "Trust", kind: "the trust question"),
+                         seconds: seconds)
+    }
+
+    /// What an Allow/Deny question shows.
+    private struct Prompt {
+        var summary: String
+        var body: String
+        var allow: String
+        /// For the log line when nothing could be shown.
+        var kind: String
+    }
+
+    /// Shows an Allow/Deny question and waits for the answer, at most `seconds`.
+    private func ask(_ question: Prompt, seconds: Int) async -> ConfirmAnswer {
         // Counted before the Notify call, so concurrent askers cannot all slip under it.
         guard state.withLock({ s -> Bool in
             guard s.questions.count + s.showing < Self.maxOpenQuestions else { return false }
@@ -95,7 +129,7 @@ public final class DesktopNotifier: SignInAnnouncing, CallerConfirming {
             return true
         }) else { return .busy(Self.maxOpenQuestions) }
         let shown = await withCheckedContinuation { (continuation: CheckedContinuation<(UInt32?, String), Never>) in
-            queue.async { continuation.resume(returning: self.ask(question, program: program, seconds: seconds)) }
+            queue.async { continuation.resume(returning: self.show(question)) }
         }
         guard let id = shown.0 else { return .unavailable(shown.1) }
         // No answer in time is a no; the question is taken back.
@@ -120,7 +154,7 @@ public final class DesktopNotifier: SignInAnnouncing, CallerConfirming {
     }
 
     /// Shows the question; its id, or nil and why nothing could be shown.
-    private func ask(_ question: ConfirmQuestion, program: RequestingProgram?, seconds: Int) -> (UInt32?, String) {
+    private func show(_ question: Prompt) -> (UInt32?, String) {
         var shown: UInt32?
         defer {
             // Once shown, the question counts in `questions`, until it is answered.
@@ -130,21 +164,15 @@ public final class DesktopNotifier: SignInAnnouncing, CallerConfirming {
             }
         }
         guard let notifier = connected() else { return (nil, "no session bus") }
-        let who = SignInPage.escape(program?.description ?? "A program")
-        let what = SignInPage.escape(question.tokenFor)
-        let provider = SignInPage.escape(question.provider)
-        let body = "\(who) asks for a token for \(what) of \(provider). Allow it only if you just started it."
-            + (program?.forwarded == true ? " It came over a forwarded socket: the program that asks runs on the other host." : "")
-            + " No answer within \(seconds) seconds denies it."
         var error: UnsafeMutablePointer<GError>?
         // Never expires on the server's clock (0): the daemon's timer takes it back, so a
         // time-out is told as one rather than as a dismissal.
-        let id = authbroker_notifier_ask(notifier, "authbroker", "Allow a token for \(provider)?", body, "Allow", "Deny",
+        let id = authbroker_notifier_ask(notifier, "authbroker", question.summary, question.body, question.allow, "Deny",
                                          0, Self.callTimeoutMilliseconds, &error)
         guard id != 0 else {
             let reason = String(cString: authbroker_error_message(error))
             if let error { g_error_free(error) }
-            logger.notice("no desktop notification for a confirm rule's question: the request is refused", metadata: ["reason": "\(reason)"])
+            logger.notice("no desktop notification for \(question.kind): the request is refused", metadata: ["reason": "\(reason)"])
             return (nil, "no notification server answered: \(reason)")
         }
         // An answer that comes before the asker waits is kept for it (`defer` above).

@@ -118,7 +118,8 @@ struct Daemon {
         // One notifier (one bus connection) announces sign-ins and asks confirm rules' questions.
         let desktop = DesktopNotifier(launcher: launcher, logger: logger)
         let broker = Broker(config: settings, store: store, transport: transport, socketPath: socketPath, logger: logger,
-                            redirects: LoopbackRedirects(group: loops), announcer: desktop, confirmer: desktop)
+                            redirects: LoopbackRedirects(group: loops), announcer: desktop, confirmer: desktop,
+                            trustAsker: desktop)
         // A store that cannot be read does not stop the start (no exit, no restart loop):
         // the broker serves without its accounts and reads it again until it can.
         await broker.start()

@@ -15,8 +15,9 @@ import urllib.parse
 
 import pytest
 
-from conftest import AUTHCTL, ROOT, Daemon, _provider, _stop_provider, files_outside_the_keyring
+from conftest import AUTHCTL, ROOT, Daemon, _provider, _stop_provider, files_outside_the_keyring, secret_tool
 from glewlwyd_api import Glewlwyd, _request
+from test_sign_in_on_demand import notifications, wait_until  # noqa: F401 (a fixture)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SUPPORT = os.path.join(HERE, "support")
@@ -52,7 +53,9 @@ def mcp_world():
 
 
 def discovery_daemon(gl, mode="ask", extra=""):
-    """A daemon with no provider at all in config.toml."""
+    """A daemon with no provider at all in config.toml, and no trace in the keyring of the
+    provider an earlier test's daemon found (its items are named for the issuer's host)."""
+    secret_tool("clear", "provider", urllib.parse.urlsplit(gl.issuer).netloc)
     d = Daemon(None)
     d.gl = gl
     d.write_config(text=f'[daemon]\nstore = "secret-service"\n\n[discovery]\nmode = "{mode}"\n{extra}')
@@ -203,6 +206,48 @@ def test_a_tool_that_needs_more_scope_gets_one_step_up(mcp_world):
         # One step-up, not one per request: a second agent needs no sign-in.
         r = agent(d, resource, "--tool", "admin_echo")
         assert r.returncode == 0, r.stderr
+    finally:
+        d.cleanup()
+
+
+def test_a_waiting_agent_asks_the_desktop_before_trusting_a_server(mcp_world, notifications):
+    """The agent runs with no terminal: the trust question goes to the desktop (the STUB
+    notification server of test_sign_in_on_demand), naming both hosts; Deny refuses with
+    nothing sent to the server, Trust registers and starts the sign-in the agent waits for."""
+    gl, resource = mcp_world
+    d = discovery_daemon(gl)
+    d.env.pop("INVOCATION_ID", None)
+    d.env["BROWSER"] = ""
+    d.start()
+    try:
+        before = registered_clients(gl)
+        env = dict(d.env, PYTHONPATH=os.path.join(ROOT, "clients", "python", "src"))
+        denied = subprocess.Popen([sys.executable, CLIENT, resource], env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        assert wait_until(lambda: len(notifications.calls("Notify")) == 1), d.log_text()
+        asked = notifications.calls("Notify")[0]
+        assert asked["summary"].startswith("Trust 127.0.0.1 for 127.0.0.1"), asked
+        assert gl.issuer in asked["body"] and "has not used" in asked["body"], asked
+        notifications.click(asked["id"], "deny")
+        _, err = denied.communicate(timeout=60)
+        assert denied.returncode != 0 and "you denied it on the desktop" in err, err[-2000:]
+        assert registered_clients(gl) == before, "nothing is registered on a deny"
+
+        trusting = subprocess.Popen([sys.executable, CLIENT, resource], env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+        assert wait_until(lambda: len(notifications.calls("Notify")) == 2), d.log_text()
+        notifications.click(notifications.calls("Notify")[1]["id"], "allow")
+        provider = None
+        deadline = time.time() + 30
+        while provider is None and time.time() < deadline:
+            found = d.rpc("discovery.resolve", {"resource": resource}).get("result", {})
+            provider = found.get("provider") if found.get("trusted") else None
+            time.sleep(0.1)
+        play_pending_sign_in(d, gl, provider, ["mcp"])
+        out, err = trusting.communicate(timeout=90)
+        assert trusting.returncode == 0, err[-2000:]
+        assert json.loads(out)["whoami"]["username"] == "alice"
+        assert len(registered_clients(gl) - before) == 1
     finally:
         d.cleanup()
 

@@ -23,6 +23,8 @@ public final class DiscoveryService: ResourceDiscovering, RegistersMethods, Send
     private let registrar: ClientRegistrar
     private let clock: WallClock
     private let logger: Logger
+    /// The desktop's question for a waiting program; nil: such programs are refused.
+    private let asker: (any ServerTrustAsking)?
     private let state = Mutex(State())
     /// One enrolment per server at a time: two callers meeting a new server register once.
     private let enrolments = IssuerTurns()
@@ -42,7 +44,8 @@ public final class DiscoveryService: ResourceDiscovering, RegistersMethods, Send
     static let maxMetadata = 256
 
     public init(providers: ProvidersService, accounts: AccountsService, store: any CredentialStore,
-                transport: any HTTPTransport, clock: WallClock, logger: Logger) {
+                transport: any HTTPTransport, clock: WallClock, logger: Logger, asker: (any ServerTrustAsking)? = nil) {
+        self.asker = asker
         self.providers = providers
         self.accounts = accounts
         self.store = store
@@ -105,6 +108,30 @@ public final class DiscoveryService: ResourceDiscovering, RegistersMethods, Send
     }
 
     // MARK: token.get's way in
+
+    /// A program waiting for a sign-in met an untrusted server: the user is asked on the
+    /// desktop, shown both hosts; a yes trusts it as `discovery.trust` does. Anything else
+    /// (no, no answer, nothing could be shown) is the untrusted refusal, with why.
+    func askTrust(_ refusal: BrokerError) async throws(BrokerError) {
+        guard case .untrustedServer(let resource, let issuer, _, let resourceHost, let issuerHost, _) = refusal else { throw refusal }
+        guard let asker else { throw refusal }
+        let answer = await asker.askTrust(TrustRequest(resource: resource, resourceHost: resourceHost, issuer: issuer, issuerHost: issuerHost),
+                                          program: Requester.program, seconds: providers.confirmTimeout)
+        guard answer == .allowed else {
+            let why: String
+            switch answer {
+            case .denied: why = "you denied it on the desktop"
+            case .dismissed: why = "the question on the desktop was closed unanswered"
+            case .timedOut: why = "the question on the desktop went unanswered"
+            case .unavailable: why = "no desktop notification could ask you"
+            case .busy: why = "too many questions wait on the desktop already"
+            case .allowed: why = ""
+            }
+            throw BrokerError.untrustedServer(resource: resource, issuer: issuer, provider: "", resourceHost: resourceHost,
+                                              issuerHost: issuerHost, why: why)
+        }
+        _ = try await trust(DiscoveryTrustParams(resource: resource, issuer: issuer))
+    }
 
     /// The provider that serves `resource`, which no provider in force lists: the one its
     /// metadata names, once trusted. `named`, when the caller named a provider, must be it.
@@ -306,4 +333,7 @@ protocol ResourceDiscovering: Sendable {
     /// The resource needs `scopes` the sign-in did not grant: the provider's next sign-in
     /// asks for them too; the answer is the "sign in again" error.
     func consentNeeded(provider name: String, resource: String?, scopes: [String]) async -> BrokerError
+    /// A waiting program met an untrusted server: asks the user (the desktop), trusting it
+    /// on a yes; throws the refusal otherwise.
+    func askTrust(_ refusal: BrokerError) async throws(BrokerError)
 }

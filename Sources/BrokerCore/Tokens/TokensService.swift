@@ -114,6 +114,12 @@ public final class TokensService: RegistersMethods, Sendable {
         do {
             return try await tokenNow(request)
         } catch {
+            var error = error
+            if case .untrustedServer = error, let discovery {
+                // A waiting program: the user is asked on the desktop first.
+                try await discovery.askTrust(error)
+                do { return try await tokenNow(request) } catch let next { error = next }
+            }
             guard case .loginRequired(let name, _) = error else { throw error }
             try await signIns.awaitSignIn(provider: name, seconds: wait)
             return try await tokenNow(request)
