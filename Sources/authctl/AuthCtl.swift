@@ -36,7 +36,7 @@ struct AuthCtl: ParsableCommand {
             """,
         version: BrokerVersion.current,
         subcommands: [Login.self, Token.self, Status.self, Accounts.self, Whoami.self, UserInfo.self, Logout.self, SetSecret.self,
-                      Exec.self, KubeCredential.self, GitCredential.self, SetupGit.self, Events.self]
+                      Exec.self, KubeCredential.self, GitCredential.self, SetupGit.self, Events.self, Headers.self]
     )
 
     /// Plain `authctl token …` skips ArgumentParser's start-up (``TokenFastPath``);

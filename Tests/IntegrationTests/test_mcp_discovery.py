@@ -140,6 +140,14 @@ def test_an_mcp_client_gets_its_tool_result_for_a_server_nobody_configured(mcp_w
         assert r.returncode == 0, r.stderr
         assert len(registered_clients(gl) - before) == 1
 
+        # An agent that takes a headers command (a "headers helper") instead of a library.
+        h = d.ctl("headers", "--resource", resource)
+        assert h.returncode == 0, h.stderr
+        assert list(json.loads(h.stdout)) == ["Authorization"] and json.loads(h.stdout)["Authorization"].startswith("Bearer ")
+        r = agent(d, resource, "--headers-command", f"{AUTHCTL} headers --resource {resource}")
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["whoami"]["username"] == "alice"
+
         # Listed under its generated name.
         accounts = d.rpc("account.list")["result"]["accounts"]
         assert [a["provider"] for a in accounts] == ["127.0.0.1:" + gl.issuer.split(":")[2].split("/")[0]], accounts

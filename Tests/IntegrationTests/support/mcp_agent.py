@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """An agent process: an MCP client of the official SDK (PyPI `mcp`) whose every request is
-signed by authbroker (clients/python's BrokerMCPAuth). Lists the server's tools, calls
-`whoami`, prints {"tools": [...], "whoami": {...}} as JSON. Never sees a token file.
+signed by authbroker (clients/python's BrokerMCPAuth), or, with --headers-command, whose
+headers come from a command it runs first (as agents with a "headers helper" do). Lists
+the server's tools, calls `whoami`, prints {"tools": [...], "whoami": {...}} as JSON.
+Never sees a token file.
 
-  mcp_agent.py SERVER_URL [--tool NAME]
+  mcp_agent.py SERVER_URL [--tool NAME] [--headers-command "authctl headers --resource URL"]
 """
 import argparse
 import asyncio
 import json
+import shlex
+import subprocess
 
 import httpx
 from mcp import ClientSession
@@ -20,8 +24,14 @@ async def main():
     a = argparse.ArgumentParser()
     a.add_argument("url")
     a.add_argument("--tool", default="whoami")
+    a.add_argument("--headers-command")
     args = a.parse_args()
-    async with httpx.AsyncClient(auth=BrokerMCPAuth(args.url, wait_for_sign_in=60)) as http:
+    if args.headers_command:
+        headers = json.loads(subprocess.run(shlex.split(args.headers_command), check=True, capture_output=True, text=True).stdout)
+        client = httpx.AsyncClient(headers=headers)
+    else:
+        client = httpx.AsyncClient(auth=BrokerMCPAuth(args.url, wait_for_sign_in=60))
+    async with client as http:
         async with streamable_http_client(args.url, http_client=http) as (read, write, _):
             async with ClientSession(read, write) as session:
                 await session.initialize()
