@@ -311,7 +311,7 @@ func (c *Conn) decode(raw []byte, id int64, method string, result interface{}) (
 		if answerID != nil && *answerID != id {
 			return true, bad("an error answer carries id %d instead of %d", *answerID, id)
 		}
-		return true, r.Error
+		return true, typed(r.Error)
 	}
 	if answerID == nil || *answerID != id {
 		return true, bad("the answer to request %d carries id %s", id, string(r.ID))

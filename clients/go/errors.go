@@ -22,6 +22,7 @@ const (
 	CodeRequestTooLarge        = -32008
 	CodeOverloaded             = -32009
 	CodeConfiguration          = -32010
+	CodeUntrustedServer        = -32011
 )
 
 // RPCError is an error the daemon answered: its code, its sentence for the user, and
@@ -52,6 +53,66 @@ func (e *RPCError) RetryAfter() int {
 	}
 	return -1
 }
+
+// UntrustedServerError is the daemon's -32011: the resource's metadata names an
+// authorization server the user has not trusted yet, and nothing was sent to it. Its
+// message is the daemon's sentence, which says to run `authctl login --resource URL`: that
+// shows both hosts and asks. No program trusts a server on the user's behalf; this
+// library never does. errors.As finds the *RPCError in it too, and IsCode its code.
+type UntrustedServerError struct {
+	RPC          *RPCError
+	Resource     string
+	Issuer       string
+	ResourceHost string
+	IssuerHost   string
+}
+
+func (e *UntrustedServerError) Error() string { return e.RPC.Error() }
+
+// Unwrap gives the RPCError (code, message and data as the daemon answered them).
+func (e *UntrustedServerError) Unwrap() error { return e.RPC }
+
+// typed is the error for an error answer: an *UntrustedServerError for -32011, else the
+// *RPCError itself.
+func typed(e *RPCError) error {
+	if e.Code != CodeUntrustedServer {
+		return e
+	}
+	s := func(k string) string { v, _ := e.Data[k].(string); return v }
+	return &UntrustedServerError{RPC: e, Resource: s("resource"), Issuer: s("issuer"),
+		ResourceHost: s("resource_host"), IssuerHost: s("issuer_host")}
+}
+
+// UserAuthenticationError: a resource server asks for a new sign-in meeting ACRValues
+// and/or MaxAge (RFC 9470 insufficient_user_authentication). The daemon does not ask a
+// provider for those on a program's behalf: the message says which `authctl login` to
+// run. URL is the request's (without query); Reason what the server said. The Transport
+// returns it (wrapped by http.Client in a *url.Error: use errors.As) instead of the
+// response.
+type UserAuthenticationError struct {
+	URL       string
+	ACRValues string
+	MaxAge    string
+	Reason    string
+	Message   string
+}
+
+func (e *UserAuthenticationError) Error() string { return e.Message }
+
+// RefusalError: a resource server refused a request (401 or 403) and the one retry its
+// challenge asks for could not be made, because a call to the daemon failed (Err: an
+// *RPCError, an *UntrustedServerError, a *ClientError). Its message is Err's; Reason says
+// what the server answered ("https://api.example.com/v1 refused the request with 401
+// invalid_token"). errors.As finds Err's type through it.
+type RefusalError struct {
+	URL    string
+	Reason string
+	Err    error
+}
+
+func (e *RefusalError) Error() string { return e.Err.Error() }
+
+func (e *RefusalError) Unwrap() error { return e.Err }
 
 // IsCode reports whether err is an RPCError with that code:
 //

@@ -103,6 +103,44 @@ func (c *Conn) RejectToken(ctx context.Context, accessToken string) (bool, error
 	return r.Dropped, err
 }
 
+// Resolution is what discovery.resolve answers: who issues a resource's tokens
+// (RFC 9728), and where the broker stands with that authorization server.
+type Resolution struct {
+	Resource     string `json:"resource"`
+	Provider     string `json:"provider"`
+	Issuer       string `json:"issuer"`
+	ResourceHost string `json:"resource_host"`
+	IssuerHost   string `json:"issuer_host"`
+	Trusted      bool   `json:"trusted"`
+	SignedIn     bool   `json:"signed_in"`
+	Configured   bool   `json:"configured"`
+}
+
+// Resolve is discovery.resolve: what the metadata of resource (at resourceMetadata, the
+// URL a 401 named; "": its well-known URL) says. Nothing is sent to the authorization
+// server. A server not trusted yet is answered Trusted false, or *UntrustedServerError;
+// only the user trusts it (`authctl login --resource URL`): this library has no call
+// for discovery.trust.
+func (c *Conn) Resolve(ctx context.Context, resource, resourceMetadata string) (*Resolution, error) {
+	params := map[string]string{"resource": resource}
+	if resourceMetadata != "" {
+		params["resource_metadata"] = resourceMetadata
+	}
+	var r Resolution
+	if err := c.Call(ctx, "discovery.resolve", params, &r); err != nil {
+		return nil, err
+	}
+	if r.Provider == "" {
+		return nil, &ClientError{Kind: BadResponse, Path: c.Path,
+			Message: "authbrokerd answered something unexpected: the discovery.resolve answer lacks 'provider'"}
+	}
+	if r.Resource != resource {
+		return nil, &ClientError{Kind: BadResponse, Path: c.Path, Message: fmt.Sprintf(
+			"authbrokerd answered something unexpected: discovery.resolve for %s answered for another resource", resource)}
+	}
+	return &r, nil
+}
+
 // SignIn is what login.start answers: the page to open, and whether a desktop
 // notification shows it already.
 type SignIn struct {
