@@ -130,7 +130,7 @@ let package = Package(
             name: "FuzzCorpusTests",
             dependencies: ["BrokerServer", "BrokerProtocol", "HTTPClient", "TOML"],
             path: "Fuzz",
-            exclude: ["RPCFuzz", "HTTPFuzz", "TOMLFuzz", "corpus", "http-corpus", "toml-corpus"],
+            exclude: ["RPCFuzz", "HTTPFuzz", "TOMLFuzz", "RedirectFuzz", "corpus", "http-corpus", "toml-corpus", "redirect-corpus"],
             sources: ["Properties", "Replay"]
         ),
         .testTarget(name: "QREncoderTests", dependencies: ["QREncoder", "CQREncode"]),

@@ -28,6 +28,12 @@ final class CorpusReplayTests: XCTestCase {
         }
     }
 
+    func testRedirectRequestHeadCorpus() throws {
+        for input in try corpus("redirect-corpus") {
+            XCTAssertNil(redirectInputProblem(input.bytes), "Fuzz/redirect-corpus/\(input.name)")
+        }
+    }
+
     func testTOMLCorpus() throws {
         for input in try corpus("toml-corpus") {
             XCTAssertNil(tomlInputProblem(input.bytes), "Fuzz/toml-corpus/\(input.name)")

@@ -39,10 +39,13 @@ public final class Broker: Sendable {
     ///   - announcer: shows a sign-in on demand to the user (the desktop notification).
     ///   - confirmer: asks the user before a `confirm = true` rule's caller gets a token;
     ///     without one, such rules serve nothing.
+    ///   - audit: where decisions on tokens are written (the journal, or the audit file);
+    ///     nil: nowhere.
     public init(config: BrokerConfig, store: any CredentialStore, transport: any HTTPTransport,
                 socketPath: String, clock: WallClock = .system, logger: Logger,
                 redirects: (any RedirectListening)? = nil, announcer: (any SignInAnnouncing)? = nil,
                 confirmer: (any CallerConfirming)? = nil, trustAsker: (any ServerTrustAsking)? = nil,
+                audit: AuditTrail? = nil,
                 refreshAheadTick: Duration = .seconds(15), storeRetryInterval: Duration = .seconds(5)) {
         let counters = BrokerCounters()
         let events = EventsService()
@@ -52,14 +55,16 @@ public final class Broker: Sendable {
         let refresher = Refresher(cache: TokenCache(), accounts: accounts, providers: providers, counters: counters,
                                   events: events.hub, logger: logger, clock: clock)
         let ahead = RefreshAhead(tick: refreshAheadTick, refresher: refresher, providers: providers, clock: clock, logger: logger)
-        let forgetting = TokenForgetting(cache: refresher.cache, ahead: ahead)
+        // The gate's leases ("Allow for N minutes"), which a sign-out of their provider ends.
+        let leases = LeaseTable(clock: clock, logger: logger)
+        let forgetting = TokenForgetting(cache: refresher.cache, ahead: ahead, leases: leases)
         let signIns = SignInService(providers: providers, accounts: accounts, tokens: forgetting, events: events.hub,
                                     counters: counters, redirects: redirects, announcer: announcer, logger: logger, clock: clock)
         let discovery = DiscoveryService(providers: providers, accounts: accounts, store: store, transport: transport,
-                                         clock: clock, logger: logger, asker: trustAsker)
+                                         clock: clock, logger: logger, asker: trustAsker, tokens: forgetting)
         let tokens = TokensService(refresher: refresher, ahead: ahead, accounts: accounts, providers: providers,
                                    counters: counters, signIns: signIns.onDemand, discovery: discovery, clock: clock, logger: logger)
-        let gate = CallerGate(source: providers, confirmer: confirmer, logger: logger)
+        let gate = CallerGate(source: providers, confirmer: confirmer, logger: logger, leases: leases, audit: audit)
         self.providers = providers
         self.accounts = accounts
         self.tokens = tokens
@@ -76,7 +81,8 @@ public final class Broker: Sendable {
 
     /// Every service's methods, handed to `registrar` (the server's method table).
     public func register(into registrar: inout some MethodRegistrar) {
-        let services: [any RegistersMethods] = [tokens, exchange, proofs, accounts, claims, signIns, signOut, providers, status, events, discovery, clouds]
+        let services: [any RegistersMethods] = [tokens, exchange, proofs, accounts, claims, signIns, signOut, providers, status, events, discovery, clouds,
+                                                GrantsService(leases: gate.leases)]
         for service in services { service.register(into: &registrar) }
     }
 
@@ -85,7 +91,10 @@ public final class Broker: Sendable {
 
     /// Puts a new configuration in force (SIGHUP) as one transaction (`ConfigurationReload`).
     public func reload(_ new: BrokerConfig) async throws(BrokerError) -> ReloadSummary {
-        try await reloading.reload(new)
+        let summary = try await reloading.reload(new)
+        // A lease holds under the rule it was given under, as it was: a changed rule is another.
+        gate.leases.keep(rules: providers.callerPolicy.rules)
+        return summary
     }
 
     /// Stops what runs in the background: sign-ins in progress (their listeners closed
@@ -96,6 +105,7 @@ public final class Broker: Sendable {
         await signIns.endAll()
         reloading.tokens.stopRefreshingAhead()
         _ = await tokens.refresher.saveUnsaved()
+        gate.audit?.flush()
     }
 
     /// Counters since start, for `daemon.status`.

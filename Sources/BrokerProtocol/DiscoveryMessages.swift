@@ -84,3 +84,27 @@ public struct DiscoveryTrustResult: Codable, Sendable, Equatable {
         self.client = client
     }
 }
+
+/// `provider.rename` params: a provider found by discovery gets the name the user chooses
+/// (its generated one is the issuer's host). Its accounts and client move with it.
+public struct ProviderRenameParams: Codable, Sendable, Equatable {
+    public var provider: String
+    public var name: String
+
+    public init(provider: String, name: String) {
+        self.provider = provider
+        self.name = name
+    }
+}
+
+/// `provider.rename` result.
+public struct ProviderRenameResult: Codable, Sendable, Equatable {
+    public var provider: String
+    /// The accounts moved to the new name.
+    public var accounts: Int
+
+    public init(provider: String, accounts: Int) {
+        self.provider = provider
+        self.accounts = accounts
+    }
+}

@@ -14,18 +14,33 @@ public struct AccountInfo: Codable, Sendable, Equatable {
     /// What people are shown: `username`, else `subject@issuer-host` (docs/providers.md).
     /// Accepted wherever an account is named. Absent from daemons before this member.
     public var displayName: String?
+    /// Set while the account's newest refresh token is only in the daemon's memory (the
+    /// store refused it: locked, gone, full): the sentence that says why and what a restart
+    /// would cost. Absent when it is saved.
+    public var unsaved: String?
+    /// The store's failure in one word (`locked`, `unavailable`, `timed_out`, `failed`),
+    /// with `unsaved`.
+    public var unsavedReason: String?
+    /// In a sign-in's answer that replaced an earlier sign-in of the account: what became of
+    /// the refresh token it replaced (revoked at the provider, or why not). Absent otherwise.
+    public var replacedSignIn: String?
 
     enum CodingKeys: String, CodingKey {
-        case provider, subject, username, state
+        case provider, subject, username, state, unsaved
         case displayName = "display_name"
+        case unsavedReason = "unsaved_reason"
+        case replacedSignIn = "replaced_sign_in"
     }
 
-    public init(provider: String, subject: String, username: String?, state: AccountState, displayName: String? = nil) {
+    public init(provider: String, subject: String, username: String?, state: AccountState, displayName: String? = nil,
+                unsaved: String? = nil, unsavedReason: String? = nil) {
         self.provider = provider
         self.subject = subject
         self.username = username
         self.state = state
         self.displayName = displayName
+        self.unsaved = unsaved
+        self.unsavedReason = unsavedReason
     }
 
     /// The name to show: `displayName`, else `username`, else the subject.
@@ -34,7 +49,18 @@ public struct AccountInfo: Codable, Sendable, Equatable {
 
 public struct AccountListResult: Codable, Sendable, Equatable {
     public var accounts: [AccountInfo]
-    public init(accounts: [AccountInfo]) { self.accounts = accounts }
+    /// Set while the secret store's accounts cannot be read (the daemon started without
+    /// it): the sentence saying why. `accounts` then lacks those accounts, which are not gone.
+    public var storeUnreadable: String?
+    public init(accounts: [AccountInfo], storeUnreadable: String? = nil) {
+        self.accounts = accounts
+        self.storeUnreadable = storeUnreadable
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case accounts
+        case storeUnreadable = "store_unreadable"
+    }
 }
 
 /// `login.start` params.

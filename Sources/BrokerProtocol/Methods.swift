@@ -19,6 +19,11 @@ public enum RPCMethod: String, Sendable, CaseIterable {
     case eventsUnsubscribe = "events.unsubscribe"
     case discoveryResolve = "discovery.resolve"
     case discoveryTrust = "discovery.trust"
+    case providerRename = "provider.rename"
+    case awsCredentials = "aws.credentials"
+    case accountIDToken = "account.id_token"
+    case grantsList = "grants.list"
+    case grantsRevoke = "grants.revoke"
 }
 
 /// Params of methods that take none.

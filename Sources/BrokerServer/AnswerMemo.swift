@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import BrokerCore
 import BrokerCrypto
 import BrokerProtocol
 #if canImport(FoundationEssentials)
@@ -54,6 +55,8 @@ struct AnswerMemo {
         var restStart = 0
         /// What the answer rests on.
         var stamp = CacheHitStamp(generation: 0, expiresAt: 0, minimumLife: 0)
+        /// What the answer is about, for the audit line of each use (nil: no trail).
+        var audit: AuditSubject?
     }
 
     /// The kept answers, the most recently used first.
@@ -67,7 +70,8 @@ struct AnswerMemo {
     /// while there is room, else in place of the least recently used, written over in its
     /// room (none of the answer it replaces is left). An answer larger than `largestKept`
     /// is not kept.
-    mutating func keep(line: UnsafeRawBufferPointer, idRange: Range<Int>, answer: Data, resultStart: Int, stamp: CacheHitStamp) {
+    mutating func keep(line: UnsafeRawBufferPointer, idRange: Range<Int>, answer: Data, resultStart: Int, stamp: CacheHitStamp,
+                       audit: AuditSubject? = nil) {
         let prefix = UnsafeRawBufferPointer(rebasing: line[0..<idRange.lowerBound])
         let suffix = UnsafeRawBufferPointer(rebasing: line[idRange.upperBound...])
         let total = prefix.count + suffix.count + (answer.count - resultStart) + 1
@@ -89,6 +93,7 @@ struct AnswerMemo {
         answer.withUnsafeBytes { entry.kept.append(contentsOf: UnsafeRawBufferPointer(rebasing: $0[resultStart...])) }
         entry.kept.append(UInt8(ascii: "\n"))
         entry.stamp = stamp
+        entry.audit = audit
         entries.insert(entry, at: 0)
     }
 
@@ -97,7 +102,7 @@ struct AnswerMemo {
     /// as the full path writes it, and the rest with the newline — and its result returned.
     /// Nil otherwise; an answer that no longer stands is forgotten, its bytes overwritten.
     @inline(__always)  // with its closures, into the front door's request path
-    mutating func answer<T>(_ line: UnsafeRawBufferPointer, stands: (CacheHitStamp) -> Bool,
+    mutating func answer<T>(_ line: UnsafeRawBufferPointer, stands: (CacheHitStamp, AuditSubject?) -> Bool,
                             _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> T) -> T? {
         // Read in place (no uniqueness check, no copy); the list changes only when the
         // answer was not the most recently used, or no longer stands.
@@ -106,7 +111,7 @@ struct AnswerMemo {
             // instructions of value witnesses and reference counting.
             for index in entries.indices {
                 guard let id = entries[index].id(ifSameRequest: line) else { continue }
-                guard stands(entries[index].stamp) else { return (index, nil) }
+                guard stands(entries[index].stamp, entries[index].audit) else { return (index, nil) }
                 let restStart = entries[index].restStart
                 let answered = entries[index].kept.withUnsafeBytes { kept in
                     body(UnsafeRawBufferPointer(start: Self.head.utf8Start, count: Self.head.utf8CodeUnitCount), id,

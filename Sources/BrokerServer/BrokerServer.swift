@@ -74,7 +74,7 @@ public final class BrokerServer: Sendable {
         // Under [[allow]] rules the kernel names the writer of each message on every
         // connection from its first byte (WriterCheck); not otherwise: it costs nothing then.
         recordWriters(!broker.gate.policy.isOpen)
-        let table = MethodTable.broker(broker)
+        let table = MethodTable.broker(broker, inspector: inspector)
         let limits = broker.config.daemon
         let stall = TimeAmount.seconds(Int64(limits.requestLineTimeout))
         let idle = TimeAmount.seconds(Int64(limits.connectionIdleTimeout))

@@ -55,7 +55,14 @@ extension FrontDoor {
         // The caller gate has nothing to ask while no rule is in force, and only then does
         // the front door serve a request itself.
         if let stillServes = table.stillServes,
-           let sent = scratch.memo.answer(line, stands: { table.gate.isOpen && stillServes($0) }, { head, id, rest in
+           let sent = scratch.memo.answer(line, stands: { stamp, audit in
+               guard table.gate.isOpen, stillServes(stamp) else { return false }
+               // Served from memory as the full path would: one audit line, rate-limited.
+               if let audit, let trail = table.gate.audit {
+                   trail.record(.served, audit, grant: .open, pid: connection.pid > 0 ? connection.pid : nil, resolve: table.program)
+               }
+               return true
+           }, { head, id, rest in
                counters.requests.increment()
                activity.touch()
                return send(connection.fd, head, id, rest)
@@ -78,12 +85,14 @@ extension FrontDoor {
         let idRange = scanned.idRange
         let codec = scratch.codec
         codec.lastHit = nil
+        codec.lastAudit = nil
         // Rules may come in between the check above and the handler's own: then, as on any
         // connection opened before them, the request is refused and the connection closed.
         var identified = false
         // The scanned request is handed over, not copied: its copy and that copy's
         // destruction were ~400 instructions per request.
-        let reply = handler(RequestLine(scanned: consume scanned, borrowing: line), id, codec, { _ throws(BrokerError) in
+        let asker = connection.pid > 0 ? connection.pid : nil
+        let reply = handler(RequestLine(scanned: consume scanned, borrowing: line, asker: asker), id, codec, { _ throws(BrokerError) in
             identified = true
             throw PeerIdentity.openedBeforeRulesError
         }, nil)
@@ -96,7 +105,8 @@ extension FrontDoor {
             // A notification (no id) is carried out but never answered (JSON-RPC 2.0 §4.1).
             guard hasID else { return true }
             if table.stillServes != nil, let hit = codec.lastHit, let idRange {
-                scratch.memo.keep(line: line, idRange: idRange, answer: data, resultStart: hit.resultStart, stamp: hit.stamp)
+                scratch.memo.keep(line: line, idRange: idRange, answer: data, resultStart: hit.resultStart, stamp: hit.stamp,
+                                  audit: codec.lastAudit)
             }
             return answer(connection, data)
         case .later(let work):

@@ -20,9 +20,15 @@ enum LaterWork {
     /// should the work show the user something, a notification), the connection's origin
     /// for the refresh queue's turns, and for token work its `cache_misses_per_minute`
     /// allowance (`ConnectionAllowance`).
-    static func run(_ work: @Sendable () async -> Data, asker pid: Int32?, inspector: ProcessInspector,
+    /// `executable` is the file the connection's identity was read as (under rules; nil
+    /// otherwise): with the pid, what the work counts against (`ProgramShare`).
+    static func run(_ work: @Sendable () async -> Data, asker pid: Int32?, executable: FileID? = nil, inspector: ProcessInspector,
                     origin: UInt64, allowance: ConnectionAllowance?) async -> Data {
-        let lookup = pid.map { pid in Requester.Lookup { inspector.program(of: pid) } }
+        let lookup = pid.map { pid in
+            Requester.Lookup(share: ProgramShare(pid: pid, executable: executable, forwarded: executable.map(Forwarders.identify) ?? false)) {
+                inspector.program(of: pid)
+            }
+        }
         return await Requester.$lookup.withValue(lookup) {
             await RequestOrigin.$current.withValue(origin) {
                 await ProviderRequests.$allowance.withValue(allowance) { await work() }

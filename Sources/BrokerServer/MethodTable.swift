@@ -34,6 +34,9 @@ final class RPCCodec {
     /// of its bytes after the id begins. The front door clears it before a request and reads
     /// it after (`AnswerMemo`).
     var lastHit: (stamp: CacheHitStamp, resultStart: Int)?
+    /// What the last cache hit served was about, for the audit line of each later answer
+    /// the front door's memo gives with its bytes (`AnswerMemo`). Cleared with `lastHit`.
+    var lastAudit: AuditSubject?
 
     init() {}
 
@@ -59,6 +62,9 @@ final class RPCCodec {
 struct RequestLine {
     let scanned: ScannedRequest?
     private let bytes: Bytes
+    /// The pid of the process that wrote it (the connection's, from `SO_PEERCRED`), for the
+    /// audit trail; nil when not known (tests).
+    var asker: Int32?
 
     private enum Bytes {
         case buffer(ByteBuffer)
@@ -66,17 +72,19 @@ struct RequestLine {
     }
 
     /// A line NIO framed, in its buffer.
-    init(scanned: ScannedRequest?, bytes: ByteBuffer) {
+    init(scanned: ScannedRequest?, bytes: ByteBuffer, asker: Int32? = nil) {
         self.scanned = scanned
         self.bytes = .buffer(bytes)
+        self.asker = asker
     }
 
     /// A line in the front door's read buffer, read where it lies: no copy per request.
     /// Valid only while the handler runs, which is all a handler reads it for (the work of
     /// a later answer keeps the decoded params, never the line).
-    init(scanned: ScannedRequest?, borrowing bytes: UnsafeRawBufferPointer) {
+    init(scanned: ScannedRequest?, borrowing bytes: UnsafeRawBufferPointer, asker: Int32? = nil) {
         self.scanned = scanned
         self.bytes = .borrowed(bytes)
+        self.asker = asker
     }
 
     /// Calls `body` with the line's bytes.
@@ -120,6 +128,9 @@ struct MethodTable: MethodRegistrar, Sendable {
     var stillServes: (@Sendable (CacheHitStamp) -> Bool)?
     /// `cache_misses_per_minute` now (0: no limit), read on each miss.
     var cacheMissesPerMinute: @Sendable () -> Int = { 0 }
+    /// Reads the program a pid runs, for an audit line about to be written (`AuditTrail`
+    /// asks only then): the executable's path and whether it is OpenSSH's.
+    var program: @Sendable (Int32) -> AuditProgram? = { _ in nil }
     /// Methods whose answers that come later may cost a request to the provider (a token
     /// the cache did not have): counted against the connection's `MissBudget`.
     private var minting: Set<String> = []
@@ -163,6 +174,9 @@ struct MethodTable: MethodRegistrar, Sendable {
         let scanned: (@Sendable (ScannedRequest) -> P?)? = Self.scanner(for: P.self)
         let question: (@Sendable (P) -> PolicyQuestion?)? = if case .checked(_, let ask) = spec.access { ask } else { nil }
         let (gate, empty, fast, fastFor, slow, cancelledOnClose) = (self.gate, spec.empty, spec.fast, spec.fastFor, spec.slow, spec.cancelledOnClose)
+        // The audit trail, for the methods that give tokens out (those that say what a
+        // decision is about), when the daemon keeps one.
+        let audit: AuditRecorder<P, R>? = spec.audit.flatMap { about in gate.audit.map { AuditRecorder(trail: $0, about: about, program: self.program) } }
         handlers[method.rawValue] = { line, id, codec, identify, answers in
             let decoded: P
             if let scan = line.scanned, let read = scanned?(scan) {
@@ -180,21 +194,55 @@ struct MethodTable: MethodRegistrar, Sendable {
                 do throws(BrokerError) {
                     asked = try gate.decide(question(decoded), identify: identify)
                 } catch {
+                    audit?.refused(decoded, error, pid: line.asker)
                     return .now(codec.failure(id, error.rpcError))
                 }
             }
-            if let confirming = asked, answers?.allowed(confirming) == true { asked = nil }
-            if asked == nil, let fast, let result = fast(decoded) { return .now(codec.success(id, result)) }
+            // Why it may be served, for the audit line.
+            var grant: AuditGrant = asked == nil ? (gate.isOpen ? .open : .rule) : .confirmed
+            if let confirming = asked, answers?.allowed(confirming) == true {
+                asked = nil
+                grant = .connection
+            } else if let confirming = asked, let lease = gate.lease(for: confirming) {
+                // A lease the user gave this program answers the question without asking.
+                asked = nil
+                grant = .lease(lease)
+            }
+            if asked == nil, let fast, let result = fast(decoded) {
+                if let audit { codec.lastAudit = audit.served(decoded, result, .served, grant, pid: line.asker) }
+                return .now(codec.success(id, result))
+            }
             if asked == nil, let fastFor, let result = fastFor(identify, answers, decoded) { return .now(codec.success(id, result)) }
-            let work: @Sendable () async -> Data = { [asked] in
+            let asker = line.asker
+            let work: @Sendable () async -> Data = { [asked, grant] in
                 let codec = RPCCodec()
+                var grant = grant
                 do throws(BrokerError) {
                     if let asked {
                         // Only a connection under rules has answers; a question elsewhere is a reload's race.
                         guard let answers else { throw PeerIdentity.openedBeforeRulesError }
-                        try await gate.confirm(asked, on: answers)
+                        do throws(BrokerError) {
+                            switch try await gate.confirm(asked, on: answers) {
+                            case .once:
+                                audit?.answered(decoded, .confirmed, grant: nil, pid: asker)
+                            case .leased(let lease, let seconds):
+                                audit?.answered(decoded, .leased, grant: .lease(lease), seconds: seconds, pid: asker)
+                                grant = .lease(lease)
+                            }
+                        } catch {
+                            audit?.denied(decoded, error, pid: asker)
+                            throw error
+                        }
                     }
-                    return codec.success(id, try await slow(decoded))
+                    guard let audit else { return codec.success(id, try await slow(decoded)) }
+                    // The services note what the work did (a refresh, an exchange).
+                    let note = AuditNote()
+                    let outcome = await AuditNote.$current.withValue(note) { () async -> Result<R, BrokerError> in
+                        do throws(BrokerError) { return .success(try await slow(decoded)) } catch { return .failure(error) }
+                    }
+                    let result = try outcome.get()
+                    _ = audit.served(decoded, result, note.decision ?? .served, grant, pid: asker)
+                    return codec.success(id, result)
                 } catch {
                     return codec.failure(id, error.rpcError)
                 }
@@ -297,13 +345,53 @@ extension MethodTable {
     }
 
     /// The daemon's methods, as the services register them, behind the broker's caller gate.
-    static func broker(_ broker: Broker) -> MethodTable {
+    /// `inspector` reads the program of a pid for the audit trail.
+    static func broker(_ broker: Broker, inspector: ProcessInspector = .direct) -> MethodTable {
         var t = MethodTable(gate: broker.gate)
+        t.program = { pid in
+            let view = inspector.view(of: pid, namespaces: false)
+            guard view.executableID != nil || view.executable != nil else { return nil }
+            return AuditProgram(path: view.executable, pid: pid, forwarded: view.executableID.map(Forwarders.identify) ?? false)
+        }
         let providers = broker.providers
         t.cacheMissesPerMinute = { providers.cacheMissesPerMinute }
         let tokens = broker.tokens
         t.stillServes = { tokens.stillServes($0) }
         broker.register(into: &t)
         return t
+    }
+}
+
+/// Writes a method's decisions to the audit trail: what each is about from the method's
+/// registration (`MethodSpec.audit`), the program from the request's pid, read only for a
+/// line that is written.
+struct AuditRecorder<P, R>: Sendable {
+    let trail: AuditTrail
+    let about: @Sendable (P, R?) -> AuditSubject
+    let program: @Sendable (Int32) -> AuditProgram?
+
+    /// Served (from memory, refreshed, exchanged); returns what it was about.
+    @discardableResult
+    func served(_ params: P, _ result: R, _ decision: AuditDecision, _ grant: AuditGrant, pid: Int32?) -> AuditSubject {
+        let subject = about(params, result)
+        trail.record(decision, subject, grant: grant, pid: pid, resolve: program)
+        return subject
+    }
+
+    /// Refused by the rules (only a policy refusal is a decision; a request the rules
+    /// could not be asked about is not).
+    func refused(_ params: P, _ error: BrokerError, pid: Int32?) {
+        guard case .forbidden(let message) = error else { return }
+        trail.record(.refused, about(params, nil), reason: message, pid: pid, resolve: program)
+    }
+
+    /// The user's yes: once, or a lease of `seconds`.
+    func answered(_ params: P, _ decision: AuditDecision, grant: AuditGrant?, seconds: Int? = nil, pid: Int32?) {
+        trail.record(decision, about(params, nil), grant: grant, seconds: seconds, pid: pid, resolve: program)
+    }
+
+    /// Anything but a yes to the question.
+    func denied(_ params: P, _ error: BrokerError, pid: Int32?) {
+        trail.record(.denied, about(params, nil), reason: error.message, pid: pid, resolve: program)
     }
 }

@@ -31,6 +31,10 @@ final class PeerIdentity {
     /// Set when the process no longer is the one that connected; the connection then closes.
     private(set) var changed = false
 
+    /// The file the connecting process runs, when it was read (rules were in force at
+    /// accept): what the request counts against (`ProgramShare`).
+    var executableID: FileID? { caller?.executableID }
+
     init(channel: any Channel, credentials: PeerCredentials.UCred?, inspector: ProcessInspector = .direct) {
         self.channel = channel
         self.credentials = credentials
@@ -66,7 +70,7 @@ final class PeerIdentity {
         let home = PeerCredentials.userNamespaces
         let found = Caller(uid: cred.uid, gid: cred.gid, pid: pid, executable: view.executable,
                            executableID: exe, cgroup: needsCgroup ? PeerCredentials.cgroup(of: pid) : nil,
-                           inUserNamespaces: view.namespaces.flatMap { ns in home.map { $0 == ns } })
+                           inUserNamespaces: view.namespaces.flatMap { ns in home.map { $0 == ns } }, startTime: start)
         // What /proc showed belongs to the connecting process only if it still runs now
         // (with a pidfd) or still has the start time read first (without: pid reuse).
         guard pidfd >= 0 ? PeerCredentials.isAlive(pidfd) : PeerCredentials.startTime(of: pid) == start else { return }

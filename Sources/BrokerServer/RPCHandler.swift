@@ -203,7 +203,7 @@ final class RPCHandler: ChannelDuplexHandler {
         server.activity.touch()
         // One pass over the bytes for the requests clients send; JSONDecoder for the rest.
         let scanned = buffer.withUnsafeReadableBytes { ScannedRequest.scan($0) }
-        let line = RequestLine(scanned: scanned, bytes: buffer)
+        let line = RequestLine(scanned: scanned, bytes: buffer, asker: caller.peer?.credentials?.pid)
         let header: (jsonrpc: String?, id: RequestID?, method: String?, hasID: Bool)
         if let scanned {
             header = (scanned.jsonrpc, scanned.id, scanned.method, scanned.hasID)
@@ -279,9 +279,9 @@ final class RPCHandler: ChannelDuplexHandler {
             let key = inFlight.newKey()
             let origin = inFlight.origin
             let allowance = mints ? inFlight.allowance : nil
-            let (pid, inspector) = (caller.peer?.credentials?.pid, caller.inspector)
+            let (pid, executable, inspector) = (caller.peer?.credentials?.pid, caller.peer?.executableID, caller.inspector)
             let task = Task {
-                let data = await LaterWork.run(work, asker: pid, inspector: inspector, origin: origin, allowance: allowance)
+                let data = await LaterWork.run(work, asker: pid, executable: executable, inspector: inspector, origin: origin, allowance: allowance)
                 activity.finished()
                 loop.execute {
                     let (handler, context) = bound.value

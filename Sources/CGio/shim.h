@@ -10,6 +10,7 @@
 #define AUTHBROKER_CGIO_SHIM_H
 
 #include <gio/gio.h>
+#include <string.h>
 
 /* Called on the notifier's thread when the user chose an action of a notification, or with
  * action NULL when a notification was closed (expired, dismissed, or taken back). */
@@ -163,19 +164,25 @@ static inline guint32 authbroker_notifier_notify(AuthbrokerNotifier *notifier, c
                                       expire_ms, call_timeout_ms, error);
 }
 
-/* Shows a question with two actions, "allow" and "deny" (labelled `allow_label` and
- * `deny_label`), and no default action: a click on the body answers nothing. Blocks for at
- * most call_timeout_ms. Returns the notification's id, 0 with *error set when no server
- * answered. */
-static inline guint32 authbroker_notifier_ask(AuthbrokerNotifier *notifier, const gchar *app_name,
-                                              const gchar *summary, const gchar *body,
-                                              const gchar *allow_label, const gchar *deny_label,
-                                              gint expire_ms, gint call_timeout_ms, GError **error)
+/* Shows a question with the actions "allow" and, when `lease_label` is not NULL,
+ * "allow-lease" ("Allow for N minutes"), then "deny" (labelled `allow_label`,
+ * `lease_label` and `deny_label`), and no default action: a click on the body answers
+ * nothing. Blocks for at most call_timeout_ms. Returns the notification's id, 0 with
+ * *error set when no server answered. */
+static inline guint32 authbroker_notifier_ask_lease(AuthbrokerNotifier *notifier, const gchar *app_name,
+                                                    const gchar *summary, const gchar *body,
+                                                    const gchar *allow_label, const gchar *lease_label,
+                                                    const gchar *deny_label,
+                                                    gint expire_ms, gint call_timeout_ms, GError **error)
 {
     GVariantBuilder actions;
     g_variant_builder_init(&actions, G_VARIANT_TYPE("as"));
     g_variant_builder_add(&actions, "s", "allow");
     g_variant_builder_add(&actions, "s", allow_label);
+    if (lease_label != NULL) {
+        g_variant_builder_add(&actions, "s", "allow-lease");
+        g_variant_builder_add(&actions, "s", lease_label);
+    }
     g_variant_builder_add(&actions, "s", "deny");
     g_variant_builder_add(&actions, "s", deny_label);
     GVariantBuilder hints;
@@ -184,6 +191,102 @@ static inline guint32 authbroker_notifier_ask(AuthbrokerNotifier *notifier, cons
     g_variant_builder_add(&hints, "{sv}", "urgency", g_variant_new_byte(2));
     return authbroker_notifier_send(notifier, app_name, "dialog-question", summary, body, &actions, &hints,
                                       expire_ms, call_timeout_ms, error);
+}
+
+/* Shows a question with two actions, "allow" and "deny" (authbroker_notifier_ask_lease
+ * without a lease). */
+static inline guint32 authbroker_notifier_ask(AuthbrokerNotifier *notifier, const gchar *app_name,
+                                              const gchar *summary, const gchar *body,
+                                              const gchar *allow_label, const gchar *deny_label,
+                                              gint expire_ms, gint call_timeout_ms, GError **error)
+{
+    return authbroker_notifier_ask_lease(notifier, app_name, summary, body, allow_label, NULL, deny_label,
+                                         expire_ms, call_timeout_ms, error);
+}
+
+/* The XML the owner of `name` gives for `path` (org.freedesktop.DBus.Introspectable),
+ * or NULL; free it with g_free. */
+static inline gchar *authbroker_introspect(AuthbrokerNotifier *notifier, const gchar *name, const gchar *path,
+                                           gint call_timeout_ms)
+{
+    GVariant *reply = g_dbus_connection_call_sync(notifier->connection, name, path,
+                                                  "org.freedesktop.DBus.Introspectable", "Introspect", NULL,
+                                                  G_VARIANT_TYPE("(s)"), G_DBUS_CALL_FLAGS_NONE, call_timeout_ms, NULL, NULL);
+    if (reply == NULL)
+        return NULL;
+    gchar *xml = NULL;
+    g_variant_get(reply, "(s)", &xml);
+    g_variant_unref(reply);
+    return xml;
+}
+
+/* Whether the XML names the interface (`<interface name="IFACE"`). */
+static inline gboolean authbroker_xml_has_interface(const gchar *xml, const gchar *iface)
+{
+    if (xml == NULL)
+        return FALSE;
+    gchar *needle = g_strdup_printf("name=\"%s\"", iface);
+    gboolean found = strstr(xml, needle) != NULL;
+    g_free(needle);
+    return found;
+}
+
+/* The notification servers that let any client of the session bus invoke a shown
+ * notification's action (docs/security.md, "confirm on the desktop"), as their sources
+ * publish it:
+ *   mako:   interface fr.emersion.Mako at /fr/emersion/Mako on the server's own name,
+ *           InvokeAction(u id, s action) (makoctl invoke -n ID allow);
+ *   dunst:  interface org.dunstproject.cmd0 at /org/freedesktop/Notifications,
+ *           NotificationAction(u) and ContextMenuCall (dunstctl action, dunstctl context),
+ *           and ConfigReload with a dmenu command of the caller's choosing;
+ *   swaync: the name org.erikreider.swaync.cc, LatestInvokeAction(u index)
+ *           (swaync-client --action).
+ * Returns what the server is and how it is driven (a static string), or NULL when it is
+ * none of them or no server answers (Notify then says so itself). Asked before each
+ * question: the server may have been replaced since the last. Blocks for at most three
+ * calls of call_timeout_ms. */
+static inline const gchar *authbroker_notifier_answerable_by_others(AuthbrokerNotifier *notifier, gint call_timeout_ms)
+{
+    static const gchar *const mako = "mako (its fr.emersion.Mako interface: makoctl invoke answers a question for you)";
+    static const gchar *const dunst = "dunst (its org.dunstproject.cmd0 interface: dunstctl action and dunstctl context answer a question for you)";
+    static const gchar *const swaync = "SwayNotificationCenter (its org.erikreider.swaync.cc interface: swaync-client --action answers a question for you)";
+    GVariant *info = g_dbus_connection_call_sync(notifier->connection, AUTHBROKER_NOTIFICATIONS, AUTHBROKER_NOTIFICATIONS_PATH,
+                                                 AUTHBROKER_NOTIFICATIONS, "GetServerInformation", NULL,
+                                                 G_VARIANT_TYPE("(ssss)"), G_DBUS_CALL_FLAGS_NONE, call_timeout_ms, NULL, NULL);
+    if (info != NULL) {
+        const gchar *name = NULL;
+        g_variant_get(info, "(&s&s&s&s)", &name, NULL, NULL, NULL);
+        const gchar *found = NULL;
+        if (name != NULL && g_ascii_strcasecmp(name, "mako") == 0)
+            found = mako;
+        else if (name != NULL && g_ascii_strcasecmp(name, "dunst") == 0)
+            found = dunst;
+        else if (name != NULL && (g_ascii_strcasecmp(name, "SwayNotificationCenter") == 0 || g_ascii_strcasecmp(name, "swaync") == 0))
+            found = swaync;
+        g_variant_unref(info);
+        if (found != NULL)
+            return found;
+    }
+    /* A server that gives another name: its published interfaces decide. */
+    gchar *xml = authbroker_introspect(notifier, AUTHBROKER_NOTIFICATIONS, "/fr/emersion/Mako", call_timeout_ms);
+    gboolean is_mako = authbroker_xml_has_interface(xml, "fr.emersion.Mako");
+    g_free(xml);
+    if (is_mako)
+        return mako;
+    xml = authbroker_introspect(notifier, AUTHBROKER_NOTIFICATIONS, AUTHBROKER_NOTIFICATIONS_PATH, call_timeout_ms);
+    gboolean is_dunst = authbroker_xml_has_interface(xml, "org.dunstproject.cmd0");
+    g_free(xml);
+    if (is_dunst)
+        return dunst;
+    GVariant *owned = g_dbus_connection_call_sync(notifier->connection, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                                  "org.freedesktop.DBus", "NameHasOwner", g_variant_new("(s)", "org.erikreider.swaync.cc"),
+                                                  G_VARIANT_TYPE("(b)"), G_DBUS_CALL_FLAGS_NONE, call_timeout_ms, NULL, NULL);
+    gboolean has = FALSE;
+    if (owned != NULL) {
+        g_variant_get(owned, "(b)", &has);
+        g_variant_unref(owned);
+    }
+    return has ? swaync : NULL;
 }
 
 /* Takes a notification back; no answer is waited for. */

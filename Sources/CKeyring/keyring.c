@@ -41,3 +41,7 @@ long ckeyring_describe(int32_t key, char *buffer, size_t capacity) {
 int ckeyring_invalidate(int32_t key) {
     return (int)failed(syscall(SYS_keyctl, KEYCTL_INVALIDATE, key));
 }
+
+int ckeyring_set_timeout(int32_t key, unsigned int seconds) {
+    return (int)failed(syscall(SYS_keyctl, KEYCTL_SET_TIMEOUT, key, seconds));
+}

@@ -21,8 +21,8 @@ public final class DesktopNotifier: SignInAnnouncing, CallerConfirming, ServerTr
         var pages: [UInt32: String] = [:]
         /// The questions shown and not answered yet, by notification id.
         var questions: [UInt32: Question] = [:]
-        /// Questions being shown now (Notify not answered yet).
-        var showing = 0
+        /// The questions being asked (shown or being shown, not answered yet), by program.
+        var shares = QuestionShares()
     }
 
     /// A shown question: waiting for its asker, or answered before the asker waited.
@@ -84,18 +84,28 @@ public final class DesktopNotifier: SignInAnnouncing, CallerConfirming, ServerTr
     }
 
     /// Questions that may wait for an answer at once: a program that opens connection after
-    /// connection must not flood the desktop (each would ask).
-    static let maxOpenQuestions = 8
+    /// connection must not flood the desktop (each would ask), nor take every place from
+    /// other programs (`QuestionShares`: 2 per program, 8 in all).
+    static let maxOpenQuestions = QuestionShares.total
 
     public func confirm(_ question: ConfirmQuestion, program: RequestingProgram?, seconds: Int) async -> ConfirmAnswer {
         let who = SignInPage.escape(program?.description ?? "A program")
         let what = SignInPage.escape(question.tokenFor)
         let provider = SignInPage.escape(question.provider)
-        let body = "\(who) asks for a token for \(what) of \(provider). Allow it only if you just started it."
+        var body = "\(who) asks for a token for \(what) of \(provider). Allow it only if you just started it."
             + (program?.forwarded == true ? " It came over a forwarded socket: the program that asks runs on the other host." : "")
-            + " No answer within \(seconds) seconds denies it."
-        return await ask(Prompt(summary: "Allow a token for \(provider)?", body: body, allow: "Allow", kind: "a confirm rule's question"),
-                         seconds: seconds)
+        var prompt = Prompt(summary: "Allow a token for \(provider)?", body: "", allow: "Allow", kind: "a confirm rule's question")
+        if let lease = question.lease {
+            // The question names what a lease would cover: the program as the rules match
+            // it (every process of that file, or the forward), and the resource.
+            prompt.allow = "Allow once"
+            prompt.lease = "Allow for \(lease.length)"
+            body += " Allow once answers this connection only. Allow for \(SignInPage.escape(lease.length)): "
+                + "\(SignInPage.escape(lease.holder.covers)), tokens for \(what) of \(provider), without asking again"
+                + " (authctl grants lists it, authctl grants revoke ends it)."
+        }
+        prompt.body = body + " No answer within \(seconds) seconds denies it."
+        return await ask(prompt, from: program, seconds: seconds)
     }
 
     /// A resource's metadata names an authorization server the user has not trusted, and a
@@ -108,7 +118,7 @@ public final class DesktopNotifier: SignInAnnouncing, CallerConfirming, ServerTr
             + "authbroker has not used \(server) before: trusting it registers authbroker there and opens its sign-in page. "
             + "Trust it only if you know both. No answer within \(seconds) seconds trusts nothing."
         return await ask(Prompt(summary: "Trust \(server) for \(resource)?", body: body, allow: "Trust", kind: "the trust question"),
-                         seconds: seconds)
+                         from: program, seconds: seconds)
     }
 
     /// What an Allow/Deny question shows.
@@ -116,22 +126,42 @@ public final class DesktopNotifier: SignInAnnouncing, CallerConfirming, ServerTr
         var summary: String
         var body: String
         var allow: String
+        /// The label of the lease's action ("Allow for 15 minutes"), when one is offered.
+        var lease: String?
         /// For the log line when nothing could be shown.
         var kind: String
     }
 
-    /// Shows an Allow/Deny question and waits for the answer, at most `seconds`.
-    private func ask(_ question: Prompt, seconds: Int) async -> ConfirmAnswer {
-        // Counted before the Notify call, so concurrent askers cannot all slip under it.
-        guard state.withLock({ s -> Bool in
-            guard s.questions.count + s.showing < Self.maxOpenQuestions else { return false }
-            s.showing += 1
-            return true
-        }) else { return .busy(Self.maxOpenQuestions) }
-        let shown = await withCheckedContinuation { (continuation: CheckedContinuation<(UInt32?, String), Never>) in
+    /// What became of a question's showing.
+    private enum Showing {
+        case shown(UInt32)
+        /// Nothing could be shown; why.
+        case unavailable(String)
+        /// Not shown: the server lets other programs answer it (what it is, and how).
+        case answerableByOthers(String)
+    }
+
+    /// Shows an Allow/Deny question of `program` and waits for the answer, at most `seconds`.
+    private func ask(_ question: Prompt, from program: RequestingProgram?, seconds: Int) async -> ConfirmAnswer {
+        // Counted before the Notify call, so concurrent askers cannot all slip under it,
+        // and until the answer (or why there is none) is the asker's.
+        let share = program?.share
+        if let refused = state.withLock({ $0.shares.take(for: share) }) {
+            logger.notice("a question on the desktop refused: too many wait", metadata: [
+                "program": "\(program?.description ?? "-")", "share": "\(share?.description ?? "-")", "answer": "\(refused)",
+            ])
+            return refused
+        }
+        defer { state.withLock { $0.shares.give(back: share) } }
+        let shown = await withCheckedContinuation { (continuation: CheckedContinuation<Showing, Never>) in
             queue.async { continuation.resume(returning: self.show(question)) }
         }
-        guard let id = shown.0 else { return .unavailable(shown.1) }
+        let id: UInt32
+        switch shown {
+        case .shown(let shownID): id = shownID
+        case .unavailable(let why): return .unavailable(why)
+        case .answerableByOthers(let server): return .answerableByOthers(server)
+        }
         // No answer in time is a no; the question is taken back.
         let timer = Task {
             try? await Task.sleep(for: .seconds(seconds))
@@ -153,31 +183,39 @@ public final class DesktopNotifier: SignInAnnouncing, CallerConfirming, ServerTr
         return answer
     }
 
-    /// Shows the question; its id, or nil and why nothing could be shown.
-    private func show(_ question: Prompt) -> (UInt32?, String) {
+    /// Shows the question; its id, or why it was not shown.
+    private func show(_ question: Prompt) -> Showing {
         var shown: UInt32?
         defer {
-            // Once shown, the question counts in `questions`, until it is answered.
+            // Once shown, the question is in `questions` until it is answered (an answer
+            // that came before this is kept there by `answered`).
             state.withLock { s in
-                s.showing -= 1
                 if let shown, s.questions[shown] == nil { s.questions[shown] = .shown }
             }
         }
-        guard let notifier = connected() else { return (nil, "no session bus") }
+        guard let notifier = connected() else { return .unavailable("no session bus") }
+        // A server any program of the user can make answer for the user (mako's
+        // InvokeAction, …) would take the asking program's "allow" for the user's: such a
+        // question is not shown, so nothing it says can be taken for a yes.
+        if let server = authbroker_notifier_answerable_by_others(notifier, Self.callTimeoutMilliseconds) {
+            let name = String(cString: server)
+            logger.warning("\(question.kind) not asked: the notification server lets any program answer it", metadata: ["server": "\(name)"])
+            return .answerableByOthers(name)
+        }
         var error: UnsafeMutablePointer<GError>?
         // Never expires on the server's clock (0): the daemon's timer takes it back, so a
         // time-out is told as one rather than as a dismissal.
-        let id = authbroker_notifier_ask(notifier, "authbroker", question.summary, question.body, question.allow, "Deny",
-                                         0, Self.callTimeoutMilliseconds, &error)
+        let id = authbroker_notifier_ask_lease(notifier, "authbroker", question.summary, question.body, question.allow,
+                                               question.lease, "Deny", 0, Self.callTimeoutMilliseconds, &error)
         guard id != 0 else {
             let reason = String(cString: authbroker_error_message(error))
             if let error { g_error_free(error) }
             logger.notice("no desktop notification for \(question.kind): the request is refused", metadata: ["reason": "\(reason)"])
-            return (nil, "no notification server answered: \(reason)")
+            return .unavailable("no notification server answered: \(reason)")
         }
         // An answer that comes before the asker waits is kept for it (`defer` above).
         shown = id
-        return (id, "")
+        return .shown(id)
     }
 
     /// Hands a question's answer to its asker (or keeps it until the asker waits). Later
@@ -223,6 +261,7 @@ public final class DesktopNotifier: SignInAnnouncing, CallerConfirming, ServerTr
         if state.withLock({ $0.questions[id] != nil }) {
             switch action {
             case "allow": answered(id: id, .allowed)
+            case "allow-lease": answered(id: id, .leased)
             case "deny": answered(id: id, .denied)
             case nil: answered(id: id, .dismissed)
             default: break  // a click on the body answers nothing

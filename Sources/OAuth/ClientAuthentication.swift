@@ -59,7 +59,9 @@ extension OAuthClient {
         let response = try await postForm(parameters, to: metadata.tokenEndpoint, name: "token endpoint",
                                           authMethods: metadata.tokenEndpointAuthMethodsSupported, timeout: timeout)
         let json = try ProviderAnswer.object(response, place: "token endpoint", sent: secrets(in: parameters))
-        return keepingRefreshToken ? try ProviderAnswer.refreshedTokens(json) : try ProviderAnswer.tokens(json)
+        var tokens = keepingRefreshToken ? try ProviderAnswer.refreshedTokens(json) : try ProviderAnswer.tokens(json)
+        if case .date(let date)? = response.headers["date"].flatMap(RetryAfter.init(header:)) { tokens.providerDate = date }
+        return tokens
     }
 
     /// The form parameters whose values are credentials.

@@ -1,11 +1,11 @@
 import BrokerCrypto
 /// `application/x-www-form-urlencoded` bodies (RFC 6749 Appendix B): every byte outside
 /// the unreserved set (ALPHA DIGIT - . _ ~) is percent-encoded, space as `%20`.
-enum FormEncoding {
+public enum FormEncoding {
     private static let hex = Array("0123456789ABCDEF".unicodeScalars)
 
     /// Encodes one name or value.
-    static func escape(_ string: String) -> String {
+    public static func escape(_ string: String) -> String {
         var out = ""
         out.reserveCapacity(string.utf8.count)
         for byte in string.utf8 {

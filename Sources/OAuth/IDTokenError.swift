@@ -46,12 +46,17 @@ public struct IDTokenError: Error, Sendable, Equatable {
     public var message: String
     /// For `keysUnavailable`: the failure of the JWKS request.
     public var underlying: OAuthError?
+    /// For `expired` and `issuedInFuture` when the claim is there: the token's time (`exp`
+    /// or `iat`) minus the host's, in seconds, beyond the allowed skew. A clock's fault,
+    /// which the caller can tell apart from a token without the claim.
+    public var clockDifference: Double?
 
     /// Makes an error.
-    public init(_ reason: Reason, _ message: String, underlying: OAuthError? = nil) {
+    public init(_ reason: Reason, _ message: String, underlying: OAuthError? = nil, clockDifference: Double? = nil) {
         self.reason = reason
         self.message = message
         self.underlying = underlying
+        self.clockDifference = clockDifference
     }
 
     /// The same failure as an `OAuthError`, for callers that report those: the JWKS

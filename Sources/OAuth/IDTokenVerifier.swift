@@ -107,14 +107,17 @@ public struct IDTokenVerifier: Sendable {
         guard let exp = claims["exp"]?.numberValue else {
             throw IDTokenError(.expired, "the ID token has no expiry time (exp); sign in again")
         }
-        guard exp > now.timeIntervalSince1970 - skew else {
-            throw IDTokenError(.expired, "the ID token expired at \(Date(timeIntervalSince1970: exp).formatted(.iso8601)); sign in again, and check this computer's clock")
+        let host = now.timeIntervalSince1970
+        guard exp > host - skew else {
+            throw IDTokenError(.expired, "the ID token expired at \(JWT.utc(exp)) (its exp) and this computer's clock says \(JWT.utc(host)): \(seconds(host - exp)) later, more than the \(seconds(skew)) the two clocks may differ by; one of them is wrong: check that this computer's clock is right, then sign in again",
+                               clockDifference: exp - host)
         }
         guard let iat = claims["iat"]?.numberValue else {
             throw IDTokenError(.issuedInFuture, "the ID token has no issue time (iat); sign in again")
         }
-        guard iat <= now.timeIntervalSince1970 + skew else {
-            throw IDTokenError(.issuedInFuture, "the ID token was issued in the future (\(Date(timeIntervalSince1970: iat).formatted(.iso8601))); check this computer's clock, then sign in again")
+        guard iat <= host + skew else {
+            throw IDTokenError(.issuedInFuture, "the ID token was issued at \(JWT.utc(iat)) (its iat) and this computer's clock says only \(JWT.utc(host)): \(seconds(iat - host)) earlier, more than the \(seconds(skew)) the two clocks may differ by; one of them is wrong: check that this computer's clock is right, then sign in again",
+                               clockDifference: iat - host)
         }
         if let expected {
             guard let nonce = claims["nonce"] else {
@@ -124,6 +127,11 @@ public struct IDTokenVerifier: Sendable {
                 throw IDTokenError(.wrongNonce, "the ID token's nonce is not the one this sign-in sent, so it may be replayed; sign in again")
             }
         }
+    }
+
+    /// "1 s", "185 s": whole seconds, rounded up so that a refusal never reads as within the window.
+    private static func seconds(_ value: Double) -> String {
+        "\(Int(value.rounded(.up))) s"
     }
 
     private static func verifies(_ jws: CompactJWS, with keys: [PublicKey], algorithm: JWSAlgorithm) -> Bool {

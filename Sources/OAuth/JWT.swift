@@ -17,6 +17,13 @@ public enum JWT {
         guard segments.count == 3, let payload = Base64URL.decode(String(segments[1])) else { return nil }
         return try? JSONDecoder().decode([String: JSONValue].self, from: Data(payload))
     }
+
+    /// A Unix time (a JWT's `exp`, `iat`, or the host's clock) as a user reads it, in UTC
+    /// to the second: "2027-01-15 08:00:00 UTC".
+    public static func utc(_ seconds: Double) -> String {
+        let iso = Date(timeIntervalSince1970: seconds.rounded(.down)).formatted(.iso8601)  // 2027-01-15T08:00:00Z
+        return iso.replacing("T", with: " ").replacing("Z", with: " UTC")
+    }
 }
 
 /// The claims of an ID token (OpenID Connect Core §2) that authbroker uses, plus all of them.

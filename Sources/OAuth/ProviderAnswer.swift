@@ -82,7 +82,9 @@ public enum ProviderAnswer {
         case "dpop": normalized = "DPoP"
         case "n_a" where untyped: normalized = "N_A"
         default:
-            throw .invalidResponse("the provider issued a token of type \(printable(tokenType, limit: 32)), which authbroker cannot use")
+            // Not a broken answer but the client's set-up: the provider answers the same every
+            // time, so it is no outage to back off from and retry.
+            throw .configuration("the provider issued a token of type \(printable(tokenType, limit: 32)), which authbroker cannot use (it uses Bearer tokens, and DPoP ones with dpop set for the provider): set the client's token type to Bearer at the provider")
         }
         return TokenResponse(
             accessToken: accessToken, tokenType: normalized,

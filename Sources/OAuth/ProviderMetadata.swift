@@ -126,6 +126,9 @@ public struct TokenResponse: Sendable, Equatable {
     /// must be kept all the same (`OAuthClient.refresh(keepingRefreshToken:)`). Then
     /// `refreshToken` is the only member that counts.
     public var unusable: OAuthError?
+    /// The answer's `Date` header (RFC 9110 §6.6.1), Unix seconds by the provider's clock;
+    /// nil without one: for telling how far that clock is from ours.
+    public var providerDate: Int64?
 
     public init(accessToken: String, tokenType: String, expiresIn: Int?, refreshToken: String?, idToken: String?, scope: String?,
                 unusable: OAuthError? = nil) {

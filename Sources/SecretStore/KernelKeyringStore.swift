@@ -16,13 +16,32 @@ import CKeyring
 ///
 /// Reached through the system calls add_key(2) and keyctl(2) (the CKeyring shim), which
 /// never block: no queue and no timeout, unlike `SecretServiceStore`.
+///
+/// Every key expires `keyTTL` seconds after it was last saved, loaded or renewed
+/// (`renewAll()`, which the daemon calls while it runs): the user keyring belongs to the
+/// uid number, not to the account, so keys with no expiry would be read by the next
+/// account given that uid after `userdel` (docs/security.md, "The kernel keyring").
 public final class KernelKeyringStore: CredentialStore {
     /// The keyring in `@u` that holds the items.
     public let keyringName: String
+    /// Seconds each key lives after it was last saved, loaded or renewed; 0: no expiry
+    /// (`[daemon] kernel_keyring_ttl`).
+    public let keyTTL: UInt32
+
+    /// 30 days: a daemon that runs renews its keys (each day at the most), so only the keys
+    /// of a user whose daemon has not run for a month expire.
+    public static let defaultTTL: UInt32 = 30 * 86_400
 
     /// - Parameter keyringName: the keyring in the user keyring (tests use one of their own).
-    public init(keyringName: String = "authbroker") {
+    /// - Parameter keyTTL: seconds each key lives unless renewed; 0 for no expiry.
+    public init(keyringName: String = "authbroker", keyTTL: UInt32 = KernelKeyringStore.defaultTTL) {
         self.keyringName = keyringName
+        self.keyTTL = keyTTL
+    }
+
+    /// How often a running daemon should call `renewAll()`: well inside the keys' life.
+    public var renewalInterval: Duration? {
+        keyTTL == 0 ? nil : .seconds(max(1, min(Int(keyTTL) / 4, 86_400)))
     }
 
     /// `kernel-keyring`.
@@ -56,6 +75,30 @@ public final class KernelKeyringStore: CredentialStore {
         let ring = try keyring()
         let added = payload.withUnsafeBytes { ckeyring_add_user_key(ring, description, $0.baseAddress, $0.count) }
         if added < 0 { throw Self.error(-added, doing: "store the credential") }
+        // A replaced payload keeps the key's old expiry: set anew on every save.
+        let timed = ckeyring_set_timeout(added, keyTTL)
+        if timed < 0 { throw Self.error(-timed, doing: "set the credential's expiry") }
+    }
+
+    /// Gives every item of the keyring `keyTTL` seconds more to live, from now. Returns how
+    /// many were renewed.
+    @discardableResult
+    public func renewAll() throws(StoreError) -> Int {
+        let ring = try keyring()
+        var renewed = 0
+        for key in try Self.serials(in: ring) {
+            guard let described = try Self.describe(key), Self.attributes(of: described) != nil else { continue }
+            if try renew(key) { renewed += 1 }
+        }
+        return renewed
+    }
+
+    /// Sets the key's expiry `keyTTL` from now; false when it is gone.
+    private func renew(_ key: Int32) throws(StoreError) -> Bool {
+        let timed = ckeyring_set_timeout(key, keyTTL)
+        if timed == -ENOKEY || timed == -EKEYREVOKED || timed == -EKEYEXPIRED { return false }
+        if timed < 0 { throw Self.error(-timed, doing: "renew a credential's expiry") }
+        return true
     }
 
     /// Every item of the keyring whose description is one of authbroker's.
@@ -66,6 +109,8 @@ public final class KernelKeyringStore: CredentialStore {
             // A key invalidated since the listing (another process's delete) is skipped.
             guard let described = try Self.describe(key), let attributes = Self.attributes(of: described) else { continue }
             guard var payload = try Self.readIfPresent(key) else { continue }
+            // Loaded is in use: it lives `keyTTL` from now.
+            _ = try renew(key)
             // Wiped in place: no slice of it may outlive the decoding (a live slice would make
             // the wipe copy the buffer and leave the original unwiped).
             defer { payload.withUnsafeMutableBytes { buffer in _ = buffer.initializeMemory(as: UInt8.self, repeating: 0) } }

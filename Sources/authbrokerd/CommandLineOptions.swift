@@ -3,7 +3,8 @@ import Glibc
 #endif
 import BrokerProtocol
 
-/// authbrokerd's command line: two options, `--help` and `--version`.
+/// authbrokerd's command line: `--config`, `--log-level`, `--check-config`, `--help` and
+/// `--version`.
 ///
 /// Read by hand rather than with ArgumentParser: the daemon stays resident all session,
 /// and the parser's code and metadata cost half a megabyte of its idle memory
@@ -14,6 +15,7 @@ struct CommandLineOptions: Equatable {
 
     static let usage = """
         USAGE: authbrokerd [--config <config>] [--log-level <log-level>]
+               authbrokerd --check-config [--config <config>]
 
         The authbroker daemon: signs in to OAuth/OIDC providers and serves access tokens over a Unix socket.
 
@@ -34,13 +36,16 @@ struct CommandLineOptions: Equatable {
 
         Exit status: 0 stopped by a signal, or idle ([daemon] idle_exit, socket-activated only); \
         1 cannot listen; 64 bad command line; 71 the confinement asked for cannot be put in force; \
-        78 configuration error. A Secret Service that is missing, locked or hung does not stop it: \
+        78 configuration error (also --check-config's answer for an invalid file). A Secret Service that is missing, locked or hung does not stop it: \
         requests that need it are answered -32005 (secret store unavailable) until it answers; \
         the same for the kernel keyring ([daemon] store = "kernel-keyring", for headless hosts) \
         when the kernel refuses its calls.
 
         OPTIONS:
           --config <config>       The configuration file.
+          --check-config          Read and check the configuration file, print whether it is
+                                  valid, and exit (0 valid, 78 not) without starting anything:
+                                  before `systemctl --user reload authbroker.service`.
           --log-level <log-level> Log level: trace, debug, info, notice, warning, error
                                   (default info, or $AUTHBROKER_LOG_LEVEL).
           --version               Show the version.
@@ -55,6 +60,8 @@ struct CommandLineOptions: Equatable {
     /// What the command line asks for.
     enum Parsed: Equatable {
         case run(CommandLineOptions)
+        /// `--check-config`: check the file (`--config`, else the default) and exit.
+        case checkConfig(String?)
         case help
         case version
         /// A sentence saying what is wrong.
@@ -65,6 +72,7 @@ struct CommandLineOptions: Equatable {
     static func parse(_ arguments: some Sequence<String>) -> Parsed {
         var options = CommandLineOptions()
         var rest = Array(arguments)[...]
+        var check = false
         while let argument = rest.popFirst() {
             var name = argument
             var value: String?
@@ -75,6 +83,7 @@ struct CommandLineOptions: Equatable {
             switch name {
             case "-h", "--help": return .help
             case "--version": return .version
+            case "--check-config" where value == nil: check = true
             case "--config", "--log-level":
                 if value == nil {
                     guard let next = rest.popFirst(), !next.hasPrefix("-") else { return .invalid("\(name) needs a value") }
@@ -91,7 +100,7 @@ struct CommandLineOptions: Equatable {
                 return .invalid("unknown argument '\(argument.prefix(64))'")
             }
         }
-        return .run(options)
+        return check ? .checkConfig(options.config) : .run(options)
     }
 
     /// The options, or the process ends: help and version print and exit 0, a bad command
@@ -99,6 +108,8 @@ struct CommandLineOptions: Equatable {
     static func fromProcess() -> CommandLineOptions {
         switch parse(CommandLine.arguments.dropFirst()) {
         case .run(let options): return options
+        case .checkConfig(let path):
+            exit(ConfigCheck.run(path: path))
         case .help:
             print(usage, terminator: "")
             exit(0)

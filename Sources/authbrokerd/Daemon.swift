@@ -42,6 +42,8 @@ struct Daemon {
         let confinedTo: [String]?
         /// The file the daemon runs, watched for an upgrade that replaces it.
         let executable: UpgradeWatch.Executable?
+        /// Where the audit trail goes: the journal (stderr is its stream), else this file.
+        let auditFile: String?
     }
 
     /// Logging, the configuration, the socket, and the confinement (`confine`).
@@ -89,10 +91,14 @@ struct Daemon {
         }
 
         // Confinement comes before the first thread (the event loops, the store's pool).
+        // The audit trail: in the journal under systemd, else in a file of its own, whose
+        // folder the confinement must let the daemon write in.
+        let auditFile = journal ? nil : AuditLog.path(environment: env)
         let (inspector, confinedTo) = confine(configPath: path, socketFolder: inherited == nil ? Sandbox.parent(of: socketPath) : nil,
-                                              env: env, logger: logger, notifier)
+                                              auditFile: auditFile, env: env, logger: logger, notifier)
         return Prepared(logger: logger, notifier: notifier, path: path, settings: settings, inherited: inherited,
-                        socketPath: socketPath, inspector: inspector, confinedTo: confinedTo, executable: executable)
+                        socketPath: socketPath, inspector: inspector, confinedTo: confinedTo, executable: executable,
+                        auditFile: auditFile)
     }
 
     func run(_ prepared: Prepared) async {
@@ -104,7 +110,10 @@ struct Daemon {
         let store: any CredentialStore
         switch settings.daemon.store {
         case .secretService: store = SecretServiceStore(timeout: .seconds(settings.daemon.storeTimeout))
-        case .kernelKeyring: store = KernelKeyringStore()
+        case .kernelKeyring:
+            let keyring = KernelKeyringStore(keyTTL: UInt32(settings.daemon.kernelKeyringTTL))
+            store = keyring
+            Self.keepRenewing(keyring, logger: logger)
         case .memory: store = MemoryStore()
         }
         let transport = NetworkTransport(timeout: Double(settings.daemon.httpTimeout))
@@ -117,9 +126,10 @@ struct Daemon {
             ? ["systemd-run", "--user", "--collect", "--quiet", "--property=KillMode=process", "--"] : []
         // One notifier (one bus connection) announces sign-ins and asks confirm rules' questions.
         let desktop = DesktopNotifier(launcher: launcher, logger: logger)
+        let auditSink: any AuditSink = prepared.auditFile.map { AuditFileSink(path: $0, logger: logger) } ?? JournalAuditSink()
         let broker = Broker(config: settings, store: store, transport: transport, socketPath: socketPath, logger: logger,
                             redirects: LoopbackRedirects(group: loops), announcer: desktop, confirmer: desktop,
-                            trustAsker: desktop)
+                            trustAsker: desktop, audit: AuditTrail(sink: auditSink))
         // A store that cannot be read does not stop the start (no exit, no restart loop):
         // the broker serves without its accounts and reads it again until it can.
         await broker.start()
@@ -151,7 +161,7 @@ struct Daemon {
     /// to; returns how callers are to be identified. Exits when the confinement asked for
     /// cannot be put in force. Also returns what the confinement lets the daemon read
     /// (nil when it runs unconfined), for the sentence of a reload it keeps from reading.
-    private func confine(configPath: String, socketFolder: String?, env: (String) -> String?, logger: Logger,
+    private func confine(configPath: String, socketFolder: String?, auditFile: String?, env: (String) -> String?, logger: Logger,
                          _ notifier: SystemdNotifier) -> (ProcessInspector, [String]?) {
         let choice: Sandbox.Choice
         switch Sandbox.choice(environment: env) {
@@ -165,12 +175,18 @@ struct Daemon {
         guard let inspector = ProcessInspector.start() else {
             fail("cannot start the identification helper: \(String(cString: strerror(errno)))", status: 71, notifier)
         }
-        let sandbox = Sandbox(configPath: configPath, socketFolder: socketFolder, environment: env)
+        var sandbox = Sandbox(configPath: configPath, socketFolder: socketFolder, environment: env)
+        // The audit file's folder, made now so that it can be allowed (and rotated in).
+        if let auditFile, let folder = AuditFileSink.makeFolder(for: auditFile) { sandbox.writable.append(folder) }
         do {
             switch try sandbox.apply() {
             case .confined(let abi):
+                if abi >= 6, let why = sandbox.abstractSocketsNeeded {
+                    logger.notice("abstract Unix sockets stay reachable from the daemon's sandbox: \(why)")
+                }
                 logger.info("confined by Landlock", metadata: [
-                    "abi": "\(abi)", "readable": "\(sandbox.readable.joined(separator: ","))",
+                    "abi": "\(abi)", "abstract_sockets_scoped": "\(abi >= 6 && sandbox.abstractSocketsNeeded == nil)",
+                    "readable": "\(sandbox.readable.joined(separator: ","))",
                     "writable": "\(sandbox.writable.joined(separator: ","))", "identification_helper": "\(inspector.helperPID ?? 0)",
                 ])
                 return (inspector, sandbox.readable)
@@ -182,6 +198,24 @@ struct Daemon {
             fail(error.description, status: 71, notifier)
         }
         return (inspector, nil)
+    }
+
+    /// Renews the kernel keyring's keys while the daemon runs (`kernel_keyring_ttl`), so that
+    /// only the keys of a user whose daemon stopped running expire: at start (loading them
+    /// renews them too) and every quarter of their life, a day at the most.
+    private static func keepRenewing(_ keyring: KernelKeyringStore, logger: Logger) {
+        guard let interval = keyring.renewalInterval else { return }
+        Task.detached {
+            while true {
+                try? await Task.sleep(for: interval)
+                do throws(StoreError) {
+                    let renewed = try keyring.renewAll()
+                    logger.debug("kernel keyring keys renewed", metadata: ["keys": "\(renewed)", "ttl": "\(keyring.keyTTL)"])
+                } catch {
+                    logger.warning("the kernel keyring's keys could not be renewed; they expire kernel_keyring_ttl after they were last saved or loaded", metadata: ["error": "\(error.message)"])
+                }
+            }
+        }
     }
 
     /// Prints the sentence, tells systemd why (STATUS, ERRNO-free), and exits.

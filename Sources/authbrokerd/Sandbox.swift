@@ -17,6 +17,10 @@ struct Sandbox {
     var readable: [String]
     /// What it may read and write (its socket's folder).
     var writable: [String]
+    /// Why abstract Unix sockets stay reachable from the sandbox when the kernel could
+    /// scope them (ABI 6): the session bus or systemd's notification socket is one, and the
+    /// daemon needs both. nil: they are scoped.
+    var abstractSocketsNeeded: String?
 
     /// Whether the daemon confines itself, and how firmly.
     enum Choice: Equatable {
@@ -69,6 +73,26 @@ struct Sandbox {
             readable.append(Self.parent(of: target))
         }
         writable = socketFolder.map { [$0] } ?? []
+        abstractSocketsNeeded = Self.abstractSocketsNeeded(environment: environment)
+    }
+
+    /// Why the daemon must reach abstract Unix sockets, or nil when it needs none: the
+    /// session bus (the Secret Service, notifications) at an abstract address, or none named
+    /// and no `$XDG_RUNTIME_DIR/bus` (GDBus would then autolaunch one, over X11's abstract
+    /// socket); systemd's `NOTIFY_SOCKET` at an abstract address (`@…`).
+    static func abstractSocketsNeeded(environment: (String) -> String?) -> String? {
+        if let bus = environment("DBUS_SESSION_BUS_ADDRESS"), !bus.isEmpty {
+            if bus.contains("abstract=") { return "the session bus is at an abstract address (\(bus.split(separator: ",").first ?? ""))" }
+        } else {
+            let runtime = environment("XDG_RUNTIME_DIR") ?? ""
+            if runtime.isEmpty || access(runtime + "/bus", F_OK) != 0 {
+                return "no session bus address is set and there is no $XDG_RUNTIME_DIR/bus, so D-Bus may start one at an abstract address"
+            }
+        }
+        if let notify = environment("NOTIFY_SOCKET"), notify.hasPrefix("@") {
+            return "systemd's NOTIFY_SOCKET is an abstract socket"
+        }
+        return nil
     }
 
     /// Where `path` leads, links followed; nil when it leads nowhere.
@@ -111,8 +135,11 @@ struct Sandbox {
         if abi >= 2 { handled |= Access.refer }
         if abi >= 3 { handled |= Access.truncate }
         if abi >= 5 { handled |= Access.ioctlDevice }
-        // ABI 6: no signals to processes outside the sandbox (the user's other programs).
-        let scoped: UInt64 = abi >= 6 ? Access.scopeSignal : 0
+        // ABI 6: no signals to processes outside the sandbox (the user's other programs),
+        // and no connection to an abstract Unix socket made outside it (an X11 display's,
+        // another program's private socket), unless the daemon's bus needs one.
+        var scoped: UInt64 = abi >= 6 ? Access.scopeSignal : 0
+        if abi >= 6, abstractSocketsNeeded == nil { scoped |= Access.scopeAbstractUnixSocket }
         let ruleset = clinux_landlock_ruleset(handled, scoped)
         guard ruleset >= 0 else { throw Failure(description: "cannot create a Landlock ruleset: \(Self.error())") }
         defer { close(ruleset) }
@@ -159,6 +186,7 @@ struct Sandbox {
         static let refer: UInt64 = 1 << 13
         static let truncate: UInt64 = 1 << 14
         static let ioctlDevice: UInt64 = 1 << 15
+        static let scopeAbstractUnixSocket: UInt64 = 1 << 0
         static let scopeSignal: UInt64 = 1 << 1
 
         static let read = readFile | readDir

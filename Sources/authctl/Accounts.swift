@@ -15,19 +15,29 @@ struct Accounts: ParsableCommand {
         let lines = try DaemonCall.session(json: json) { broker throws(ClientError) -> [String] in
             let result = try broker.accounts()
             if json { return [try Output.json(result)] }
-            return Self.table(result.accounts)
+            // Unreadable is not "none": a script must not take it for "sign in again".
+            if result.accounts.isEmpty, let unreadable = result.storeUnreadable {
+                throw .rpc(RPCError(.secretStoreUnavailable, "no account can be listed yet: \(unreadable)"))
+            }
+            return Self.table(result.accounts, storeUnreadable: result.storeUnreadable)
         }
         for line in lines { Output.line(line) }
     }
 
-    static func table(_ accounts: [AccountInfo]) -> [String] {
+    static func table(_ accounts: [AccountInfo], storeUnreadable: String? = nil) -> [String] {
         guard !accounts.isEmpty else {
+            if let storeUnreadable { return ["No accounts listed yet: \(Output.safe(storeUnreadable))."] }
             return ["No accounts: sign in with `authctl login`."]
         }
         let rows = accounts.map { account in
             [account.provider, account.shownName, account.subject, State.describe(account)].map(Output.safe)
         }
-        return Output.table([["PROVIDER", "ACCOUNT", "SUBJECT", "STATE"]] + rows)
+        var lines = Output.table([["PROVIDER", "ACCOUNT", "SUBJECT", "STATE"]] + rows)
+        for account in accounts {
+            if let unsaved = account.unsaved { lines.append("\(Output.safe(account.provider)) \(Output.safe(account.shownName)): \(Output.safe(unsaved)).") }
+        }
+        if let storeUnreadable { lines.append("More may follow: \(Output.safe(storeUnreadable)).") }
+        return lines
     }
 }
 
@@ -35,8 +45,8 @@ struct Accounts: ParsableCommand {
 enum State {
     /// `ready`, or `login_required (run `authctl login --provider P`)`.
     static func describe(_ account: AccountInfo) -> String {
-        account.state == .loginRequired
-            ? "login_required (run `authctl login --provider \(account.provider)`)"
-            : account.state.rawValue
+        if account.state == .loginRequired { return "login_required (run `authctl login --provider \(account.provider)`)" }
+        if account.unsaved != nil { return "\(account.state.rawValue), not saved (\(account.unsavedReason ?? "pending"))" }
+        return account.state.rawValue
     }
 }

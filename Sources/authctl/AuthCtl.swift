@@ -36,7 +36,9 @@ struct AuthCtl: ParsableCommand {
             """,
         version: BrokerVersion.current,
         subcommands: [Login.self, Token.self, Status.self, Accounts.self, Whoami.self, UserInfo.self, Logout.self, SetSecret.self,
-                      Exec.self, KubeCredential.self, GitCredential.self, SetupGit.self, Events.self, Headers.self]
+                      Exec.self, KubeCredential.self, GitCredential.self, SetupGit.self, Events.self, Headers.self, RenameProvider.self,
+                      AWSCredentialProcess.self, SetupAWS.self, GcloudCredential.self, SetupGcloud.self,
+                      Grants.self, Audit.self]
     )
 
     /// Plain `authctl token …` skips ArgumentParser's start-up (``TokenFastPath``);

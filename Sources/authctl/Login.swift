@@ -127,7 +127,10 @@ struct Login: ParsableCommand {
     /// The outcome: "Signed in to corp as alice.", or with --json the `signed_in` line.
     private func report(_ account: AccountInfo, resource: String?) throws {
         guard json else {
-            return Output.line("Signed in to \(Output.safe(account.provider)) as \(Output.safe(account.shownName)).")
+            Output.line("Signed in to \(Output.safe(account.provider)) as \(Output.safe(account.shownName)).")
+            // What became of the refresh token of the sign-in this one replaced.
+            if let replaced = account.replacedSignIn { Output.line(Output.safe(replaced.prefix(1).uppercased() + replaced.dropFirst()) + ".") }
+            return
         }
         Output.line(try Output.json(Output.Beside(key: "event", value: "signed_in", body: SignedIn(account: account, resource: resource)), oneLine: true))
     }

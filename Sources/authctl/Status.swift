@@ -77,6 +77,7 @@ struct Status: ParsableCommand {
             let shown = account.shownName
             let name = shown == account.subject ? "subject \(shown)" : "\(shown) (subject \(account.subject))"
             lines.append("  account \(Output.safe(name)): \(Output.safe(State.describe(account)))")
+            if let unsaved = account.unsaved { lines.append("    \(Output.safe(unsaved))") }
             if entry.tokens.isEmpty {
                 lines.append("    no cached token")
                 continue

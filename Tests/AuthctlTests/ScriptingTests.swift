@@ -20,7 +20,7 @@ final class ScriptingTests: XCTestCase {
         XCTAssertEqual(CommandLineMistakes.unknownCommand(["stauts", "--json"]), "unknown command 'stauts'. Did you mean 'status'?")
         XCTAssertEqual(CommandLineMistakes.unknownCommand(["acount"]), "unknown command 'acount'. Did you mean 'accounts'?")
         XCTAssertEqual(CommandLineMistakes.unknownCommand(["log"]), "unknown command 'log'. Did you mean 'login' or 'logout'?")
-        XCTAssertEqual(CommandLineMistakes.unknownCommand(["setup"]), "unknown command 'setup'. Did you mean 'setup-git'?")
+        XCTAssertEqual(CommandLineMistakes.unknownCommand(["setup"]), "unknown command 'setup'. Did you mean 'setup-git' or 'setup-aws' or 'setup-gcloud'?")
         XCTAssertEqual(CommandLineMistakes.unknownCommand(["TOKEN"]), "unknown command 'TOKEN'. Did you mean 'token'?")
         XCTAssertEqual(CommandLineMistakes.unknownCommand(["zzz"]), "unknown command 'zzz': `authctl --help` lists the commands")
         // Terminal control characters never reach the terminal.

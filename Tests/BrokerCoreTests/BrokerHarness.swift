@@ -30,8 +30,8 @@ final class StubTransport: HTTPTransport {
         /// A token that lives `expiresIn` s; with `rotate`, a new refresh token too.
         case token(expiresIn: Int, rotate: Bool)
         /// A JWT access token (RFC 9068) with `iat` and `exp` = `iat` + `life`, by the
-        /// provider's clock, and no `expires_in` (RFC 6749 §5.1 only recommends it).
-        case jwt(issuedAt: Int64, life: Int64)
+        /// provider's clock, and no `expires_in` (RFC 6749 §5.1 only recommends it) unless given.
+        case jwt(issuedAt: Int64, life: Int64, expiresIn: Int? = nil)
         /// HTTP 400 with this OAuth error code.
         case error(String)
         /// HTTP 400 with this OAuth error code and `error_description`.
@@ -52,6 +52,7 @@ final class StubTransport: HTTPTransport {
         var discoveryExtra = ""
         var revocations: [String] = []
         var refusedRevocations: Set<String> = []
+        var date: String?
     }
 
     private let state = Mutex(State())
@@ -91,6 +92,12 @@ final class StubTransport: HTTPTransport {
     /// Revocations of these tokens are refused (HTTP 400 `invalid_request`).
     func refuseRevoking(_ tokens: String...) { state.withLock { $0.refusedRevocations.formUnion(tokens) } }
 
+    /// The `Date` header of the token endpoint's answers (the provider's clock), or none.
+    var dateHeader: String? {
+        get { state.withLock { $0.date } }
+        set { state.withLock { $0.date = newValue } }
+    }
+
     /// The form of each token request that reached the provider.
     var tokenRequests: [[String: String]] { state.withLock { $0.tokenRequests } }
     var discoveries: Int { state.withLock { $0.discoveries } }
@@ -107,30 +114,9 @@ final class StubTransport: HTTPTransport {
             return Self.json(200, state.withLock { $0.jwks })
         case base + "/token":
             let form = Self.form(request.body ?? [])
-            let answer = try state.withLock { s throws(OAuthError) -> (Answer, Int, String?) in
-                guard !s.down else { throw .unreachable("the STUB provider idp.example is down") }
-                s.tokenRequests.append(form)
-                s.issued += 1
-                let answer = s.script.isEmpty ? s.standing : s.script.removeFirst()
-                guard case .token = answer, !s.idTokens.isEmpty else { return (answer, s.issued, nil) }
-                return (answer, s.issued, s.idTokens.removeFirst())
-            }
-            switch answer.0 {
-            case .token(let expiresIn, let rotate):
-                let refresh = rotate ? #","refresh_token":"refresh-\#(answer.1)""# : ""
-                let idToken = answer.2.map { #","id_token":"\#($0)""# } ?? ""
-                return Self.json(200, #"{"access_token":"access-\#(answer.1)","token_type":"Bearer","expires_in":\#(expiresIn)\#(refresh)\#(idToken)}"#)
-            case .jwt(let issuedAt, let life):
-                let claims = #"{"iss":"\#(base)","sub":"sub-alice","jti":"\#(answer.1)","iat":\#(issuedAt),"exp":\#(issuedAt + life)}"#
-                let jwt = Base64URL.encode(Array(#"{"alg":"RS256","typ":"at+jwt"}"#.utf8)) + "." + Base64URL.encode(Array(claims.utf8)) + ".c2ln"
-                return Self.json(200, #"{"access_token":"\#(jwt)","token_type":"Bearer"}"#)
-            case .error(let code):
-                return Self.json(400, #"{"error":"\#(code)"}"#)
-            case .described(let code, let description):
-                return Self.json(400, #"{"error":"\#(code)","error_description":"\#(description)"}"#)
-            case .json(let text):
-                return Self.json(200, text)
-            }
+            let response = try tokenAnswer(form)
+            guard let date = dateHeader else { return response }
+            return HTTPResponse(status: response.status, headers: response.headers.merging(["date": date]) { $1 }, body: response.body)
         case base + "/revoke":
             let token = Self.form(request.body ?? [])["token"] ?? ""
             let refused = try state.withLock { s throws(OAuthError) -> Bool in
@@ -141,6 +127,36 @@ final class StubTransport: HTTPTransport {
             return refused ? Self.json(400, #"{"error":"invalid_request"}"#) : HTTPResponse(status: 200)
         default:
             return HTTPResponse(status: 404)
+        }
+    }
+
+    /// The token endpoint's answer to `form`, from the script.
+    private func tokenAnswer(_ form: [String: String]) throws(OAuthError) -> HTTPResponse {
+        let base = Self.issuer
+        let answer = try state.withLock { s throws(OAuthError) -> (Answer, Int, String?) in
+            guard !s.down else { throw .unreachable("the STUB provider idp.example is down") }
+            s.tokenRequests.append(form)
+            s.issued += 1
+            let answer = s.script.isEmpty ? s.standing : s.script.removeFirst()
+            guard case .token = answer, !s.idTokens.isEmpty else { return (answer, s.issued, nil) }
+            return (answer, s.issued, s.idTokens.removeFirst())
+        }
+        switch answer.0 {
+        case .token(let expiresIn, let rotate):
+            let refresh = rotate ? #","refresh_token":"refresh-\#(answer.1)""# : ""
+            let idToken = answer.2.map { #","id_token":"\#($0)""# } ?? ""
+            return Self.json(200, #"{"access_token":"access-\#(answer.1)","token_type":"Bearer","expires_in":\#(expiresIn)\#(refresh)\#(idToken)}"#)
+        case .jwt(let issuedAt, let life, let expiresIn):
+            let claims = #"{"iss":"\#(base)","sub":"sub-alice","jti":"\#(answer.1)","iat":\#(issuedAt),"exp":\#(issuedAt + life)}"#
+            let jwt = Base64URL.encode(Array(#"{"alg":"RS256","typ":"at+jwt"}"#.utf8)) + "." + Base64URL.encode(Array(claims.utf8)) + ".c2ln"
+            let stated = expiresIn.map { #","expires_in":\#($0)"# } ?? ""
+            return Self.json(200, #"{"access_token":"\#(jwt)","token_type":"Bearer"\#(stated)}"#)
+        case .error(let code):
+            return Self.json(400, #"{"error":"\#(code)"}"#)
+        case .described(let code, let description):
+            return Self.json(400, #"{"error":"\#(code)","error_description":"\#(description)"}"#)
+        case .json(let text):
+            return Self.json(200, text)
         }
     }
 

@@ -126,6 +126,22 @@ final class ConfigLoaderTests: XCTestCase {
         assertError("[daemon\n", key: nil, contains: "line 1")
     }
 
+    /// An unknown key names the nearest known one when it is at most two edits away
+    /// (issue 37, item 8), and only then.
+    func testAnUnknownKeySuggestsTheNearestKnownOne() {
+        let provider = "[providers.a]\nissuer=\"https://a\"\nclient_id=\"x\"\n"
+        assertError("[daemon]\nrefresh_margn = 30\n" + provider, key: "daemon.refresh_margn",
+                    contains: "daemon.refresh_margn: unknown key: did you mean refresh_margin? (known here: ")
+        assertError(provider + "scope=[\"openid\"]", key: "providers.a.scope", contains: "unknown key: did you mean scopes?")
+        assertError("[providers.a]\nissuer=\"https://a\"\nclient-id=\"x\"", key: "providers.a.client-id",
+                    contains: "did you mean client_id?")
+        assertError("[daemon]\nnot_a_key = 1\n" + provider, key: "daemon.not_a_key", contains: "unknown key (known here: ")
+        XCTAssertEqual(TableReader.nearest(to: "stor", in: ["store", "store_timeout"]), "store")
+        XCTAssertEqual(TableReader.nearest(to: "http_timout", in: ["http_timeout", "refresh_timeout"]), "http_timeout")
+        XCTAssertNil(TableReader.nearest(to: "timeout", in: ["http_timeout", "refresh_timeout"]), "five edits away")
+        XCTAssertNil(TableReader.nearest(to: "", in: ["exe"]))
+    }
+
     func testSyntaxErrorsNameFileLineAndColumnButNeverTheValue() throws {
         let unclosed = "[providers.a]\nissuer=\"https://a\"\nclient_id=\"x\"\nclient_secret = \"hunter2"
         assertError(unclosed, key: nil, contains: "/x/config.toml: line 4, column 17: a string is not closed")

@@ -75,7 +75,7 @@ final class DiscoveryTests: XCTestCase {
         XCTAssertEqual(found.provider, "as.example", "the name it would get")
 
         let error = await refusal { () async throws(BrokerError) in try await broker.tokens.token(TokenGetParams(resource: resource)) }
-        guard case .untrustedServer(let r, let i, let p, let rh, let ih) = error else { return XCTFail("\(String(describing: error))") }
+        guard case .untrustedServer(let r, let i, let p, let rh, let ih, _) = error else { return XCTFail("\(String(describing: error))") }
         XCTAssertEqual([r, i, p, rh, ih], [resource, issuer, "as.example", "mcp.example", "as.example"])
         XCTAssertEqual(error?.message, "mcp.example sends its users to sign in at as.example, which you have not trusted yet: run `authctl login --resource https://mcp.example/mcp` to review it and sign in")
 

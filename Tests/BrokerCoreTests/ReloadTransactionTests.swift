@@ -134,3 +134,22 @@ private final class Flag: Sendable {
     var isSet: Bool { flag.withLock { $0 } }
     func set() { flag.withLock { $0 = true } }
 }
+
+/// A reload that changes nothing about how tokens are got keeps the provider's cached
+/// tokens (issue 37: a `post_logout_redirect_uri` change made every busy caller miss).
+final class ReloadKeepsTokensTests: XCTestCase {
+    func testAChangeThatDoesNotTouchTokensKeepsTheCachedOnes() async throws {
+        let h = try await BrokerHarness()
+        _ = try await h.token()
+        let before = h.transport.tokenRequests.count
+        let same = try BrokerHarness.config(providerKeys: "post_logout_redirect_uri = \"https://example.com/bye\"\nredirect_port = 8765")
+        _ = try await h.broker.reload(same)
+        XCTAssertNotNil(h.broker.tokens.cachedToken(TokenGetParams()), "still cached after the reload")
+        _ = try await h.token()
+        XCTAssertEqual(h.transport.tokenRequests.count, before, "no refresh for an unchanged token")
+
+        let other = try BrokerHarness.config(providerKeys: "token_params = { tenant = \"x\" }")
+        _ = try await h.broker.reload(other)
+        XCTAssertNil(h.broker.tokens.cachedToken(TokenGetParams()), "a change of how tokens are asked for drops them")
+    }
+}

@@ -91,7 +91,7 @@ final class ServicesAloneTests: XCTestCase {
 
     func testExchangeOverTheTokensService() async throws {
         let base = try await Base()
-        let exchange = ExchangeService(tokens: base.tokens(), clock: base.clock.wallClock, logger: base.logs.logger)
+        let exchange = ExchangeService(tokens: base.tokens(), transport: base.transport, clock: base.clock.wallClock, logger: base.logs.logger)
         let first = try await exchange.exchangeToken(TokenExchangeParams(audience: "payroll"))
         XCTAssertEqual(exchange.cachedExchange(TokenExchangeParams(audience: "payroll"))?.accessToken, first.accessToken)
         XCTAssertEqual(base.transport.tokenRequests.last?["grant_type"], "urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Atoken-exchange")

@@ -27,6 +27,8 @@ final class MethodAccessTests: XCTestCase {
         .accountUserinfo: #"{}"#,
         .discoveryResolve: #"{"resource":"https://api"}"#,
         .discoveryTrust: #"{"resource":"https://api","issuer":"https://login"}"#,
+        .awsCredentials: #"{"role_arn":"arn:aws:iam::123456789012:role/dev"}"#,
+        .accountIDToken: #"{}"#,
     ]
 
     func testEveryMethodIsCheckedByThePolicyOrOpenWithAReason() throws {

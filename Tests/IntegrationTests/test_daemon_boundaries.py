@@ -302,6 +302,38 @@ def test_config_error_names_file_key_and_problem():
     assert d.config in r.stderr and "daemon.store" in r.stderr and "memory" in r.stderr
 
 
+def test_check_config_reads_the_file_and_starts_nothing(tmp_path):
+    """`authbrokerd --check-config` (issue 37, item 8): a valid file is "PATH is valid: N
+    providers" and exit 0, an invalid one the daemon's own sentence and exit 78 (EX_CONFIG),
+    an unknown key names the nearest known one; no socket is made either way."""
+    socket_path = tmp_path / "run" / "socket"
+    env = dict(os.environ, AUTHBROKER_SOCKET=str(socket_path), AUTHBROKER_CONFIG=str(tmp_path / "none.toml"))
+    good = tmp_path / "good.toml"
+    good.write_text('[daemon]\nstore = "memory"\nclock_skew = 120\n'
+                    '[providers.a]\nissuer = "https://a.example"\nclient_id = "x"\n'
+                    '[providers.b]\nissuer = "https://b.example"\nclient_id = "y"\n'
+                    '[[allow]]\nexe = "/nonexistent/bin/tool"\n')
+    r = subprocess.run([AUTHBROKERD, "--check-config", "--config", str(good)], env=env, capture_output=True,
+                       text=True, timeout=20)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == f"{good} is valid: 2 providers\n", r.stdout
+    assert "/nonexistent/bin/tool can never match" in r.stderr, r.stderr
+
+    typo = tmp_path / "typo.toml"
+    typo.write_text('[daemon]\nrefresh_margn = 30\n[providers.a]\nissuer = "https://a.example"\nclient_id = "x"\n')
+    r = subprocess.run([AUTHBROKERD, f"--config={typo}", "--check-config"], env=env, capture_output=True,
+                       text=True, timeout=20)
+    assert r.returncode == 78, r.stderr
+    assert r.stdout == ""
+    assert r.stderr.startswith(f"authbrokerd: configuration error: {typo}: daemon.refresh_margn: unknown key: "
+                               "did you mean refresh_margin? (known here: "), r.stderr
+
+    # Without --config: the daemon's own path ($AUTHBROKER_CONFIG here), named in the sentence.
+    r = subprocess.run([AUTHBROKERD, "--check-config"], env=env, capture_output=True, text=True, timeout=20)
+    assert r.returncode == 78 and str(tmp_path / "none.toml") in r.stderr, r.stderr
+    assert not socket_path.parent.exists(), "nothing was started"
+
+
 def test_an_issuer_no_sign_in_could_use_is_refused_at_start_and_on_reload(daemon):
     """An http:// issuer on a host that is not loopback (or one with a query) is refused
     when the file is read, naming the key, as docs/configuration.md says: not accepted at

@@ -185,6 +185,26 @@ def test_logout_revokes_and_removes_the_item(daemon_factory, glewlwyd):
     assert res.returncode == 4
 
 
+def test_a_new_sign_in_revokes_the_refresh_token_it_replaces(daemon_factory, glewlwyd):
+    """Issue 38 item 5: signing in again (the usual answer to a refresh token that may have
+    been copied) revokes the replaced refresh token at the real Glewlwyd, which revokes that
+    one token only (RFC 7009): the new sign-in's stays enabled and serves, and authctl says so."""
+    d = daemon_factory(client="authbroker-confidential").start()
+    d.login_device("alice")
+    _, payload = stored_item(d.name)
+    replaced = payload["refresh_token"]
+    assert glewlwyd.refresh_token_enabled(replaced) is True
+
+    out = d.login_device("alice")
+    assert "Signed in to" in out and f"The refresh token of the sign-in it replaced was revoked at {d.name}." in out, out
+    assert glewlwyd.refresh_token_enabled(replaced) is False, "the replaced refresh token is still valid at the provider"
+    _, payload = stored_item(d.name)
+    assert payload["refresh_token"] != replaced
+    assert glewlwyd.refresh_token_enabled(payload["refresh_token"]) is True
+    token_via_ctl(d, API)
+    assert replaced not in d.log_text()
+
+
 def test_memory_store_keeps_nothing_across_restarts(daemon_factory):
     d = daemon_factory(store="memory").start()
     d.login_device("alice")

@@ -66,6 +66,7 @@ def accepted_keys(table, tmp_path):
     provider = '[providers.p]\nissuer = "https://login.example.com"\nclient_id = "c"\n'
     config = {"": "not_a_key = 1\n", "daemon": "[daemon]\nnot_a_key = 1\n",
               "providers": provider + "not_a_key = 1\n", "discovery": "[discovery]\nnot_a_key = 1\n",
+              "aws": provider + "[aws]\nnot_a_key = 1\n",
               "allow": provider + '[[allow]]\nexe = "/usr/bin/git"\nnot_a_key = 1\n'}[table]
     path = tmp_path / f"{table or 'root'}.toml"
     path.write_text(config)
@@ -83,9 +84,9 @@ def documented_keys(text, heading):
 
 def test_every_configuration_key_is_in_authbroker_toml_5_and_only_those(tmp_path):
     text = page("authbroker.toml.5")
-    assert accepted_keys("", tmp_path) == {"daemon", "providers", "allow", "discovery"}
+    assert accepted_keys("", tmp_path) == {"daemon", "providers", "allow", "discovery", "aws"}
     for table, heading in [("daemon", "[daemon]"), ("providers", "[providers.NAME]"), ("discovery", "[discovery]"),
-                           ("allow", "[[allow]]")]:
+                           ("allow", "[[allow]]"), ("aws", "[aws]")]:
         accepted, documented = accepted_keys(table, tmp_path), documented_keys(text, heading)
         assert accepted == documented, (f"{heading}: accepted, not in the page: {sorted(accepted - documented)}; "
                                         f"in the page, not accepted: {sorted(documented - accepted)}")

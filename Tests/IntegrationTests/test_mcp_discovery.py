@@ -160,6 +160,19 @@ def test_an_mcp_client_gets_its_tool_result_for_a_server_nobody_configured(mcp_w
         assert r.returncode == 0, r.stderr
         assert len(registered_clients(gl) - before) == 1, "the registration was kept and reused"
 
+        # The generated name can be renamed; the sign-in, the client and the resource move with it.
+        generated = accounts[0]["provider"]
+        r = d.ctl("rename-provider", generated, "work-mcp")
+        assert r.returncode == 0 and "work-mcp now (1 account moved)" in r.stdout, (r.stdout, r.stderr)
+        assert [a["provider"] for a in d.rpc("account.list")["result"]["accounts"]] == ["work-mcp"]
+        d.restart()
+        assert [a["provider"] for a in d.rpc("account.list")["result"]["accounts"]] == ["work-mcp"], "kept across a restart"
+        r = agent(d, resource)
+        assert r.returncode == 0, r.stderr
+        assert len(registered_clients(gl) - before) == 1, "the renamed provider keeps its client"
+        r = d.ctl("rename-provider", "work-mcp", "bad name")
+        assert r.returncode == 9 and "letters, digits" in r.stderr, r.stderr
+
         # No token in any file under HOME or the daemon's folder.
         token = d.rpc("token.get", {"resource": resource})["result"]["access_token"]
         leaked = [path for path, data in files_outside_the_keyring(os.environ["HOME"], d.dir) if token.encode() in data]

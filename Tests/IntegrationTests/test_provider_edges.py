@@ -6,6 +6,7 @@ for a clock, a refusal that echoes the refresh token it was sent, a provider tha
 Every test asserts what a user sees: the token answer, the sentence, the daemon staying
 up. No test prints a token: tokens are compared via fingerprint()."""
 import email.utils
+import re
 import subprocess
 import time
 import uuid
@@ -142,6 +143,19 @@ def test_stub_retry_after_http_date_is_read_by_the_providers_own_clock(stub, sig
     error = waiting.get("error")
     assert error and error["code"] == -32004, f"expected 'provider unreachable', got {error}"
     assert 20 <= error["data"]["retry_after"] <= 45, f"Retry-After read by the wrong clock: {error}"
+
+
+def test_stub_provider_clock_minutes_behind_is_logged_once_with_its_size(stub, signed_in):
+    """A STUB provider 3 minutes behind, as its Date headers show (issue 37, item 3): the
+    daemon logs the difference once, naming the provider and which clock to correct, not
+    once per refresh."""
+    d = signed_in()  # every request refreshes
+    stub.clock_offset = -180
+    for _ in range(3):
+        assert "result" in token(d, resource=API)
+    lines = [l for l in d.log_text().splitlines() if f"the clock of {d.name} is" in l]
+    assert len(lines) == 1, lines
+    assert re.search(r"is 1(79|80|81) s behind this computer's \(by its Date header\)", lines[0]), lines[0]
 
 
 # --- a rotated refresh token that is no token -------------------------------------------

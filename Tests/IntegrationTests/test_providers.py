@@ -364,7 +364,7 @@ def test_stub_sign_in_without_a_refresh_token_names_prompt_consent(stub, make_da
     r = login(d)
     assert r.returncode == 10, r.stdout + r.stderr
     assert "issued no refresh token" in r.stderr
-    assert 'authorization_params = { prompt = "consent" }' in r.stderr, r.stderr
+    assert "the browser sign-in" in r.stderr and "prompt=consent" in r.stderr, r.stderr
     assert "offline_access" in r.stderr
     assert accounts(d) == []
 

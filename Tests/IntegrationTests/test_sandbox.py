@@ -218,14 +218,35 @@ try() { if sh -c "$2" >/dev/null 2>&1; then echo "$1=yes"; else echo "$1=no"; fi
   try write-tmp 'echo planted > "$PROBE_TMP"'
   try write-own 'echo mine > "$(dirname "$AUTHBROKER_SOCKET")/mine"'
   try read-ca 'cat "$SSL_CERT_FILE"'
+  try connect-abstract 'python3 -c "import sys, socket; socket.socket(socket.AF_UNIX).connect(chr(0) + sys.argv[1])" "$PROBE_ABSTRACT"'
+  try python 'python3 -c pass'
+  try connect-path 'python3 -c "import sys, socket; socket.socket(socket.AF_UNIX).connect(sys.argv[1])" "$PROBE_AGENT"'
 } > "$out.part" && mv "$out.part" "$out"
 """
+
+
+def landlock_abi():
+    """The kernel's Landlock ABI version (landlock_create_ruleset with
+    LANDLOCK_CREATE_RULESET_VERSION), 0 without Landlock."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    return max(0, libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1)))  # x86_64, arm64: 444
 
 
 def test_the_confined_daemon_cannot_write_outside_its_own_folder(daemon_factory, notifications, tmp_path):
     """The daemon starts a program itself when the user clicks a sign-in notification
     ($BROWSER, run directly when not under systemd). That program runs in the daemon's
-    domain: it reads nothing of ~/.ssh and writes only into the daemon's runtime folder."""
+    domain: it reads nothing of ~/.ssh and writes only into the daemon's runtime folder.
+    With Landlock ABI 6 it cannot connect to an abstract Unix socket made outside the
+    sandbox (issue 38 item 6); a path socket outside the runtime folder (where ssh-agent
+    listens) it can: Landlock has no right for connecting to one, as docs/security.md says."""
+    import socket
+    abstract = socket.socket(socket.AF_UNIX)
+    abstract.bind("\0authbroker-probe-%d" % os.getpid())
+    abstract.listen(4)
+    agent = socket.socket(socket.AF_UNIX)
+    agent.bind(str(tmp_path / "agent.sock"))
+    agent.listen(4)
     from test_sign_in_on_demand import waiting_token_get, wait_until
     d = daemon_factory(extra_env={"AUTHBROKER_SANDBOX": "on"})
     h = Home(d)
@@ -242,7 +263,8 @@ def test_the_confined_daemon_cannot_write_outside_its_own_folder(daemon_factory,
     os.makedirs(os.path.dirname(ca))
     with open(ca, "w") as f:
         f.write("a CA certificate\n")
-    d.env.update(BROWSER=f"/bin/sh {probe} %s", PROBE_TMP=str(tmp_path / "planted"), SSL_CERT_FILE=ca)
+    d.env.update(BROWSER=f"/bin/sh {probe} %s", PROBE_TMP=str(tmp_path / "planted"), SSL_CERT_FILE=ca,
+                 PROBE_ABSTRACT="authbroker-probe-%d" % os.getpid(), PROBE_AGENT=str(tmp_path / "agent.sock"))
     d.start()
     waiter = waiting_token_get(d)
     try:
@@ -254,7 +276,10 @@ def test_the_confined_daemon_cannot_write_outside_its_own_folder(daemon_factory,
             found = dict(line.strip().split("=") for line in f if "=" in line)
     finally:
         waiter.close()
+        abstract.close()
+        agent.close()
     assert found == {"read-ssh": "no", "write-ssh": "no", "write-home": "no", "write-config": "no",
-                     "write-tmp": "no", "write-own": "yes", "read-ca": "yes"}, found
+                     "write-tmp": "no", "write-own": "yes", "read-ca": "yes",
+                     "connect-abstract": "no" if landlock_abi() >= 6 else "yes", "connect-path": "yes"}, found
     assert not os.path.exists(os.path.join(h.ssh, "authorized_keys"))
     assert not os.path.exists(tmp_path / "planted")

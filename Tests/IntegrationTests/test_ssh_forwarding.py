@@ -10,6 +10,7 @@ two hosts. Real daemon, real Glewlwyd. The notification server is a STUB
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -18,7 +19,7 @@ import pytest
 
 from conftest import API, AUTHCTL, GIT, ROOT, RPC, fingerprint, token_for
 from device_login import approve_device_login
-from policy_callers import PYTHON
+from policy_callers import ASK_ONCE, PYTHON
 from sshd import SSH, Sshd
 from test_sign_in_on_demand import (finish_in_browser, notifications, on_demand_daemon,  # noqa: F401 (fixture)
                                     page_from, pending_sign_in, wait_until)
@@ -336,23 +337,74 @@ resources = ["{API}"]
     assert answer["error"]["code"] == -32002 and "cannot ask you" in answer["error"]["message"], answer
 
 
-def test_no_more_than_eight_questions_wait_at_once(policy_daemon, notifications):
-    # A program that opens connection after connection cannot flood the desktop.
-    d = python_confirm_daemon(policy_daemon)
-    waiting = []
-    for i in range(8):
-        c = RPC(d.socket, timeout=30)
-        c.send_line(json.dumps({"jsonrpc": "2.0", "id": i, "method": "token.get", "params": {"resource": API}}) + "\n")
-        waiting.append(c)
+def pythons(tmp_path, count):
+    """`count` copies of this test's python, each another file (inode): another program
+    to the rules and to the fair shares."""
+    paths = []
+    for i in range(count):
+        path = str(tmp_path / f"python-{i}")
+        shutil.copy2(PYTHON, path)
+        paths.append(path)
+    return paths
+
+
+def confirm_rules(*exes):
+    return "".join(f"""
+[[allow]]
+exe = "{exe}"
+confirm = true
+resources = ["{API}"]
+""" for exe in exes)
+
+
+def ask_from(python, d):
+    """A process of `python` asking for a token once (ASK_ONCE): it waits for its answer."""
+    return subprocess.Popen([python, "-c", ASK_ONCE, d.socket, API], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_no_more_than_eight_questions_wait_at_once(policy_daemon, notifications, tmp_path):
+    # Many programs that open connection after connection cannot flood the desktop: two
+    # questions each of four programs fill it, and a fifth program's first is refused.
+    copies = pythons(tmp_path, 5)
+    d = policy_daemon(confirm_rules(*copies))
+    waiting = [ask_from(python, d) for python in copies[:4] for _ in range(2)]
     asked(notifications, d, 8)
-    ninth = d.rpc("token.get", {"resource": API})
-    assert ninth["error"]["code"] == -32009 and "8 questions" in ninth["error"]["message"], ninth
+    fifth = ask_from(copies[4], d)
+    out, err = fifth.communicate(timeout=60)
+    assert out.startswith("-32009 ") and "8 questions" in out, out + err
     assert len(notifications.calls("Notify")) == 8
     for note in notifications.calls("Notify"):
         notifications.click(note["id"], "deny")
-    for c in waiting:
-        assert c.read()["error"]["code"] == -32002
-        c.close()
+    for p in waiting:
+        out, err = p.communicate(timeout=60)
+        assert out.startswith("-32002 "), out + err
+
+
+def test_one_programs_flood_of_questions_never_refuses_another_programs_first(policy_daemon, notifications, tmp_path):
+    """Fair shares (issue 38 item 3): a program may have 2 questions waiting on the desktop;
+    its third is refused at once naming it, and another program's first question is still
+    shown. Each program is its executable's file, so new processes of the flooding program
+    count against the same share."""
+    flooder, other = pythons(tmp_path, 2)
+    d = policy_daemon(confirm_rules(flooder, other))
+    flood = [ask_from(flooder, d) for _ in range(2)]
+    asked(notifications, d, 2)
+    third = ask_from(flooder, d)
+    out, err = third.communicate(timeout=60)
+    assert out.startswith("-32009 ") and "2 questions of python-0" in out and "other programs are still asked" in out, out + err
+    assert len(notifications.calls("Notify")) == 2
+    first = ask_from(other, d)
+    note = asked(notifications, d, 3)
+    assert "python-1 (pid" in note["body"], note
+    notifications.click(note["id"], "allow")
+    out, err = first.communicate(timeout=60)
+    assert out.strip() == "served", out + err + d.log_text()
+    for note in notifications.calls("Notify")[:2]:
+        notifications.click(note["id"], "deny")
+    for p in flood:
+        out, err = p.communicate(timeout=60)
+        assert out.startswith("-32002 "), out + err
 
 
 def test_a_local_forward_to_the_daemon_is_served_to_sshd_as_a_forwarded_caller(sshd, policy_daemon):

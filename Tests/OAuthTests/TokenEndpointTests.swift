@@ -63,12 +63,11 @@ final class TokenEndpointTests: XCTestCase {
     func testServerErrorsAndGarbageAreInvalidResponses() async {
         stub.route("/token", .text("upstream down", status: 500), .text("<html>hello</html>"),
                    .json(#"{"error":"server_error"}"#, status: 502), .json(#"{"token_type":"Bearer"}"#),
-                   .json(#"{"access_token":"fake","token_type":"mac"}"#),
                    StubAnswer(status: 302, headers: ["Location": "/elsewhere"]))
         let metadata = stubMetadata(stub)
         let client = stubClient(stub)
         var messages: [String] = []
-        for _ in 0..<6 {
+        for _ in 0..<5 {
             let error = await expectError { try await client.refresh(metadata, refreshToken: "r", resource: nil, scopes: nil) }
             guard case .invalidResponse(let message)? = error else { return XCTFail("got \(String(describing: error))") }
             messages.append(message)
@@ -76,8 +75,20 @@ final class TokenEndpointTests: XCTestCase {
         XCTAssertEqual(messages[0], "the provider's token endpoint answered HTTP 500")
         XCTAssertEqual(messages[2], "the provider's token endpoint answered HTTP 502")
         XCTAssertEqual(messages[3], "the provider's token answer has no access_token")
-        XCTAssertTrue(messages[5].contains("302"), messages[5])
+        XCTAssertTrue(messages[4].contains("302"), messages[4])
         XCTAssertFalse(messages.joined().contains("fake"))
+    }
+
+    /// A token of a type the broker cannot use (issue 37, item 8) is the client's set-up at
+    /// the provider, which answers the same every time: a configuration error, not a broken
+    /// answer to back off from and retry.
+    func testAnUnknownTokenTypeIsAConfigurationError() async {
+        stub.route("/token", .json(#"{"access_token":"fake","token_type":"mac","expires_in":3600}"#))
+        let error = await expectError { try await stubClient(self.stub).refresh(stubMetadata(self.stub), refreshToken: "r", resource: nil, scopes: nil) }
+        guard case .configuration(let message)? = error else { return XCTFail("got \(String(describing: error))") }
+        XCTAssertTrue(message.contains("a token of type mac, which authbroker cannot use"), message)
+        XCTAssertFalse(message.contains("fake"))
+        XCTAssertEqual(error?.isNoAnswer, false, "an answer, not a lost request: the refresh is not sent again")
     }
 
     /// A provider that quotes what it refuses must not make a credential part of a sentence:

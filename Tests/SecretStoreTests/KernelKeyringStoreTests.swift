@@ -161,6 +161,61 @@ final class KernelKeyringStoreTests: XCTestCase {
         XCTAssertEqual(loaded, [])
     }
 
+    // MARK: expiry (issue 38 item 5: the user keyring belongs to the uid number, so a key
+    // with no expiry is read by the next account given that uid after `userdel`)
+
+    /// The expiry column of the key's line in /proc/keys ("perm", "59m", "1h", "4w"…).
+    private func expiry(of credential: StoredCredential) throws -> String {
+        let keyctl = try XCTUnwrap(TestSupport.which("keyctl"), "keyctl (Debian's keyutils) is not installed: run scripts/setup")
+        let ringSerial = try TestSupport.run(keyctl, ["search", "@u", "keyring", ring])
+        XCTAssertEqual(ringSerial.status, 0, ringSerial.output)
+        let found = try TestSupport.run(keyctl, ["search", ringSerial.output.trimmingCharacters(in: .whitespacesAndNewlines), "user",
+                                                 try KernelKeyringStore.description(of: credential.key)])
+        XCTAssertEqual(found.status, 0, found.output)
+        let serial = try XCTUnwrap(Int32(found.output.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let hex = String(UInt32(bitPattern: serial), radix: 16)
+        let padded = String(repeating: "0", count: max(0, 8 - hex.count)) + hex
+        let lines = try String(contentsOfFile: "/proc/keys", encoding: .utf8).split(separator: "\n")
+        let line = try XCTUnwrap(lines.first { $0.hasPrefix(padded + " ") }, "key \(padded) is not in /proc/keys")
+        return String(line.split(separator: " ", omittingEmptySubsequences: true)[3])
+    }
+
+    func testASavedKeyExpiresAfterTheTTL() async throws {
+        XCTAssertEqual(KernelKeyringStore().keyTTL, 30 * 86_400, "30 days by default")
+        store = KernelKeyringStore(keyringName: ring, keyTTL: 5400)
+        try await store.save(credential())
+        XCTAssertEqual(try expiry(of: credential()), "1h", "5400 s (whole hours shown), a moment ago")
+        // Saving again (a rotated refresh token) sets it anew: a replaced payload keeps the old one.
+        try await KernelKeyringStore(keyringName: ring, keyTTL: 630).save(credential(secret: "rotated"))
+        XCTAssertEqual(try expiry(of: credential()), "10m")
+    }
+
+    func testLoadingAndRenewingGiveTheKeysTheirWholeLifeAgain() async throws {
+        try await KernelKeyringStore(keyringName: ring, keyTTL: 630).save(credential())
+        XCTAssertEqual(try expiry(of: credential()), "10m")
+        let loaded = try await KernelKeyringStore(keyringName: ring, keyTTL: 5400).loadAll()
+        XCTAssertEqual(loaded.count, 1)
+        XCTAssertEqual(try expiry(of: credential()), "1h", "loaded is in use: renewed")
+        let renewing = KernelKeyringStore(keyringName: ring, keyTTL: 216_000)
+        XCTAssertEqual(try renewing.renewAll(), 1)
+        XCTAssertEqual(try expiry(of: credential()), "2d")
+        XCTAssertEqual(renewing.renewalInterval, .seconds(54_000), "a quarter of the life")
+        XCTAssertEqual(KernelKeyringStore(keyringName: ring).renewalInterval, .seconds(86_400), "a day at the most")
+        // 0: no expiry, and one set before is taken away.
+        let forever = KernelKeyringStore(keyringName: ring, keyTTL: 0)
+        XCTAssertNil(forever.renewalInterval)
+        try await forever.save(credential())
+        XCTAssertEqual(try expiry(of: credential()), "perm")
+    }
+
+    func testAnExpiredKeyIsGone() async throws {
+        store = KernelKeyringStore(keyringName: ring, keyTTL: 1)
+        try await store.save(credential())
+        try await Task.sleep(for: .milliseconds(2100))
+        let loaded = try await KernelKeyringStore(keyringName: ring, keyTTL: 600).loadAll()
+        XCTAssertEqual(loaded, [], "an expired key was still read")
+    }
+
     /// A process whose session keyring does not lead to the user keyring (systemd's
     /// KeyringMode=private, `keyctl session -`, cron) reads what another process stored.
     func testAProcessInAPrivateSessionKeyringFindsTheItems() async throws {

@@ -1,9 +1,11 @@
 """The inside of scripts/bench: runs in the private keyring session scripts/with-keyring made.
 
-Starts two local Glewlwyd providers (one rotating refresh tokens, one not), authbrokerd
-with store = "secret-service" (the real gnome-keyring), signs alice in to both with the
-device grant, and measures what docs/performance.md describes. Prints one table, or with
---json one JSON document. Never prints a token. Talks only to 127.0.0.1 and Unix sockets.
+Starts two local Glewlwyd providers (one rotating refresh tokens, one not, the latter
+with dynamic registration for the discovery rows), authbrokerd with store =
+"secret-service" (the real gnome-keyring), signs alice in to both with the device grant,
+and measures what docs/performance.md describes; then the discovery rows
+(bench_discovery.py) on daemons of their own. Prints one table, or with --json one JSON
+document. Never prints a token. Talks only to 127.0.0.1 and Unix sockets.
 """
 import argparse
 import copy
@@ -28,6 +30,8 @@ from bench_fill import fill, p50_in_turns  # noqa: E402
 import bench_bss  # noqa: E402
 from bench_proc import keep_smaps, minor_faults, private_kb, process_schedstats, rss_kb, thread_schedstat  # noqa: E402
 import bench_scale  # noqa: E402
+import bench_discovery  # noqa: E402
+import bench_clouds  # noqa: E402
 
 BIN = os.environ["AUTHBROKER_BIN"]
 AUTHBENCH = os.environ.get("AUTHBENCH") or os.path.join(BIN, "authbench")
@@ -354,7 +358,13 @@ def main():
     ap.add_argument("--long-quiet-rounds", type=int, default=3,
                     help="requests after 60 s of quiet, per target (default 3; 0 leaves them out)")
     ap.add_argument("--quick", action="store_true",
-                    help="short runs (0.5 s, 50 starts, 1000 entries, 2 quiet rounds, no 60 s quiet): a smoke test")
+                    help="short runs (0.5 s, 50 starts, 1000 entries, 2 quiet rounds, no 60 s quiet, 10 discovery "
+                         "runs): a smoke test")
+    ap.add_argument("--discovery-runs", type=int, default=20,
+                    help="first tokens of discovered resources timed per case (default 20)")
+    ap.add_argument("--discovery-only", action="store_true",
+                    help="only the discovery rows: a discovered resource's first token and its cached token against "
+                         "a configured one's (~1 min)")
     ap.add_argument("--scale", metavar="PNG", nargs="?", const="bench-scale.png",
                     help="instead of the figures: how p50 and private memory grow with cached tokens and idle "
                          "connections, as a table and a plot written to PNG (default bench-scale.png); ~5 min")
@@ -365,6 +375,7 @@ def main():
     if a.quick:
         a.seconds, a.runs, a.entries = 0.5, 50, min(a.entries, 1000)
         a.quiet_rounds, a.long_quiet_rounds = 2, 0
+        a.discovery_runs = min(a.discovery_runs, 10)
     if a.scale:
         return scale(a)
 
@@ -373,10 +384,40 @@ def main():
     # disk is not what this measures.
     work = tempfile.mkdtemp(prefix="abb-", dir="/dev/shm" if os.access("/dev/shm", os.W_OK) else "/tmp")
     gl_dirs = [os.path.join(work, "gl-rot"), os.path.join(work, "gl-static")]
-    daemon = echo = agent = None
+    daemon = echo = agent = stub = None
     results = {"machine": {"cores": os.cpu_count(), "load_before": os.getloadavg()[0]},
                "store": "secret-service (gnome-keyring, private session)"}
+
+    def discovery(static):
+        """The discovery rows (bench_discovery.py), on daemons of their own."""
+        def make_daemon(name, text):
+            folder = os.path.join(work, name)
+            os.mkdir(folder)
+            d = Daemon(folder, {})
+            with open(d.config, "w") as f:
+                f.write(text)
+            return d
+        results["discovery"] = bench_discovery.run(work, static, stub, make_daemon, lambda d, gl, p: d.login(gl, p),
+                                                   bench, a, log)
+
+    def report():
+        print(json.dumps(results, indent=2) if a.json else table(results))
+
     try:
+        # The STUB resources and authorization servers of the discovery rows (bench_discovery.py);
+        # one resource of it names the static Glewlwyd, which must allow it.
+        stub = bench_discovery.StubServer()
+        discovered = ["--dynamic-registration", "--resource", f"{stub.base}/mcp"]
+        if a.discovery_only:
+            results["store"] = "memory (and secret-service where a row says so)"
+            log("starting Glewlwyd on 127.0.0.1 (static refresh tokens, dynamic registration)")
+            os.mkdir(gl_dirs[1])
+            subprocess.run([os.path.join(ROOT, "scripts", "glewlwyd"), "start", gl_dirs[1], "--refresh-token-one-use",
+                            "never", *discovered], check=True, stdout=subprocess.DEVNULL)
+            discovery(Glewlwyd(gl_dirs[1]))
+            results["seconds_total"] = round(time.time() - started, 1)
+            results["machine"]["load_after"] = os.getloadavg()[0]
+            return report()
         log("compiling the C echo server and token client")
         support = os.path.join(ROOT, "scripts", "bench-support")
         echo_bin = os.path.join(work, "echo_server")
@@ -385,10 +426,10 @@ def main():
             subprocess.run(["cc", "-O2", "-o", out, os.path.join(support, src)], check=True)
 
         log("starting two Glewlwyd providers on 127.0.0.1 (rotating and static refresh tokens)")
-        for d, mode in zip(gl_dirs, ("always", "never")):
+        for d, mode, extra in zip(gl_dirs, ("always", "never"), ([], discovered)):
             os.mkdir(d)
-            subprocess.run([os.path.join(ROOT, "scripts", "glewlwyd"), "start", d, "--refresh-token-one-use", mode],
-                           check=True, stdout=subprocess.DEVNULL)
+            subprocess.run([os.path.join(ROOT, "scripts", "glewlwyd"), "start", d, "--refresh-token-one-use", mode,
+                            *extra], check=True, stdout=subprocess.DEVNULL)
         rot, static = Glewlwyd(gl_dirs[0]), Glewlwyd(gl_dirs[1])
         # "dpop": the static provider again, with DPoP-bound tokens (docs/dpop.md).
         # The memory test fills the cache with 10 000 tokens of one account, each of its own
@@ -480,6 +521,7 @@ def main():
         log(f"authctl token and the C client, {a.runs} process starts each")
         results["authctl"] = bench("spawn", "--runs", a.runs, "--", installed_authctl(), "token", "--resource", API, "--provider", "rot")
         results["c_client"] = bench("spawn", "--runs", a.runs, "--", client_bin, API, "rot")
+        results["clouds"] = bench_clouds.run(daemon, "static", bench, installed_authctl(), a, log)
         if agent:
             results["peer"]["oidc_token"] = bench_peers.token_process(agent, bench, a.runs)
 
@@ -525,9 +567,13 @@ def main():
         # The daemon hands the refreshes' freed heap back once quiet for 5 s (MemoryTrim).
         time.sleep(7)
         results["rss_full_quiet_kb"] = rss_kb(daemon.pid)
+        daemon.stop()
+        discovery(static)
         results["seconds_total"] = round(time.time() - started, 1)
         results["machine"]["load_after"] = os.getloadavg()[0]
     finally:
+        if stub:
+            stub.stop()
         if agent:
             agent.stop()
         if echo:
@@ -541,10 +587,7 @@ def main():
         if os.environ.get("AUTHBROKER_KEEP_HOME") != "1":
             shutil.rmtree(work, ignore_errors=True)
 
-    if a.json:
-        print(json.dumps(results, indent=2))
-    else:
-        print(table(results))
+    report()
 
 
 if __name__ == "__main__":

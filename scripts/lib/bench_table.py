@@ -1,24 +1,48 @@
 """The table scripts/bench prints: one row per figure, its floor or peer, the ratio, the
 target of the issue it belongs to (docs/performance.md) and whether this run met it."""
+import bench_discovery
+import bench_clouds
 import bench_peers
 
 
-def table(r):
-    L = r["load"]
+def ms(v):
+    return f"{v:.2f} ms" if v < 100 else f"{v:.0f} ms"
+
+
+def us(v):
+    return f"{v:.0f} µs"
+
+
+def rate(v):
+    return f"{v:,.0f}/s"
+
+
+def _rows():
     rows = []
 
     def row(what, value, floor="", ratio="", target="", ok=None):
         mark = "" if ok is None else ("ok" if ok else "MISS")
         rows.append((what, value, floor, ratio, target, mark))
+    return rows, row
 
-    def ms(v):
-        return f"{v:.2f} ms" if v < 100 else f"{v:.0f} ms"
 
-    def us(v):
-        return f"{v:.0f} µs"
+def _render(r, rows, notes=()):
+    head = ("measure", "authbrokerd", "floor / other", "ratio", "target", "")
+    widths = [max(len(x[i]) for x in rows + [head]) for i in range(6)]
+    m = r["machine"]
+    out = [f"authbroker benchmark: {m['cores']} cores, load {m['load_before']:.1f} → "
+           f"{m['load_after']:.1f}, store {r['store']}, {r['seconds_total']} s"]
+    for x in [head] + rows:
+        out.append("  ".join(x[i].ljust(widths[i]) for i in range(6)).rstrip())
+    return "\n".join(out + list(notes))
 
-    def rate(v):
-        return f"{v:,.0f}/s"
+
+def table(r):
+    rows, row = _rows()
+    if "load" not in r:  # scripts/bench --discovery-only
+        bench_discovery.rows(r, row, us, ms, rate)
+        return _render(r, rows)
+    L = r["load"]
 
     def slowest(x):
         """Where a quiet round's time went (bench.py's watched())."""
@@ -50,6 +74,7 @@ def table(r):
     ac, cc = r["authctl"], r["c_client"]
     row("authctl token, whole process, median", ms(ac["p50_ms"]), f"C {ms(cc['p50_ms'])}",
         f"{ac['p50_ms'] / cc['p50_ms']:.2f}×", "≤ 2× C", ac["p50_ms"] <= 2 * cc["p50_ms"])
+    bench_clouds.rows(r, row, ms)
     c = r["cold"]
     row(f"cold: {c['count']} concurrent, refreshes at provider", str(c["provider_refreshes"]),
         f"daemon {c['daemon_refreshes']}", "", "1", c["provider_refreshes"] == 1 and c["errors"] == 0)
@@ -93,10 +118,5 @@ def table(r):
     row("start to ready (accounts in keyring)", ms(r["ready_ms"]), f"empty {ms(r['ready_empty_ms'])}", "",
         "< 100 ms", r["ready_ms"] < 100)
     notes = bench_peers.rows(r, row, us, ms, rate, slowest)
-    head = ("measure", "authbrokerd", "floor / other", "ratio", "target", "")
-    widths = [max(len(x[i]) for x in rows + [head]) for i in range(6)]
-    out = [f"authbroker benchmark: {r['machine']['cores']} cores, load {r['machine']['load_before']:.1f} → "
-           f"{r['machine']['load_after']:.1f}, store {r['store']}, {r['seconds_total']} s"]
-    for x in [head] + rows:
-        out.append("  ".join(x[i].ljust(widths[i]) for i in range(6)).rstrip())
-    return "\n".join(out + notes)
+    bench_discovery.rows(r, row, us, ms, rate)
+    return _render(r, rows, notes)

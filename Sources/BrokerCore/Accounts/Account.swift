@@ -1,3 +1,4 @@
+import SecretStore
 import BrokerProtocol
 import OAuth
 
@@ -26,6 +27,8 @@ struct Account: Sendable {
     var state: AccountState
     /// True when the newest refresh token could not be written to the store yet.
     var unsaved: Bool = false
+    /// Why the store refused it, the last time it was tried.
+    var unsavedBecause: StoreError? = nil
     /// A machine account: the client itself (client credentials grant); no refresh token,
     /// nothing stored.
     var machine: Bool = false

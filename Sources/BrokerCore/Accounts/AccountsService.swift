@@ -64,7 +64,9 @@ public final class AccountsService: RegistersMethods, Sendable {
     func list(provider: String? = nil) -> [Account] { registry.list(provider: provider) }
 
     public func accountList() -> AccountListResult {
-        AccountListResult(accounts: list().map(\.info))
+        AccountListResult(accounts: list().map(\.info), storeUnreadable: availability.failure.map {
+            "the sign-ins kept in the secret store cannot be read yet (\($0.message)); they are listed once authbrokerd can read it"
+        })
     }
 
     // MARK: Resolution
@@ -236,6 +238,14 @@ public final class AccountsService: RegistersMethods, Sendable {
 extension Account {
     var info: AccountInfo {
         AccountInfo(provider: key.provider, subject: key.subject, username: username, state: state,
-                    displayName: displayName)
+                    displayName: displayName, unsaved: unsaved ? unsavedNote : nil,
+                    unsavedReason: unsaved ? (unsavedBecause?.reason ?? "pending") : nil)
+    }
+
+    /// What an account whose newest refresh token only memory holds must tell the user:
+    /// why, and what a restart or reboot would cost now.
+    var unsavedNote: String {
+        let why = unsavedBecause.map { "the secret store refused it: \($0.message)" } ?? "it is being written to the secret store"
+        return "its newest refresh token is only in authbrokerd's memory (\(why)); authbrokerd writes it as soon as the store takes it, and a restart or reboot before then loses this sign-in"
     }
 }

@@ -10,6 +10,8 @@ public struct BrokerConfig: Sendable, Equatable {
     public var policy: CallerPolicy
     /// `[discovery]`: resources no provider lists (RFC 9728).
     public var discovery: DiscoverySettings
+    /// `[aws]`: how `aws.credentials` asks STS.
+    public var aws = AWSSettings()
 
     public init(daemon: DaemonSettings = DaemonSettings(), providers: [ProviderConfig], policy: CallerPolicy = CallerPolicy(),
                 discovery: DiscoverySettings = DiscoverySettings()) {
@@ -59,6 +61,18 @@ public struct DaemonSettings: Sendable, Equatable {
     public var signInNotifications = true
     /// Seconds the user has to answer a `confirm = true` rule's question; no answer denies.
     public var confirmTimeout: Int = 60
+    /// Seconds by which the provider's clock may differ from the host's when an ID token's
+    /// `exp` and `iat` are checked (`clock_skew`). 300, as Microsoft's IdentityModel
+    /// (`TokenValidationParameters.DefaultClockSkew`) and Google's API client
+    /// (`DEFAULT_TIME_SKEW_SECONDS`) allow: the ID token is read once, straight from the
+    /// provider's token endpoint over TLS and with the sign-in's nonce, never served as a
+    /// credential, so a wider window costs nothing, while a narrow one refuses the sign-in
+    /// of every host whose clock drifted a few minutes, after the user approved it.
+    public var clockSkew: Int = 300
+    /// Seconds a kernel-keyring key lives after the daemon last saved, loaded or renewed
+    /// it (`kernel_keyring_ttl`); 0 = no expiry. The user keyring belongs to the uid number,
+    /// so a key without one outlives the account (docs/security.md, "The kernel keyring").
+    public var kernelKeyringTTL: Int = 30 * 86_400
     /// Seconds without a connection, request or sign-in after which a socket-activated
     /// daemon exits (systemd starts it again on the next connection); 0 = never.
     public var idleExit: Int = 0
@@ -135,6 +149,16 @@ public struct ProviderConfig: Sendable, Equatable {
     public var grant: ProviderGrant = .user
     /// Extra authorization parameters for every browser sign-in (`prompt`, `acr_values`, …).
     public var authorizationParams: [String: String] = [:]
+    /// `consent_for_offline_access`: a browser sign-in that asks for `offline_access` and
+    /// sets no `prompt` of its own sends `prompt=consent` (OpenID Connect Core §11: a client
+    /// asking for offline access must, unless the provider has other grounds to allow it).
+    /// `false` for providers that grant it without a consent page (docs/providers.md).
+    public var consentForOfflineAccess = true
+    /// `revoke_replaced_sign_in`: a new sign-in of an account revokes the refresh token it
+    /// replaces (RFC 7009), which nobody needs any more and anyone who copied it could still
+    /// use. `false` for providers whose revocation ends every sign-in of the user at the
+    /// client, the new one included (docs/providers.md).
+    public var revokeReplacedSignIn = true
     /// A fixed port for the loopback redirect, for providers that match redirect URIs
     /// exactly (RFC 8252 asks them not to); nil = an ephemeral port.
     public var redirectPort: Int? = nil
@@ -208,6 +232,21 @@ public struct ProviderConfig: Sendable, Equatable {
     public func serves(resource: String?) -> Bool {
         guard let resource else { return true }
         return anyResource || resources.contains(resource)
+    }
+}
+
+extension ProviderConfig {
+    /// Whether tokens cached under `self` are what `other` would get too: the settings that
+    /// decide how a token is asked for and what it is are the same (the sign-in's own
+    /// settings, a post-logout page, refresh-ahead or the limits do not count). A resource
+    /// no longer listed is a change: its tokens must not be served on.
+    func mintsAlike(_ other: ProviderConfig) -> Bool {
+        issuer == other.issuer && clientID == other.clientID && clientSecret == other.clientSecret
+            && Set(resources).isSubset(of: Set(other.resources)) && anyResource == other.anyResource
+            && audienceParameter == other.audienceParameter && grant == other.grant && dpop == other.dpop
+            && tokenParams == other.tokenParams && accessTokens == other.accessTokens && refreshTokens == other.refreshTokens
+            && endpoints == other.endpoints && scopes == other.scopes && scopeSets == other.scopeSets
+            && anyScopes == other.anyScopes && callerParams == other.callerParams && discovered == other.discovered
     }
 }
 

@@ -53,14 +53,15 @@ public enum ConfigLoader {
     /// The configuration a parsed file holds, checked key by key.
     private static func build(_ root: TOMLTable, file: String) throws(ConfigError) -> BrokerConfig {
         let reader = TableReader(file: file)
-        try reader.checkKeys(root, allowed: ["daemon", "providers", "allow", "discovery"], at: nil)
+        try reader.checkKeys(root, allowed: ["daemon", "providers", "allow", "discovery", "aws"], at: nil)
         let discovery = try reader.discovery(root)
 
         var daemon = DaemonSettings()
         if let table = try reader.table(root, "daemon", at: nil) {
             try reader.checkKeys(table, allowed: ["store", "refresh_margin", "store_timeout", "http_timeout", "refresh_timeout", "default_provider", "login_timeout", "idle_exit",
                                           "request_line_timeout", "connection_idle_timeout", "max_connections",
-                                          "max_requests_in_flight", "sign_in_notifications", "cache_misses_per_minute", "confirm_timeout"], at: "daemon")
+                                          "max_requests_in_flight", "sign_in_notifications", "cache_misses_per_minute", "confirm_timeout",
+                                          "clock_skew", "kernel_keyring_ttl"], at: "daemon")
             if let store = try reader.string(table, "store", at: "daemon") {
                 guard let kind = StoreKind(rawValue: store) else {
                     throw ConfigError(file: file, key: "daemon.store", problem: "must be \"secret-service\", \"kernel-keyring\" or \"memory\", not \"\(store)\"")
@@ -74,6 +75,8 @@ public enum ConfigLoader {
             if let v = try reader.int(table, "login_timeout", at: "daemon", range: 10...3600) { daemon.loginTimeout = v }
             if let v = try reader.int(table, "idle_exit", at: "daemon", range: 0...604_800) { daemon.idleExit = v }
             if let v = try reader.int(table, "confirm_timeout", at: "daemon", range: 1...600) { daemon.confirmTimeout = v }
+            if let v = try reader.int(table, "clock_skew", at: "daemon", range: 0...3600) { daemon.clockSkew = v }
+            if let v = try reader.int(table, "kernel_keyring_ttl", at: "daemon", range: 0...31_536_000) { daemon.kernelKeyringTTL = v }
             if let v = try reader.int(table, "request_line_timeout", at: "daemon", range: 1...600) { daemon.requestLineTimeout = v }
             if let v = try reader.int(table, "connection_idle_timeout", at: "daemon", range: 1...86_400) { daemon.connectionIdleTimeout = v }
             if let v = try reader.int(table, "max_connections", at: "daemon", range: 1...65_536, unit: "a whole number") { daemon.maxConnections = v }
@@ -116,7 +119,9 @@ public enum ConfigLoader {
                 rules.append(try reader.rule(t, at: "allow[\(i)]", providers: Set(providers.map(\.name))))
             }
         }
-        return BrokerConfig(daemon: daemon, providers: providers, policy: CallerPolicy(rules: rules), discovery: discovery)
+        var config = BrokerConfig(daemon: daemon, providers: providers, policy: CallerPolicy(rules: rules), discovery: discovery)
+        config.aws = try reader.aws(root)
+        return config
     }
 
     /// The largest file read: a configuration is a few KiB.
@@ -164,8 +169,41 @@ struct TableReader {
     func checkKeys(_ table: TOMLTable, allowed: Set<String>, at parent: String?) throws(ConfigError) {
         for key in table.keys where !allowed.contains(key) {
             let known = allowed.sorted().joined(separator: ", ")
-            throw fail(path(parent, key), "unknown key (known here: \(known))")
+            let guess = Self.nearest(to: key, in: allowed).map { ": did you mean \($0)?" } ?? ""
+            throw fail(path(parent, key), "unknown key\(guess) (known here: \(known))")
         }
+    }
+
+    /// The known key a mistyped one most likely meant: the nearest by edit distance
+    /// (Levenshtein: letters added, dropped or changed), when it is at most 2 edits away
+    /// (`refresh_margn` → `refresh_margin`, `client-id` → `client_id`); the first in
+    /// sorted order among equally near ones; nil when none is that near.
+    static func nearest(to key: String, in known: Set<String>) -> String? {
+        let typed = Array(key.lowercased().utf8)
+        var best: (name: String, distance: Int)?
+        for name in known.sorted() {
+            let candidate = Array(name.utf8)
+            guard abs(candidate.count - typed.count) <= 2 else { continue }
+            let d = editDistance(typed, candidate)
+            if d <= 2, d < (best?.distance ?? .max) { best = (name, d) }
+        }
+        return best?.name
+    }
+
+    /// Levenshtein distance, two rows at a time.
+    private static func editDistance(_ a: [UInt8], _ b: [UInt8]) -> Int {
+        guard !a.isEmpty else { return b.count }
+        guard !b.isEmpty else { return a.count }
+        var previous = Array(0...b.count)
+        var current = [Int](repeating: 0, count: b.count + 1)
+        for i in 1...a.count {
+            current[0] = i
+            for j in 1...b.count {
+                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+            }
+            swap(&previous, &current)
+        }
+        return previous[b.count]
     }
 
     func table(_ t: TOMLTable, _ key: String, at parent: String?) throws(ConfigError) -> TOMLTable? {
@@ -213,7 +251,7 @@ struct TableReader {
     }
 
     func rule(_ t: TOMLTable, at key: String, providers known: Set<String>) throws(ConfigError) -> AllowRule {
-        try checkKeys(t, allowed: ["exe", "forwarded", "confirm", "namespaces", "unit", "cgroup", "resources", "providers", "claims",
+        try checkKeys(t, allowed: ["exe", "forwarded", "confirm", "confirm_for", "namespaces", "unit", "cgroup", "resources", "providers", "claims",
                                    "scopes", "params"], at: key)
         let forwarded = try flag(t, "forwarded", at: key)
         let exe = try string(t, "exe", at: key)
@@ -238,9 +276,38 @@ struct TableReader {
             }
             namespaces = scope
         }
-        return AllowRule(executable: exe ?? "", forwarded: forwarded, confirm: try flag(t, "confirm", at: key), namespaces: namespaces, unit: try string(t, "unit", at: key), cgroupPrefix: try string(t, "cgroup", at: key),
+        let confirm = try flag(t, "confirm", at: key)
+        let confirmFor = try leaseLength(t, at: key)
+        if confirmFor != nil, !confirm {
+            throw fail("\(key).confirm_for", "is the longest lease the user may give in answer to the rule's question, so it needs confirm = true in the same rule")
+        }
+        return AllowRule(executable: exe ?? "", forwarded: forwarded, confirm: confirm, confirmFor: confirmFor, namespaces: namespaces, unit: try string(t, "unit", at: key), cgroupPrefix: try string(t, "cgroup", at: key),
                          resources: try strings(t, "resources", at: key) ?? [], providers: providers, claims: claims,
                          scopes: try ruleScopes(t, at: key), params: try ruleParams(t, at: key))
+    }
+
+    /// The range of `confirm_for`, seconds: from 10 s to a day.
+    static let leaseRange = 10...86400
+
+    /// `confirm_for`: seconds, or a string of a number and a unit (`"90s"`, `"15m"`, `"8h"`);
+    /// nil when absent.
+    func leaseLength(_ t: TOMLTable, at key: String) throws(ConfigError) -> Int? {
+        guard let v = t["confirm_for"] else { return nil }
+        let range = Self.leaseRange
+        let problem = "must be seconds (\(range.lowerBound) to \(range.upperBound)) or a length such as \"15m\", \"90s\" or \"8h\""
+        var seconds: Int?
+        if let n = v.int {
+            seconds = Int(exactly: n)
+        } else if let text = v.string, let unit = text.last, let n = Int(text.dropLast()), n >= 0 {
+            switch unit {
+            case "s": seconds = n
+            case "m": seconds = n.multipliedReportingOverflow(by: 60).overflow ? nil : n * 60
+            case "h": seconds = n.multipliedReportingOverflow(by: 3600).overflow ? nil : n * 3600
+            default: seconds = nil
+            }
+        }
+        guard let seconds, range.contains(seconds) else { throw fail("\(key).confirm_for", problem) }
+        return seconds
     }
 
     /// A true-or-false key, false when absent.
@@ -256,7 +323,7 @@ struct TableReader {
                                   "dpop", "token_params", "any_resource", "password_grant",
                                   "access_tokens", "refresh_tokens", "refresh_ahead", "refresh_ahead_window",
                                   "scope_sets", "any_scopes", "caller_params", "max_tokens_per_account",
-                                  "refresh_token_reuse_grace"]
+                                  "refresh_token_reuse_grace", "consent_for_offline_access", "revoke_replaced_sign_in"]
         try checkKeys(t, allowed: known.union(ConfiguredEndpoints.keys.map(\.0)), at: key)
         guard !name.isEmpty else {
             throw fail(key, "a provider needs a name: write [providers.NAME] with letters, digits, '-', '_' or '.' in NAME")
@@ -306,6 +373,14 @@ struct TableReader {
             if !reserved.isEmpty {
                 throw fail("\(key).authorization_params", "\(reserved.joined(separator: ", ")) cannot be set: authbroker sets it itself")
             }
+        }
+        if let v = t["consent_for_offline_access"] {
+            guard let b = v.bool else { throw fail("\(key).consent_for_offline_access", "must be true or false") }
+            provider.consentForOfflineAccess = b
+        }
+        if let v = t["revoke_replaced_sign_in"] {
+            guard let b = v.bool else { throw fail("\(key).revoke_replaced_sign_in", "must be true or false") }
+            provider.revokeReplacedSignIn = b
         }
         provider.dpop = try dpop(t, at: key)
         if let v = t["password_grant"] {

@@ -25,6 +25,8 @@ public final class DiscoveryService: ResourceDiscovering, RegistersMethods, Send
     private let logger: Logger
     /// The desktop's question for a waiting program; nil: such programs are refused.
     private let asker: (any ServerTrustAsking)?
+    /// What a rename does to the accounts' cached tokens and refreshes.
+    private let tokens: TokenForgetting?
     private let state = Mutex(State())
     /// One enrolment per server at a time: two callers meeting a new server register once.
     private let enrolments = IssuerTurns()
@@ -43,9 +45,11 @@ public final class DiscoveryService: ResourceDiscovering, RegistersMethods, Send
     /// Resources whose metadata is kept at once; the one expiring first makes room.
     static let maxMetadata = 256
 
-    public init(providers: ProvidersService, accounts: AccountsService, store: any CredentialStore,
-                transport: any HTTPTransport, clock: WallClock, logger: Logger, asker: (any ServerTrustAsking)? = nil) {
+    init(providers: ProvidersService, accounts: AccountsService, store: any CredentialStore,
+                transport: any HTTPTransport, clock: WallClock, logger: Logger, asker: (any ServerTrustAsking)? = nil,
+                tokens: TokenForgetting? = nil) {
         self.asker = asker
+        self.tokens = tokens
         self.providers = providers
         self.accounts = accounts
         self.store = store
@@ -107,6 +111,27 @@ public final class DiscoveryService: ResourceDiscovering, RegistersMethods, Send
                                     client: provider.discovered?.client.rawValue ?? "configured")
     }
 
+    // MARK: provider.rename
+
+    /// Gives a provider found by discovery the name the user chooses, in its server's turn.
+    public func rename(_ p: ProviderRenameParams) async throws(BrokerError) -> ProviderRenameResult {
+        try DiscoveredRename.check(p.name)
+        guard let old = providers.discoveries.providers[p.provider] else {
+            if providers.config.configuredProviders.contains(where: { $0.name == p.provider }) {
+                throw BrokerError.invalidRequest(message: "\(p.provider) is configured in config.toml: rename its [providers.\(p.provider)] table there and reload authbrokerd")
+            }
+            throw providers.providerMissing(p.provider)
+        }
+        guard p.name != old.name else { return ProviderRenameResult(provider: old.name, accounts: 0) }
+        guard let tokens else { throw BrokerError.internalError("renaming needs the tokens' state") }
+        let rename = DiscoveredRename(providers: providers, accounts: accounts, store: store, tokens: tokens)
+        let result = try await enrolments.run(old.issuer) { () async throws(BrokerError) -> ProviderRenameResult in
+            try await rename.rename(old, to: p.name)
+        }
+        logger.notice("a provider found by discovery was renamed", metadata: ["from": "\(old.name)", "to": "\(p.name)"])
+        return result
+    }
+
     // MARK: token.get's way in
 
     /// A program waiting for a sign-in met an untrusted server: the user is asked on the
@@ -124,8 +149,10 @@ public final class DiscoveryService: ResourceDiscovering, RegistersMethods, Send
             case .dismissed: why = "the question on the desktop was closed unanswered"
             case .timedOut: why = "the question on the desktop went unanswered"
             case .unavailable: why = "no desktop notification could ask you"
-            case .busy: why = "too many questions wait on the desktop already"
-            case .allowed: why = ""
+            case .busy, .programBusy: why = "too many questions wait on the desktop already"
+            case .answerableByOthers(let server):
+                why = "\(server) lets any program of yours answer questions on the desktop, so authbrokerd does not ask there (trust it at a terminal with `authctl login --resource`, or list it in [discovery] trusted_issuers)"
+            case .allowed, .leased: why = ""
             }
             throw BrokerError.untrustedServer(resource: resource, issuer: issuer, provider: "", resourceHost: resourceHost,
                                               issuerHost: issuerHost, why: why)
@@ -171,7 +198,8 @@ public final class DiscoveryService: ResourceDiscovering, RegistersMethods, Send
     /// The answer for a resource that a provider in force lists (or the default one serves).
     private func served(_ resource: String) -> DiscoveryResolveResult? {
         let config = providers.config
-        guard let p = config.providers.first(where: { $0.resources.contains(resource) })
+        let listing = config.providers.filter { $0.resources.contains(resource) }
+        guard let p = (listing.count == 1 ? listing.first : nil)
             ?? providers.provider(orDefault: nil).map(\.config).flatMap({ $0.serves(resource: resource) ? $0 : nil })
         else { return nil }
         if p.discovered != nil, config.discovery.mode == .off { return nil }
@@ -317,6 +345,10 @@ public final class DiscoveryService: ResourceDiscovering, RegistersMethods, Send
             },
             mints: true,
             slow: { p throws(BrokerError) in try await self.resolve(p) }))
+        registrar.add(MethodSpec(
+            .providerRename, empty: ProviderRenameParams(provider: "", name: ""),
+            access: .open("the user's own management: it renames a provider found by discovery, with its accounts, and answers no token, claim or secret"),
+            slow: { p throws(BrokerError) in try await self.rename(p) }))
         registrar.add(MethodSpec(
             .discoveryTrust, empty: DiscoveryTrustParams(resource: "", issuer: ""),
             access: .checked("the resource, as token.get's") { p in

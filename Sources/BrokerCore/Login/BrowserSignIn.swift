@@ -33,7 +33,8 @@ final class BrowserSignIn: Sendable {
 
 
     func start(_ provider: Provider, _ params: LoginStartParams) async throws(BrokerError) -> LoginStartResult {
-        let extra = provider.config.authorizationParams.merging(params.params ?? [:]) { $1 }
+        var extra = provider.config.authorizationParams.merging(params.params ?? [:]) { $1 }
+        if let prompt = Self.offlineAccessPrompt(provider.config, asked: extra) { extra["prompt"] = prompt }
         let reserved = AuthorizationRequest.reserved(in: extra.keys)
         guard reserved.isEmpty else {
             throw BrokerError.invalidRequest(message: "\(reserved.joined(separator: ", ")) cannot be given: authbroker sets it itself")
@@ -52,6 +53,14 @@ final class BrowserSignIn: Sendable {
         return try await turns.inTurn(provider.name) { () async throws(BrokerError) -> LoginStartResult in
             try await startInTurn(provider, params, metadata: metadata, endpoint: endpoint, redirects: redirects, extra: extra, timeout: timeout)
         }
+    }
+
+    /// `prompt=consent` for a sign-in that asks for `offline_access` (OpenID Connect Core
+    /// §11), unless a `prompt` is set already (`authorization_params`, `--prompt`) or the
+    /// provider's configuration says it needs none (`consent_for_offline_access = false`).
+    static func offlineAccessPrompt(_ config: ProviderConfig, asked extra: [String: String]) -> String? {
+        guard extra["prompt"] == nil, config.consentForOfflineAccess, config.scopes.contains("offline_access") else { return nil }
+        return "consent"
     }
 
     /// Replaces the provider's sign-in in progress, opens the listener and adds the new sign-in.
@@ -118,7 +127,7 @@ final class BrowserSignIn: Sendable {
             return (first, late)
         }
         guard let redirect = arrived else {
-            let error = Task.isCancelled ? BrokerError.signInCancelled(name) : BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) timed out before the browser came back: run `authctl login --provider \(name)` again")
+            let error = Task.isCancelled ? BrokerError.signInCancelled(name) : BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) timed out before the browser came back: run `authctl login --provider \(name)` again. If you did sign in, \(name) may have shown an error page instead of sending the browser back here (a provider that matches redirect URIs exactly refuses the loopback one's port: set redirect_port under [providers.\(name)] in config.toml and register that URI at the provider, docs/providers.md)")
             for redirect in unanswered { redirect.answer(.failed(provider: name, reason: error.message)) }
             throw error
         }

@@ -70,7 +70,10 @@ final class SignInCompletion: Sendable {
         }
         guard let refreshToken = identity.refreshToken ?? tokens.refreshToken else {
             let revocation = await revokeRefused(issued, provider: provider, metadata: metadata)
-            throw BrokerError.loginFailed(provider: name, message: "\(name) issued no refresh token: add \"offline_access\" to its scopes in config.toml, or allow refresh tokens for client \(provider.config.clientID); a provider that grants offline access only after consent (OpenID Connect Core §11) needs authorization_params = { prompt = \"consent\" } for [providers.\(name)] and the browser sign-in (docs/providers.md); \(revocation)")
+            let consent = provider.config.consentForOfflineAccess
+                ? "the browser sign-in (`authctl login --provider \(name)`, not --device), which asks for it with prompt=consent"
+                : "prompt=consent, which the browser sign-in sends once consent_for_offline_access = false is removed from [providers.\(name)]"
+            throw BrokerError.loginFailed(provider: name, message: "\(name) issued no refresh token: add \"offline_access\" to its scopes in config.toml, or allow refresh tokens for client \(provider.config.clientID); a provider that grants offline access only after consent (OpenID Connect Core §11) needs \(consent) (docs/providers.md); \(revocation)")
         }
         var signedIn = Account(
             key: AccountKey(provider: name, subject: identity.subject),
@@ -80,14 +83,15 @@ final class SignInCompletion: Sendable {
         let new = signedIn
         // In turn with the account's refreshes: one in flight ends first, so its rotated
         // refresh token (of the old sign-in) cannot land after this one and replace it.
-        let stored = await cachedTokens.inTurnWithRefreshes(of: new.key) { () async -> Result<Account, NotStored> in
+        let stored = await cachedTokens.inTurnWithRefreshes(of: new.key) { () async -> Result<(Account, replaced: String?), NotStored> in
             // A reload while the sign-in ran may have removed the provider or moved it to
             // another issuer or client: the sign-in belongs to none that is configured now.
             guard let now = self.providers.config.provider(named: name), new.belongs(to: now) else {
                 return .failure(.providerChanged(removed: self.providers.config.provider(named: name) == nil))
             }
             var account = new
-            if provider.config.refreshTokens == .onePerResource, let known = self.accounts[account.key], known.state == .ready {
+            let before = self.accounts[account.key]
+            if provider.config.refreshTokens == .onePerResource, let known = before, known.state == .ready {
                 // The other resources' sign-ins stay valid; one for `resource` adds to them.
                 account.resourceRefreshTokens = known.resourceRefreshTokens
                 if let resource {
@@ -103,12 +107,13 @@ final class SignInCompletion: Sendable {
             }
             self.cachedTokens.dropCached(account.key)
             self.accounts.put(account)
-            return .success(account)
+            return .success((account, Self.replaced(before, by: account, resource: resource)))
         }
         let account: Account
+        let replaced: String?
         switch stored {
         case .success(let saved):
-            account = saved
+            (account, replaced) = saved
         case .failure(.store(let error)):
             let revocation = await revokeRefused(issued, provider: provider, metadata: metadata)
             throw BrokerError.storeUnavailable(message: "signed in to \(name), but the refresh token could not be stored (\(error.message)); \(revocation)", reason: error.reason)
@@ -120,7 +125,60 @@ final class SignInCompletion: Sendable {
         }
         logger.info("signed in", metadata: ["account": "\(account.key)"])
         events.emit(BrokerEvent(kind: .signedIn, provider: name, account: account.displayName, subject: account.key.subject))
-        return account.info
+        var info = account.info
+        if let replaced {
+            info.replacedSignIn = await revokeReplaced(replaced, of: account, provider: provider, metadata: metadata)
+        }
+        return info
+    }
+
+    /// The refresh token the sign-in `after` took the place of in `before` (the account as
+    /// memory held it: its newest refresh token), if any: the resource's own for a sign-in
+    /// for one resource of a `refresh_tokens = "one-per-resource"` provider, else the
+    /// account's. None when the provider handed the same one out again.
+    private static func replaced(_ before: Account?, by after: Account, resource: String?) -> String? {
+        guard let before, !before.machine else { return nil }
+        let old: String?, new: String?
+        if let resource, after.resourceRefreshTokens[resource] != nil, after.refreshToken == before.refreshToken {
+            (old, new) = (before.resourceRefreshTokens[resource], after.resourceRefreshTokens[resource])
+        } else {
+            (old, new) = (before.refreshToken, after.refreshToken)
+        }
+        guard let old, !old.isEmpty, old != new else { return nil }
+        return old
+    }
+
+    /// Revokes the refresh token a new sign-in replaced (RFC 7009): nobody needs it any
+    /// more, and whoever copied it could go on using it. Best effort, after the new sign-in
+    /// is stored, not cancelled with the sign-in; returns the sentence the answer carries.
+    private func revokeReplaced(_ token: String, of account: Account, provider: Provider, metadata: ProviderMetadata) async -> String {
+        let name = provider.name
+        guard provider.config.revokeReplacedSignIn else {
+            logger.info("a new sign-in replaced a refresh token, not revoked (revoke_replaced_sign_in = false)", metadata: ["account": "\(account.key)"])
+            return "the refresh token of the sign-in it replaced was not revoked (revoke_replaced_sign_in = false for \(name)) and stays valid at \(name) until it expires"
+        }
+        guard metadata.revocationEndpoint != nil else {
+            logger.notice("a new sign-in replaced a refresh token that cannot be revoked: no revocation endpoint", metadata: ["account": "\(account.key)"])
+            return "the refresh token of the sign-in it replaced could not be revoked (\(name) has no revocation endpoint: set revocation_endpoint under [providers.\(name)]) and stays valid at \(name) until it expires"
+        }
+        let outcome = await Task { () async -> Result<Bool, OAuthError> in
+            do throws(OAuthError) {
+                return .success(try await provider.client.revoke(metadata, token: token, tokenTypeHint: "refresh_token"))
+            } catch {
+                return .failure(error)
+            }
+        }.value
+        switch outcome {
+        case .success(true):
+            logger.info("revoked the refresh token of the sign-in this one replaced", metadata: ["account": "\(account.key)"])
+            return "the refresh token of the sign-in it replaced was revoked at \(name)"
+        case .success(false):
+            logger.notice("the provider did not confirm the revocation of the refresh token a new sign-in replaced", metadata: ["account": "\(account.key)"])
+            return "\(name) did not confirm the revocation of the refresh token of the sign-in it replaced"
+        case .failure(let error):
+            logger.notice("the refresh token a new sign-in replaced could not be revoked", metadata: ["account": "\(account.key)", "error": "\(error.message)"])
+            return "the refresh token of the sign-in it replaced could not be revoked (\(error.message)) and stays valid at \(name) until it expires"
+        }
     }
 
 

@@ -15,9 +15,13 @@ public struct Caller: Sendable, Equatable, CustomStringConvertible {
     /// Whether the caller's mount and user namespaces are the user's own (those the daemon
     /// was started in); nil when they could not be read.
     public var inUserNamespaces: Bool?
+    /// The process's start time (`/proc/PID/stat`, clock ticks since boot), read with the
+    /// rest at accept: with the pid, this very process, whatever pid reuse does later (a
+    /// forwarded caller's lease holds for its ssh process only). nil when not read.
+    public var startTime: UInt64?
 
     public init(uid: UInt32, gid: UInt32, pid: Int32, executable: String?, executableID: FileID? = nil,
-                cgroup: String?, inUserNamespaces: Bool? = true) {
+                cgroup: String?, inUserNamespaces: Bool? = true, startTime: UInt64? = nil) {
         self.uid = uid
         self.gid = gid
         self.pid = pid
@@ -25,6 +29,7 @@ public struct Caller: Sendable, Equatable, CustomStringConvertible {
         self.executableID = executableID
         self.cgroup = cgroup
         self.inUserNamespaces = inUserNamespaces
+        self.startTime = startTime
     }
 
     /// The systemd unit the caller runs in (`app-foo.scope`, `bar.service`), from its cgroup.

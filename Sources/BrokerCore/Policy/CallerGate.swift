@@ -34,11 +34,19 @@ public final class CallerGate: Sendable {
     /// such rules serve nothing.
     private let confirmer: (any CallerConfirming)?
     private let logger: Logger
+    /// The leases the user gave ("Allow for N minutes"), which answer `confirm` questions
+    /// without asking; listed and ended through `GrantsService`.
+    public let leases: LeaseTable
+    /// Where decisions on tokens are written (`AuditTrail`); nil: nowhere (tests).
+    public let audit: AuditTrail?
 
-    public init(source: any PolicySource, confirmer: (any CallerConfirming)?, logger: Logger) {
+    public init(source: any PolicySource, confirmer: (any CallerConfirming)?, logger: Logger,
+                leases: LeaseTable = LeaseTable(), audit: AuditTrail? = nil) {
         self.source = source
         self.confirmer = confirmer
         self.logger = logger
+        self.leases = leases
+        self.audit = audit
     }
 
     /// The `[[allow]]` rules in force.
@@ -90,11 +98,35 @@ public final class CallerGate: Sendable {
     /// shown once the user said yes to it on the connection (`answers`), not before: a
     /// program the user never allowed learns nothing of the tokens others use.
     public func shows(_ caller: Caller?, provider: String, resource: String?, answers: ConfirmAnswers?) -> Bool {
+        let policy = self.policy
         switch policy.grant(caller, provider: provider, targets: [resource]) {
         case .granted: return true
-        case .afterConfirmation: return answers?.allowed(ConfirmQuestion(provider: provider, resource: resource)) ?? false
+        case .afterConfirmation:
+            var question = ConfirmQuestion(provider: provider, resource: resource)
+            if answers?.allowed(question) == true { return true }
+            // A lease the user gave the program shows as a yes on the connection would.
+            guard let caller else { return false }
+            question.lease = leaseOffer(caller, policy: policy, provider: provider, targets: [resource], scopes: [], params: [])
+            return leases.covering(question) != nil
         case .refused: return false
         }
+    }
+
+    /// The id of the lease that answers `question` (which `decide` returned) now, if one
+    /// does: the request is then granted without a question.
+    public func lease(for question: ConfirmQuestion) -> Int? {
+        guard question.lease != nil else { return nil }
+        return leases.covering(question)
+    }
+
+    /// The lease a question to `caller` may offer: the longest `confirm_for` of the rules
+    /// that grant the request, for the program as those rules match it; nil when none has
+    /// one, or the caller cannot hold a lease.
+    private func leaseOffer(_ caller: Caller, policy: CallerPolicy, provider: String, targets: [String?],
+                            scopes: [String], params: [String]) -> LeaseOffer? {
+        let rules = policy.leasingRules(caller, provider: provider, targets: targets, scopes: scopes, params: params)
+        guard let seconds = rules.compactMap(\.confirmFor).max(), let holder = LeaseHolder(caller) else { return nil }
+        return LeaseOffer(seconds: seconds, holder: holder, rules: rules)
     }
 
     /// Whether a subscriber identified as `caller` may hear of `event`: an event about a
@@ -108,7 +140,10 @@ public final class CallerGate: Sendable {
             return shows(caller, provider: event.provider, resource: resource, answers: answers)
         }
         if policy.allowsSomeToken(caller, provider: event.provider, unasked: true) { return true }
-        return policy.allowsSomeToken(caller, provider: event.provider) && answers?.allowedSome(of: event.provider) == true
+        guard policy.allowsSomeToken(caller, provider: event.provider) else { return false }
+        if answers?.allowedSome(of: event.provider) == true { return true }
+        guard let caller, let holder = LeaseHolder(caller) else { return false }
+        return leases.holdsSome(holder, provider: event.provider, rules: policy.rules.filter { $0.confirm && $0.matches(caller) })
     }
 
     /// Refuses a token for `targets` (every parameter that names what the token is for) the
@@ -121,7 +156,8 @@ public final class CallerGate: Sendable {
         case .afterConfirmation:
             // Every target is asked about: an exchange's token is for its audience too.
             let named = targets.compactMap { $0 }
-            return ConfirmQuestion(provider: provider, resource: named.first, audience: named.dropFirst().first)
+            let offer = caller.flatMap { leaseOffer($0, policy: policy, provider: provider, targets: targets, scopes: scopes, params: params) }
+            return ConfirmQuestion(provider: provider, resource: named.first, audience: named.dropFirst().first, lease: offer)
         case .refused: break
         }
         let asked = targets.map { $0 ?? "the default audience" }.joined(separator: " and ")
@@ -175,15 +211,28 @@ public final class CallerGate: Sendable {
 }
 
 extension CallerGate {
+    /// What the user's yes was.
+    public enum ConfirmOutcome: Sendable, Equatable {
+        /// "Allow once" (or Allow, where no lease was offered): this connection.
+        case once
+        /// "Allow for N minutes": the lease `id`, of `seconds`.
+        case leased(id: Int, seconds: Int)
+    }
+
     /// Waits for the user's yes to `question` (a `confirm = true` rule granted the request),
-    /// asked once per connection (`answers`).
+    /// asked once per connection (`answers`). A lease the user chooses is given here (once,
+    /// however many requests shared the question).
     /// - Throws: `forbidden` saying what happened when the answer is anything but yes.
-    public func confirm(_ question: ConfirmQuestion, on answers: ConfirmAnswers) async throws(BrokerError) {
+    @discardableResult
+    public func confirm(_ question: ConfirmQuestion, on answers: ConfirmAnswers) async throws(BrokerError) -> ConfirmOutcome {
         let program = Requester.program
         let seconds = source.confirmTimeout
-        let answer = await answers.answer(question) { [confirmer] in
+        let answer = await answers.answer(question) { [confirmer, leases] in
             guard let confirmer else { return .unavailable("authbrokerd shows no desktop notifications") }
-            return await confirmer.confirm(question, program: program, seconds: seconds)
+            let answer = await confirmer.confirm(question, program: program, seconds: seconds)
+            guard answer == .leased else { return answer }
+            // Only a question that offered a lease has one to give; else it is a yes here.
+            return leases.give(question) == nil ? .allowed : .leased
         }
         let who = program?.description ?? "this program"
         let what = "a token for \(question.tokenFor) of \(question.provider)"
@@ -192,7 +241,12 @@ extension CallerGate {
         ])
         switch answer {
         case .allowed:
-            return
+            return .once
+        case .leased:
+            guard let id = leases.covering(question), let offered = question.lease?.seconds else { return .once }
+            return .leased(id: id, seconds: offered)
+        case .answerableByOthers(let server):
+            throw .forbidden(message: "forbidden by policy: the [[allow]] rule for \(who) has confirm = true, but the desktop's notification server, \(server), lets any program of yours answer its questions, so an Allow there could come from the program that asks: authbrokerd does not ask there. Use a notification server no other program can answer (GNOME Shell, KDE Plasma), or, for a program you trust, a rule without confirm for its file (docs/security.md, \"confirm on the desktop\")")
         case .denied:
             throw .forbidden(message: "forbidden by policy: you refused \(who) \(what) in the desktop notification; it is not asked again on this connection: connect again to be asked again")
         case .dismissed:
@@ -201,6 +255,8 @@ extension CallerGate {
             throw .forbidden(message: "forbidden by policy: no answer within \(seconds) seconds to the desktop notification asking whether \(who) may have \(what): ask again and choose Allow")
         case .busy(let limit):
             throw .overloaded(message: "\(limit) questions of [[allow]] rules with confirm = true wait for your answer in desktop notifications already: answer or dismiss them, then ask again")
+        case .programBusy(let limit):
+            throw .overloaded(message: "\(limit) questions of \(who) wait for your answer in desktop notifications already (one program may have \(limit) waiting at once; other programs are still asked): answer or dismiss them, then ask again")
         case .unavailable(let why):
             throw .forbidden(message: "forbidden by policy: the [[allow]] rule for \(who) has confirm = true, but authbrokerd cannot ask you: no desktop notification could be shown (\(why)); run authbrokerd in your desktop session, or remove confirm from the rule")
         }

@@ -3,6 +3,9 @@ import Synchronization
 /// What a `confirm = true` rule asks the user before a caller gets a token; an answer is
 /// remembered on the connection by the whole question (a yes to a token for the resource
 /// is no yes to an exchange that also names an audience).
+///
+/// Equal and hashed by what it asks (provider, resource, audience) only: the lease it may
+/// offer (`lease`) says who asks, which on one connection is always the same.
 public struct ConfirmQuestion: Sendable, Hashable {
     public var provider: String
     /// The resource asked for; nil for the provider's default audience.
@@ -10,11 +13,25 @@ public struct ConfirmQuestion: Sendable, Hashable {
     /// A token exchange's audience besides its resource: the provider mints the new token
     /// for it (Keycloak, Okta, Auth0), so the user is asked about it too. nil otherwise.
     public var audience: String?
+    /// The lease the user may give instead of a yes for the connection ("Allow for N
+    /// minutes"), when a rule that grants the request has `confirm_for`; nil otherwise.
+    public var lease: LeaseOffer?
 
-    public init(provider: String, resource: String?, audience: String? = nil) {
+    public init(provider: String, resource: String?, audience: String? = nil, lease: LeaseOffer? = nil) {
         self.provider = provider
         self.resource = resource
         self.audience = audience
+        self.lease = lease
+    }
+
+    public static func == (a: ConfirmQuestion, b: ConfirmQuestion) -> Bool {
+        a.provider == b.provider && a.resource == b.resource && a.audience == b.audience
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(provider)
+        hasher.combine(resource)
+        hasher.combine(audience)
     }
 
     /// What the token is for, as the user reads it: "https://api", "https://api and
@@ -40,6 +57,14 @@ public enum ConfirmAnswer: Sendable, Equatable {
     case unavailable(String)
     /// As many questions as may wait at once are waiting already (the limit): not asked.
     case busy(Int)
+    /// As many questions of this program as one program may have waiting are waiting
+    /// already (the limit, `QuestionShares`): not asked; other programs' still are.
+    case programBusy(Int)
+    /// The user chose the lease the question offered ("Allow for N minutes").
+    case leased
+    /// Not asked: the notification server lets any program of the user answer its
+    /// questions (mako, dunst, swaync); what it is and how, for the refusal.
+    case answerableByOthers(String)
 }
 
 /// Asks the user whether a program may have a token (the daemon's desktop notification).
@@ -98,7 +123,9 @@ public final class ConfirmAnswers: Sendable {
         entries.withLock { all in
             switch answer {
             case .allowed, .denied: all[question] = .answered(answer)
-            case .dismissed, .timedOut, .unavailable, .busy: all[question] = nil
+            // The lease itself is the gate's (`LeaseTable`); on this connection it is a yes.
+            case .leased: all[question] = .answered(.allowed)
+            case .dismissed, .timedOut, .unavailable, .busy, .programBusy, .answerableByOthers: all[question] = nil
             }
         }
         return answer

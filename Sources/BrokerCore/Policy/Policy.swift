@@ -23,6 +23,10 @@ public struct AllowRule: Sendable, Equatable {
     /// Whether the user is asked, through the desktop notification, before a caller this
     /// rule grants gets a token (`confirm = true`).
     public var confirm: Bool
+    /// The longest lease the user may give in answer to this rule's question, in seconds
+    /// (`confirm_for`): "Allow for N minutes" beside "Allow once" and "Deny". nil: no
+    /// lease, an answer holds for its connection only.
+    public var confirmFor: Int?
     /// Which namespaces the caller may be in.
     public var namespaces: NamespaceScope
     /// The systemd unit the caller must run in, when set.
@@ -40,13 +44,14 @@ public struct AllowRule: Sendable, Equatable {
     /// The `params` names a caller may set (`params`); `*` any the provider allows.
     public var params: [String]
 
-    public init(executable: String, forwarded: Bool = false, confirm: Bool = false, namespaces: NamespaceScope = .user,
-                unit: String? = nil, cgroupPrefix: String? = nil,
+    public init(executable: String, forwarded: Bool = false, confirm: Bool = false, confirmFor: Int? = nil,
+                namespaces: NamespaceScope = .user, unit: String? = nil, cgroupPrefix: String? = nil,
                 resources: [String], providers: [String] = [], claims: Bool = false,
                 scopes: ScopeGrant = .sets([]), params: [String] = []) {
         self.executable = executable
         self.forwarded = forwarded
         self.confirm = confirm
+        self.confirmFor = confirm ? confirmFor : nil
         self.namespaces = namespaces
         self.unit = unit
         self.cgroupPrefix = cgroupPrefix
@@ -147,6 +152,19 @@ public struct CallerPolicy: Sendable, Equatable {
             confirmed = true
         }
         return confirmed ? .afterConfirmation : .refused
+    }
+
+    /// The `confirm = true` rules with a `confirm_for` that grant `caller` a token naming
+    /// `targets`: the rules a lease may be given under (and is held to: a reload that
+    /// changes or removes the rule ends its leases). Asked only once `grant` said
+    /// `afterConfirmation`.
+    public func leasingRules(_ caller: Caller, provider: String, targets: [String?],
+                             scopes: [String] = [], params: some Collection<String> = [String]()) -> [AllowRule] {
+        let scopes = CacheKey.normalized(scopes)
+        return rules.filter {
+            $0.confirm && $0.confirmFor != nil && $0.grants(provider: provider, targets: targets, scopes: scopes, params: params)
+                && $0.matches(caller)
+        }
     }
 
     /// What the rules say to one request.

@@ -7,16 +7,49 @@ public struct RequestingProgram: Sendable, Equatable, CustomStringConvertible {
     public var pid: Int32
     /// Whether the peer is one of OpenSSH's programs (``Forwarders``).
     public var forwarded: Bool
+    /// What its questions on the desktop count against (``ProgramShare``): its process
+    /// when nothing better is known.
+    public var share: ProgramShare
 
-    public init(executable: String?, pid: Int32, forwarded: Bool) {
+    public init(executable: String?, pid: Int32, forwarded: Bool, share: ProgramShare? = nil) {
         self.name = executable.flatMap { $0.split(separator: "/").last.map(String.init) }
         self.pid = pid
         self.forwarded = forwarded
+        self.share = share ?? .process(pid)
     }
 
     /// "authctl (pid 42)", or "ssh (pid 7), over a forwarded ssh socket".
     public var description: String {
         "\(name ?? "a program") (pid \(pid))" + (forwarded ? ", over a forwarded ssh socket" : "")
+    }
+}
+
+/// The program one request counts against where programs get fair shares of something
+/// limited (the questions waiting on the desktop, `DesktopNotifier`; an account's
+/// `max_tokens_per_account`, `TokenCache.makeRoom`), so that one program's flood never
+/// refuses another program: the executable's file (device and inode), as the `[[allow]]`
+/// rules match it, when the connection was identified (under rules), else the process
+/// that connected. A forwarded caller (the peer runs OpenSSH) is its process: the forward,
+/// not ssh, is the program.
+public enum ProgramShare: Sendable, Hashable, CustomStringConvertible {
+    case executable(device: UInt64, inode: UInt64)
+    case process(Int32)
+
+    /// The share of a connection from process `pid` running `executable` (nil: not read,
+    /// no rules in force); `forwarded` when that file is one of OpenSSH's.
+    public init(pid: Int32, executable: FileID?, forwarded: Bool) {
+        if let executable, !forwarded {
+            self = .executable(device: executable.device, inode: executable.inode)
+        } else {
+            self = .process(pid)
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .executable(let device, let inode): "file \(device):\(inode)"
+        case .process(let pid): "pid \(pid)"
+        }
     }
 }
 
@@ -28,9 +61,13 @@ public enum Requester {
     public struct Lookup: Sendable {
         /// Reads the requesting program (from /proc); nil when it cannot be known.
         public let find: @Sendable () -> RequestingProgram?
+        /// What the request counts against (``ProgramShare``): known without a look at
+        /// /proc (the connection's pid, or the file its identity was read as).
+        public let share: ProgramShare?
 
-        public init(_ find: @escaping @Sendable () -> RequestingProgram?) {
+        public init(share: ProgramShare? = nil, _ find: @escaping @Sendable () -> RequestingProgram?) {
             self.find = find
+            self.share = share
         }
     }
 
@@ -41,5 +78,13 @@ public enum Requester {
     @TaskLocal public static var lookup: Lookup?
 
     /// The program that made the current request, when known.
-    public static var program: RequestingProgram? { lookup?.find() }
+    public static var program: RequestingProgram? {
+        guard let lookup, var program = lookup.find() else { return nil }
+        if let share = lookup.share { program.share = share }
+        return program
+    }
+
+    /// What the current request counts against; nil outside a request (a background
+    /// refresh) or when the server did not say.
+    public static var share: ProgramShare? { lookup?.share }
 }

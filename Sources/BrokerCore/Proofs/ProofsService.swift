@@ -99,6 +99,10 @@ public final class ProofsService: RegistersMethods, Sendable {
             fast: { self.cachedDPoPProof($0) },
             cancelledOnClose: { $0.token.waitForSignIn != nil },
             mints: true,
+            audit: { p, r in
+                AuditSubject(method: .dpopProof, provider: r?.token.provider ?? p.token.provider, account: r?.token.account ?? p.token.account,
+                             resource: p.token.resource)
+            },
             slow: { p throws(BrokerError) in try await self.dpopProof(p) }))
     }
 }

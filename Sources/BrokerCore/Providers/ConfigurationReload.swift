@@ -48,7 +48,13 @@ struct ConfigurationReload: Sendable {
         let dropped = accounts.reconcile(touched, with: new, stored: stored)
         // Restarted by the next requests, under the new configuration.
         tokens.stopRefreshingAhead()
-        for name in summary.changed + summary.removed {
+        // A change that does not touch how tokens are got (a post-logout page, a redirect
+        // port, refresh-ahead) keeps them: busy callers would otherwise all miss at once.
+        let tokensChanged = summary.changed.filter { name in
+            guard let before = old.provider(named: name), let after = new.provider(named: name) else { return true }
+            return !before.mintsAlike(after)
+        }
+        for name in tokensChanged + summary.removed {
             for key in accounts.list(provider: name).map(\.key) + dropped.map(\.key) where key.provider == name {
                 tokens.dropCached(key)
             }

@@ -141,13 +141,22 @@ public final class ProvidersService: PolicySource, RegistersMethods, Sendable {
     }
 
     /// Verifies an ID token (signature by the provider's key, iss, aud, azp, exp, iat, nonce).
+    /// Its `exp` and `iat` are read with `[daemon] clock_skew` of tolerance; a refusal for
+    /// either names both clocks and the setting.
     func verifyIDToken(_ idToken: String, provider: Provider, metadata: ProviderMetadata, nonce: String?) async throws(BrokerError) -> IDTokenClaims {
+        let skew = table.withLock { $0.config.daemon.clockSkew }
         do {
             return try await idTokens.verify(idToken, metadata: metadata, clientID: provider.config.clientID, nonce: nonce,
-                                             now: Date(timeIntervalSince1970: clock.now()), skew: 120)
+                                             now: Date(timeIntervalSince1970: clock.now()), skew: TimeInterval(skew))
         } catch {
-            logger.warning("ID token refused", metadata: ["provider": "\(provider.name)", "reason": "\(error.reason.rawValue)"])
-            throw BrokerError.loginFailed(provider: provider.name, message: "\(provider.name) returned an ID token that was refused: \(error.message)")
+            var metadata: Logger.Metadata = ["provider": "\(provider.name)", "reason": "\(error.reason.rawValue)"]
+            var message = "\(provider.name) returned an ID token that was refused: \(error.message)"
+            if let difference = error.clockDifference {
+                metadata["clock_difference"] = "\(Int(difference.rounded()))"
+                message += " (or, if \(provider.name)'s clock is the one that is off and cannot be corrected, allow more with `[daemon] clock_skew` in config.toml, now \(skew) s)"
+            }
+            logger.warning("ID token refused", metadata: metadata)
+            throw BrokerError.loginFailed(provider: provider.name, message: message)
         }
     }
 

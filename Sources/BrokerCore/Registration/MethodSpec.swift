@@ -25,12 +25,17 @@ public struct MethodSpec<P: Decodable & Sendable, R: Encodable & Sendable>: Send
     public var mints: Bool
     /// The whole answer, which may wait for the provider, the store or the user.
     public var slow: @Sendable (P) async throws(BrokerError) -> R
+    /// What a decision on this method's request is about, for the audit trail: methods that
+    /// give tokens out say it (the params, and the answer when there is one); the method
+    /// table writes the decision (`AuditTrail`). nil: not audited.
+    public var audit: (@Sendable (P, R?) -> AuditSubject)?
 
     public init(_ method: RPCMethod, empty: P, access: Access<P>,
                 fast: (@Sendable (P) -> R?)? = nil,
                 fastFor: (@Sendable (CallerIdentification, ConfirmAnswers?, P) -> R?)? = nil,
                 cancelledOnClose: @escaping @Sendable (P) -> Bool = { _ in false },
                 mints: Bool = false,
+                audit: (@Sendable (P, R?) -> AuditSubject)? = nil,
                 slow: @escaping @Sendable (P) async throws(BrokerError) -> R) {
         self.method = method
         self.empty = empty
@@ -40,6 +45,7 @@ public struct MethodSpec<P: Decodable & Sendable, R: Encodable & Sendable>: Send
         self.cancelledOnClose = cancelledOnClose
         self.mints = mints
         self.slow = slow
+        self.audit = audit
     }
 }
 

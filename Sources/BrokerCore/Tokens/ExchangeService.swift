@@ -8,15 +8,23 @@ import OAuth
 /// Owns no state of its own: its tokens go into the tokens service's cache under keys
 /// with an exchange target. Depends on the tokens service (the subject token, the cache,
 /// how answers look) and its refresher (the account's queue, its DPoP key).
+///
+/// Holds the clouds service too (`clouds`, which the composition root registers): the other
+/// exchanges of the account's tokens, at the clouds' own STS instead of the provider.
 public final class ExchangeService: RegistersMethods, Sendable {
     private let tokens: TokensService
     private let logger: Logger
     private let clock: WallClock
+    private let idTokens: AccountIDTokens
+    /// AWS credentials and the ID token for the clouds' STS (Clouds/).
+    public let clouds: CloudsService
 
-    init(tokens: TokensService, clock: WallClock, logger: Logger) {
+    init(tokens: TokensService, transport: any HTTPTransport, clock: WallClock, logger: Logger) {
         self.tokens = tokens
         self.clock = clock
         self.logger = logger
+        self.idTokens = AccountIDTokens(tokens: tokens, clock: clock)
+        self.clouds = CloudsService(tokens: tokens, idTokens: idTokens, transport: transport, clock: clock, logger: logger)
     }
 
     private var cache: TokenCache { tokens.cache }
@@ -47,7 +55,8 @@ public final class ExchangeService: RegistersMethods, Sendable {
         // in that queue itself.
         let subjectToken: String
         if target.subjectTokenType == OAuthClient.tokenTypeURN("id_token") {
-            subjectToken = try await liveIDToken(of: account, provider: provider)
+            subjectToken = try await idTokens.live(of: account, provider: provider,
+                                                   instead: "exchange its access token instead (subject_token_type access_token)")
         } else {
             subjectToken = try await tokens.token(TokenGetParams(provider: provider.name, account: account.key.subject)).accessToken
         }
@@ -56,31 +65,10 @@ public final class ExchangeService: RegistersMethods, Sendable {
             try self.refresher.checkRoom(for: key, provider: provider, account: account)
             return try await self.exchange(subjectToken, key: key, target: target, provider: provider)
         }
+        // Not in the cache when asked: exchanged for this request (or by the one it joined).
+        AuditNote.note(.exchanged)
         try TokensService.checkLife(token, minTTL: request.minTTL, now: clock.now(), provider: provider.name)
         return tokens.result(token, key: key, account: account)
-    }
-
-    /// The account's ID token, to be exchanged: one that has expired (or is about to) is
-    /// never sent. The account is refreshed first, in its queue, which brings a new one from
-    /// providers that send one with a refresh (OIDC Core §12.2); others need a sign-in.
-    private func liveIDToken(of account: Account, provider: Provider) async throws(BrokerError) -> String {
-        guard let stored = accounts[account.key]?.idToken else {
-            throw BrokerError.invalidRequest(message: "\(provider.name) gave no ID token for \(account.displayName): exchange its access token instead (subject_token_type access_token)")
-        }
-        if lives(stored) { return stored }
-        let key = CacheKey(account: account.key, resource: nil, scopes: [])
-        _ = try await refresher.queue(for: account.key).run(key) { () async throws(BrokerError) -> CachedToken in
-            try await self.refresher.servableRefresh(key, provider: provider)
-        }
-        if let renewed = accounts[account.key]?.idToken, lives(renewed) { return renewed }
-        throw BrokerError.loginRequired(provider: provider.name, message: "the ID token of \(account.displayName) at \(provider.name) has expired, and \(provider.name) sent no new one with a refresh: run `authctl login --provider \(provider.name)` for a new one, or exchange the access token instead (subject_token_type access_token)")
-    }
-
-    /// Whether an ID token has more than `refresh_margin` left by its `exp` (one without a
-    /// readable `exp` is taken as it is: the provider judges it).
-    private func lives(_ idToken: String) -> Bool {
-        guard let exp = JWT.decodeClaims(idToken)?["exp"]?.numberValue else { return true }
-        return exp - clock.now() > max(Double(providers.refreshMargin), TokenCache.reserve)
     }
 
     /// The answer from the cache, without waiting: nil when the provider must be asked (or
@@ -131,7 +119,8 @@ public final class ExchangeService: RegistersMethods, Sendable {
         await provider.succeeded()
         let token = CachedToken(
             accessToken: response.accessToken, tokenType: response.tokenType,
-            expiresAt: CachedToken.expiry(sentAt: sentAt, expiresIn: response.expiresIn),
+            expiresAt: CachedToken.expiry(sentAt: sentAt, expiresIn: response.expiresIn,
+                                          exp: CachedToken.jwtExpiry(response.accessToken)),
             scope: CachedToken.scope(answered: response.scope, asked: key.scopes))
         cache.store(token, for: key, now: clock.now())
         logger.debug("exchanged", metadata: ["account": "\(account.key)", "audience": "\(target.audience ?? "-")", "resource": "\(key.resource ?? "-")"])
@@ -175,6 +164,10 @@ public final class ExchangeService: RegistersMethods, Sendable {
             },
             fast: { self.cachedExchange($0) },
             mints: true,
+            audit: { p, r in
+                AuditSubject(method: .tokenExchange, provider: r?.provider ?? p.provider, account: r?.account ?? p.account,
+                             resource: p.resource, audience: p.audience)
+            },
             slow: { p throws(BrokerError) in try await self.exchangeToken(p) }))
     }
 }

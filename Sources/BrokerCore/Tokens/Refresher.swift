@@ -1,3 +1,4 @@
+import BrokerCrypto
 import BrokerProtocol
 import Logging
 import OAuth
@@ -23,6 +24,12 @@ final class Refresher: Sendable {
     private let queues = Mutex<[AccountKey: RefreshQueue]>([:])
     /// Accounts whose newest refresh token is being written again (see `retrySave`).
     private let resaving = Mutex<Set<AccountKey>>([])
+    /// The refresh tokens (fingerprints, by account and chain) a provider last answered
+    /// `invalid_request` without naming them: a second such answer to the same one is
+    /// taken as its refusal (`refusedAgain`).
+    private let invalidRequests = Mutex<[String: String]>([:])
+    /// The providers whose clock skew has been logged.
+    private let clockSkews = ClockSkewNotes()
 
     init(cache: TokenCache, accounts: AccountsService, providers: ProvidersService, counters: BrokerCounters,
          events: EventHub, logger: Logger, clock: WallClock) {
@@ -101,7 +108,8 @@ final class Refresher: Sendable {
             }
         } catch {
             counters.providerErrors.increment()
-            let refused = account.machine ? error.isInvalidGrant : error.refusesRefreshToken
+            let refused = account.machine ? error.isInvalidGrant
+                : error.refusesRefreshToken || refusedAgain(error, refreshToken, of: account, chain: chain, asking: key)
             if refused, let chain {
                 throw await dropChain(chain, of: account, provider: provider)
             }
@@ -121,8 +129,9 @@ final class Refresher: Sendable {
             var failure = await provider.failed(error, doing: "token refresh")
             if case .provider("invalid_request", _, _) = error, !account.machine {
                 // Some providers say invalid_request for a refresh token they no longer have
-                // without naming it: the next step, should the refusal stand.
-                failure = failure.appending("if \(provider.name) refuses again, sign in again: run `authctl login --provider \(provider.name)`")
+                // without naming it: the next step, should the refusal stand (a second one
+                // to the same refresh token is taken as its refusal: `refusedAgain`).
+                failure = failure.appending("if \(provider.name) answers so again, the sign-in is taken as no longer valid: then run `authctl login --provider \(provider.name)`")
             }
             // The provider was not reached (or did not answer): it revoked nothing, so the
             // chain's tokens, this key's and the other resources', are served while it is down.
@@ -131,6 +140,8 @@ final class Refresher: Sendable {
             throw failure
         }
         await provider.succeeded()
+        invalidRequests.withLock { _ = $0.removeValue(forKey: Self.chainKey(account.key, chain)) }
+        noteClockSkew(of: provider, response: response, sentAt: sentAt)
         if let served = provider.outage.end() {
             logger.notice("\(provider.name) answers again; \(served == 1 ? "1 request was" : "\(served) requests were") served from the cache while it could not be reached")
         }
@@ -161,12 +172,19 @@ final class Refresher: Sendable {
             // After the rotated refresh token is kept: the refresh itself worked.
             throw BrokerError.configuration(provider: provider.name, message: "\(provider.name) issued a \(response.tokenType) token although dpop is set for it in config.toml, so the token is not bound to the daemon's key: enable DPoP for client \(provider.config.clientID) at the provider, or set dpop = false for \(provider.name)")
         }
-        let expiresAt = CachedToken.expiry(sentAt: sentAt, expiresIn: response.expiresIn)
+        let exp = CachedToken.jwtExpiry(response.accessToken)
+        let expiresAt = CachedToken.expiry(sentAt: sentAt, expiresIn: response.expiresIn, exp: exp)
         if expiresAt - sentAt <= TokenCache.reserve {
             // Spent on issue, however fast the answer came: asking again gets the same. The
             // provider's fault, with its back-off, as for any token answer that cannot be used.
             counters.providerErrors.increment()
-            let failure = await provider.failed(.invalidResponse("it issued an access token that lives \(response.expiresIn ?? 0) s, too short to be served (authbroker never serves a token with less than a second left): check the access token lifetime for client \(provider.config.clientID) at the provider"), doing: "token refresh")
+            let why: String
+            if let exp, exp < CachedToken.expiry(sentAt: sentAt, expiresIn: response.expiresIn) {
+                why = "it issued an access token whose exp, \(JWT.utc(exp)), is past by this computer's clock (\(JWT.utc(sentAt))), so resource servers would refuse it: \(provider.name)'s clock is behind this computer's or this one is ahead; correct whichever is wrong (timedatectl shows this computer's)"
+            } else {
+                why = "it issued an access token that lives \(response.expiresIn ?? 0) s, too short to be served (authbroker never serves a token with less than a second left): check the access token lifetime for client \(provider.config.clientID) at the provider"
+            }
+            let failure = await provider.failed(.invalidResponse(why), doing: "token refresh")
             logger.warning("refresh answered with an access token that lives too short to be served", metadata: ["account": "\(account.key)", "error": "\(failure.message)"])
             throw failure
         }
@@ -185,6 +203,42 @@ final class Refresher: Sendable {
                                 expiresAt: Int64(token.expiresAt)))
         logger.debug("refreshed", metadata: ["account": "\(account.key)", "resource": "\(key.resource ?? "-")", "expires_in": "\(response.expiresIn ?? 300)", "expires_at": "\(Int64(token.expiresAt))"])
         return token
+    }
+
+    /// Whether `error` is the second `invalid_request` in a row to the same refresh token:
+    /// some providers answer so for a session that no longer exists without naming the
+    /// refresh token (LemonLDAP::NG, for one an administrator removed), and the first such
+    /// answer's sentence says the next one ends the sign-in. The first is noted,
+    /// the second is taken as the refresh token's refusal. Only requests that carry nothing
+    /// a caller chose (no `scopes`, no `params`) count: an `invalid_request` to one of those
+    /// may be about what the caller sent, and must not end the sign-in for every program.
+    private func refusedAgain(_ error: OAuthError, _ refreshToken: String, of account: Account, chain: String?,
+                              asking key: CacheKey) -> Bool {
+        guard case .provider("invalid_request", _, _) = error, key.scopes.isEmpty, key.params.isEmpty else { return false }
+        let key = Self.chainKey(account.key, chain)
+        let seen = Base64URL.encode(Array(SHA256.hash(Array(refreshToken.utf8)).prefix(12)))
+        return invalidRequests.withLock { all in
+            if all[key] == seen {
+                all[key] = nil
+                return true
+            }
+            all[key] = seen
+            return false
+        }
+    }
+
+    private static func chainKey(_ account: AccountKey, _ chain: String?) -> String {
+        "\(account.provider) \(account.subject) \(chain ?? "")"
+    }
+
+    /// Logs, once per provider, how far its clock is from this computer's when an answer
+    /// shows more than a few seconds (`ProviderClockSkew`).
+    private func noteClockSkew(of provider: Provider, response: TokenResponse, sentAt: Double) {
+        guard let skew = ProviderClockSkew.measured(date: response.providerDate, accessToken: response.accessToken,
+                                                    sentAt: sentAt, receivedAt: clock.now()),
+              clockSkews.first(for: provider.name) else { return }
+        logger.notice("\(skew.sentence(provider: provider.name))",
+                      metadata: ["provider": "\(provider.name)", "clock_difference": "\(Int(skew.seconds.rounded()))"])
     }
 
     /// One refresh request, under `refresh_timeout`. When it gets no answer and the
@@ -234,11 +288,15 @@ final class Refresher: Sendable {
         }
         do {
             try await store.save(AccountSecret.credential(for: updated))
-            accounts.update(account.key) { $0.unsaved = false }
+            accounts.update(account.key) {
+                $0.unsaved = false
+                $0.unsavedBecause = nil
+            }
         } catch {
             // The new refresh token stays in memory and is written again until the store
             // takes it; the caller still gets the token the provider issued.
             logger.error("the rotated refresh token could not be written to the store; retrying in the background", metadata: ["account": "\(account.key)", "error": "\(error.message)"])
+            accounts.update(account.key) { $0.unsavedBecause = error }
             retrySave(account.key)
         }
     }
@@ -278,9 +336,13 @@ final class Refresher: Sendable {
         do throws(StoreError) {
             try await store.save(AccountSecret.credential(for: current))
         } catch {
+            accounts.update(key) { $0.unsavedBecause = error }
             return error
         }
-        accounts.update(key) { $0.unsaved = false }
+        accounts.update(key) {
+            $0.unsaved = false
+            $0.unsavedBecause = nil
+        }
         logger.notice("the newest refresh token is stored now", metadata: ["account": "\(key)"])
         return nil
     }
@@ -358,7 +420,10 @@ final class Refresher: Sendable {
             try await store.save(AccountSecret.credential(for: updated))
         } catch {
             updated.unsaved = true
-            accounts.update(account.key) { $0.unsaved = true }
+            accounts.update(account.key) {
+                $0.unsaved = true
+                $0.unsavedBecause = error
+            }
             logger.error("the new DPoP key could not be written to the store; retrying in the background", metadata: ["account": "\(account.key)", "error": "\(error.message)"])
             retrySave(account.key)
         }
@@ -367,13 +432,19 @@ final class Refresher: Sendable {
     }
 
     /// Refuses a new token for `key` when the account holds `max_tokens_per_account` live
-    /// tokens of other keys already: every distinct resource, scope set, params and exchange
-    /// target is one, and each costs a request to the provider. Called in the account's
-    /// queue, so concurrent requests cannot overshoot it.
+    /// tokens of other keys already and the asking program holds the most of them: every
+    /// distinct resource, scope set, params and exchange target is one, and each costs a
+    /// request to the provider. When another program holds more, its least recently used
+    /// token makes room instead (`TokenCache.makeRoom`): one program's flood never refuses
+    /// another's first token. Called in the account's queue, so concurrent requests cannot
+    /// overshoot it.
     func checkRoom(for key: CacheKey, provider: Provider, account: Account) throws(BrokerError) {
         let limit = provider.config.maxTokensPerAccount
-        guard !cache.hasRoom(for: key, limit: limit, now: clock.now()) else { return }
-        logger.notice("token refused: the account holds its maximum of distinct tokens", metadata: ["account": "\(account.key)", "limit": "\(limit)"])
-        throw BrokerError.overloaded(message: "\(account.displayName) at \(provider.name) holds \(limit) live tokens for other resources, scopes and params already (max_tokens_per_account of [providers.\(provider.name)]): ask for one of those, or again when they expire")
+        let asker = Requester.share
+        guard !cache.makeRoom(for: key, owner: asker, limit: limit, now: clock.now()) else { return }
+        logger.notice("token refused: the account holds its maximum of distinct tokens, most of them this program's", metadata: [
+            "account": "\(account.key)", "limit": "\(limit)", "program": "\(asker?.description ?? "-")",
+        ])
+        throw BrokerError.overloaded(message: "\(account.displayName) at \(provider.name) holds \(limit) live tokens for other resources, scopes and params already, and no other program holds more of them than this one (max_tokens_per_account of [providers.\(provider.name)]): ask for one of those, or again when they expire")
     }
 }

@@ -1,4 +1,5 @@
 import BrokerProtocol
+import OAuth
 import Synchronization
 
 extension TokenGetResult {
@@ -68,6 +69,10 @@ struct CachedToken: Sendable {
     /// The refresh-token chain that minted it: nil for the account's shared refresh token,
     /// else the resource whose own refresh token it was (`refresh_tokens = "one-per-resource"`).
     var chain: String? = nil
+    /// The program whose request minted it (nil: unknown, a background refresh keeps the
+    /// one before), and when it was last stored or served: for `TokenCache.makeRoom`.
+    var owner: ProgramShare? = nil
+    var lastUsed: Double = 0
 
     init(accessToken: String, tokenType: String, expiresAt: Double, scope: String? = nil, chain: String? = nil) {
         self.accessToken = accessToken
@@ -88,6 +93,24 @@ struct CachedToken: Sendable {
     /// cases. One second less of life is not noticed.
     static func expiry(sentAt: Double, expiresIn: Int?) -> Double {
         sentAt.rounded(.down) - providerClockLag + Double(expiresIn ?? 300)
+    }
+
+    /// `expiry(sentAt:expiresIn:)`, and never later than the access token's own `exp` when
+    /// it is a JWT (RFC 9068 §2.2), `exp` read on this computer's clock as the resource
+    /// servers read it: a provider whose clock is behind ours issues tokens that expire
+    /// earlier than `expires_in` says, and one served past its `exp` is refused.
+    static func expiry(sentAt: Double, expiresIn: Int?, exp: Double?) -> Double {
+        let counted = expiry(sentAt: sentAt, expiresIn: expiresIn)
+        guard let exp else { return counted }
+        return min(counted, exp)
+    }
+
+    /// The `exp` of an access token that is a JWT, Unix seconds; nil for an opaque token.
+    /// Read without checking the signature: the token came straight from the provider.
+    static func jwtExpiry(_ accessToken: String) -> Double? {
+        guard accessToken.utf8.first == UInt8(ascii: "e"),  // a JSON object's header: "ey…"
+              let exp = JWT.decodeClaims(accessToken)?["exp"]?.numberValue, exp.isFinite else { return nil }
+        return exp
     }
 
     /// How far behind ours a provider's clock may be (whole seconds) without a token being
@@ -137,13 +160,22 @@ final class TokenCache: Sendable {
     /// to live.
     func lookup(_ key: CacheKey, now: Double, minimumLife: Double) -> CachedToken? {
         entries.withLock { all in
-            guard let t = all.byKey[key], t.expiresAt - now > max(minimumLife, Self.reserve) else { return nil }
+            guard let index = all.byKey.index(forKey: key) else { return nil }
+            let t = all.byKey.values[index]
+            guard t.expiresAt - now > max(minimumLife, Self.reserve) else { return nil }
+            // Not a change of what is served: the generation stays.
+            all.byKey.values[index].lastUsed = now
             return t
         }
     }
 
-    func store(_ token: CachedToken, for key: CacheKey, now: Double) {
+    /// Stores `token` at `key`, minted for `owner` (by default the program whose request is
+    /// being worked on; without one, a background refresh, the key's owner stays).
+    func store(_ token: CachedToken, for key: CacheKey, now: Double, owner: ProgramShare? = Requester.share) {
         entries.changing { all in
+            var token = token
+            token.lastUsed = now
+            token.owner = owner ?? all.byKey[key]?.owner
             all.byKey[key] = token
             if all.byKey.count >= all.nextSweep {
                 // An expired token is never served (not even while the provider is down).
@@ -153,18 +185,47 @@ final class TokenCache: Sendable {
         }
     }
 
-    /// Whether a token may be stored at `key` with the account at most `limit` live tokens:
-    /// a key already held (a refresh replaces its token) always may.
-    func hasRoom(for key: CacheKey, limit: Int, now: Double) -> Bool {
-        entries.withLock { all in
-            if all.byKey[key] != nil { return true }
-            var live = 0
+    /// Whether a token `owner` asks for may be stored at `key` with the account at most
+    /// `limit` live tokens, making room when the account is full. A key already held (a
+    /// refresh replaces its token) always may. When full, the program holding the most of
+    /// the account's live tokens pays: if another program holds more than `owner` does,
+    /// that program's least recently used token is dropped and the answer is yes; if none
+    /// does (`owner` holds the most, or only it holds any), no, and nothing is dropped. So
+    /// one program's flood fills its own share and is refused there, and never refuses
+    /// another program's first token (docs/security.md, "Fair shares"). Tokens of unknown
+    /// owners (nil) count as one program's.
+    func makeRoom(for key: CacheKey, owner: ProgramShare?, limit: Int, now: Double) -> Bool {
+        let full = entries.withLock { all -> Bool in
+            if all.byKey[key] != nil { return false }
+            return Self.live(of: key.account, in: all.byKey, now: now) >= limit
+        }
+        guard full else { return true }
+        return entries.changing { all -> Bool in
+            guard all.byKey[key] == nil, Self.live(of: key.account, in: all.byKey, now: now) >= limit else { return true }
+            var held: [ProgramShare?: (count: Int, oldest: CacheKey, used: Double)] = [:]
             for (other, token) in all.byKey where other.account == key.account && token.expiresAt > now {
-                live += 1
-                if live >= limit { return false }
+                if var group = held[token.owner] {
+                    group.count += 1
+                    if token.lastUsed < group.used { (group.oldest, group.used) = (other, token.lastUsed) }
+                    held[token.owner] = group
+                } else {
+                    held[token.owner] = (1, other, token.lastUsed)
+                }
             }
+            let mine = held[owner]?.count ?? 0
+            let victim = held.filter { $0.key != owner }.values
+                .max { ($0.count, -$0.used) < ($1.count, -$1.used) }
+            guard let victim, victim.count > mine else { return false }
+            all.byKey[victim.oldest] = nil
             return true
         }
+    }
+
+    /// The live tokens of `account`.
+    private static func live(of account: AccountKey, in byKey: [CacheKey: CachedToken], now: Double) -> Int {
+        var live = 0
+        for (other, token) in byKey where other.account == account && token.expiresAt > now { live += 1 }
+        return live
     }
 
     /// How many tokens are held, expired ones included.

@@ -7,19 +7,24 @@ import SecretStore
 struct TokenForgetting: Sendable {
     private let cache: TokenCache
     private let ahead: RefreshAhead
+    /// The leases the user gave (the caller gate's): a sign-out ends its provider's.
+    private let leases: LeaseTable?
 
-    init(cache: TokenCache, ahead: RefreshAhead) {
+    init(cache: TokenCache, ahead: RefreshAhead, leases: LeaseTable? = nil) {
         self.cache = cache
         self.ahead = ahead
+        self.leases = leases
     }
 
     /// Drops the account's cached tokens (a new sign-in of it: they belong to the old one).
     func dropCached(_ account: AccountKey) { cache.removeAll(for: account) }
 
-    /// Drops the account's cached tokens and ends their background refreshes (sign-out).
+    /// Drops the account's cached tokens and ends their background refreshes (sign-out),
+    /// and the leases of its provider: each answered a question about this sign-in's tokens.
     func forget(_ account: AccountKey) {
         ahead.stop(account)
         cache.removeAll(for: account)
+        leases?.end(provider: account.provider)
     }
 
     /// Ends every background refresh (reload, stop): the next requests start them again.

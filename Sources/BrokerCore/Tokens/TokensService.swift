@@ -155,6 +155,8 @@ public final class TokensService: RegistersMethods, Sendable {
                 try self.refresher.checkRoom(for: key, provider: provider, account: account)
                 return try await self.refresher.servableRefresh(key, provider: provider)
             }
+            // Not in the cache when asked: refreshed for this request (or by the one it joined).
+            AuditNote.note(.refreshed)
         } catch {
             // refresh_margin is the broker's own preference: while the provider cannot be
             // reached, a token that still meets the caller's min_ttl is better than none.
@@ -204,7 +206,10 @@ public final class TokensService: RegistersMethods, Sendable {
             if found.isDiscovered, providers.discoveryIsOff, let resource = request.resource { throw DiscoveryService.off(resource) }
             return found
         }
-        guard let resource = request.resource, let discovery, request.provider == nil || found != nil else {
+        // A resource config.toml lists is config.toml's to place: several providers listing
+        // it (and no default) is the caller's choice to make, never discovery's guess.
+        let listed = request.resource.map { r in providers.config.configuredProviders.contains { $0.resources.contains(r) } } ?? false
+        guard let resource = request.resource, let discovery, request.provider == nil || found != nil, !(found == nil && listed) else {
             guard let found else { throw providers.providerMissing(request.provider) }
             throw BrokerError.invalidRequest(message: "resource is not one of the resources of [providers.\(found.name)] in config.toml: add it there (and sign in again), or set any_resource = true there")
         }
@@ -314,6 +319,7 @@ public final class TokensService: RegistersMethods, Sendable {
             // A caller waiting for a sign-in is one of its waiters: gone, it stops waiting.
             cancelledOnClose: { $0.waitForSignIn != nil },
             mints: true,
+            audit: { p, r in AuditSubject(method: .tokenGet, provider: r?.provider ?? p.provider, account: r?.account ?? p.account, resource: p.resource) },
             slow: { p throws(BrokerError) in try await self.token(p) }))
         registrar.add(MethodSpec(
             .tokenReject, empty: TokenRejectParams(),

@@ -35,4 +35,8 @@ long ckeyring_describe(int32_t key, char *buffer, size_t capacity);
 /// Destroys the key at once, wherever it is linked (KEYCTL_INVALIDATE).
 int ckeyring_invalidate(int32_t key);
 
+/// Makes the key expire `seconds` from now (KEYCTL_SET_TIMEOUT); 0 takes any expiry away.
+/// The kernel then garbage-collects it: gone for every process, as if invalidated.
+int ckeyring_set_timeout(int32_t key, unsigned int seconds);
+
 #endif

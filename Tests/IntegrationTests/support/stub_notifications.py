@@ -1,13 +1,19 @@
 """STUB desktop notification server: org.freedesktop.Notifications on the tests' private
 D-Bus session bus (no real notification daemon runs headless here).
 
-    /usr/bin/python3 stub_notifications.py RECORD_FILE
+    /usr/bin/python3 stub_notifications.py RECORD_FILE [--as mako]
 
 Owns the name, answers Notify (ids 1, 2, …), CloseNotification, GetCapabilities and
 GetServerInformation, and appends every call as one JSON line to RECORD_FILE. Prints
 "ready" once the name is owned. A line "invoke ID ACTION" on stdin emits ActionInvoked
 (what a click on the notification's button makes a real server send); a line "close ID"
 emits NotificationClosed with reason 2 (the user dismissed it); end of stdin stops it. Needs PyGObject (Debian's python3-gi), hence the system python.
+
+`--as mako` plays mako as its sources publish it (emersion/mako, dbus/xdg.c and
+dbus/mako.c): GetServerInformation answers ("mako", "emersion", …), and the object
+/fr/emersion/Mako on the same bus name serves the interface fr.emersion.Mako, whose
+InvokeAction(u id, s action) — what `makoctl invoke -n ID ACTION` calls — lets any client
+of the bus make the server emit ActionInvoked for a shown notification, as a click would.
 """
 import json
 import sys
@@ -32,10 +38,22 @@ XML = """
   </interface>
 </node>
 """
+MAKO_XML = """
+<node>
+  <interface name="fr.emersion.Mako">
+    <method name="InvokeAction"><arg type="u" direction="in"/><arg type="s" direction="in"/></method>
+    <method name="DismissAllNotifications"/>
+    <method name="ListNotifications"><arg type="aa{sv}" direction="out"/></method>
+  </interface>
+</node>
+"""
 PATH = "/org/freedesktop/Notifications"
 IFACE = "org.freedesktop.Notifications"
+MAKO_PATH = "/fr/emersion/Mako"
 
 record_file = sys.argv[1]
+as_mako = sys.argv[2:4] == ["--as", "mako"]
+shown = {}
 loop = GLib.MainLoop()
 state = {"next": 1, "connection": None}
 
@@ -53,6 +71,7 @@ def on_call(connection, sender, path, interface, method, params, invocation):
         state["next"] += 1
         record({"call": "Notify", "id": nid, "app_name": app, "summary": summary, "body": body,
                 "actions": list(actions), "hints": sorted(hints), "expire_timeout": timeout, "sender": sender})
+        shown[nid] = list(actions)[0::2]
         invocation.return_value(GLib.Variant("(u)", (nid,)))
     elif method == "CloseNotification":
         record({"call": "CloseNotification", "id": args[0]})
@@ -60,14 +79,34 @@ def on_call(connection, sender, path, interface, method, params, invocation):
         connection.emit_signal(None, PATH, IFACE, "NotificationClosed", GLib.Variant("(uu)", (args[0], 3)))
     elif method == "GetCapabilities":
         invocation.return_value(GLib.Variant("(as)", (["actions", "body"],)))
+    elif as_mako:
+        record({"call": "GetServerInformation"})
+        invocation.return_value(GLib.Variant("(ssss)", ("mako", "emersion", "0.0.0", "1.2")))
     else:
         invocation.return_value(GLib.Variant("(ssss)", ("STUB", "authbroker tests", "1", "1.2")))
+
+
+def on_mako_call(connection, sender, path, interface, method, params, invocation):
+    """mako's own interface: InvokeAction from any client emits the action as the server."""
+    args = params.unpack()
+    record({"call": "mako." + method, "args": list(args), "sender": sender})
+    if method == "InvokeAction":
+        nid, action = args
+        if action in shown.get(nid, []):
+            connection.emit_signal(None, PATH, IFACE, "ActionInvoked", GLib.Variant("(us)", (nid, action)))
+        invocation.return_value(None)
+    elif method == "ListNotifications":
+        invocation.return_value(GLib.Variant("(aa{sv})", ([{"id": GLib.Variant("u", n)} for n in shown],)))
+    else:
+        invocation.return_value(None)
 
 
 def on_bus(connection, name):
     state["connection"] = connection
     node = Gio.DBusNodeInfo.new_for_xml(XML)
     connection.register_object(PATH, node.interfaces[0], on_call, None, None)
+    if as_mako:
+        connection.register_object(MAKO_PATH, Gio.DBusNodeInfo.new_for_xml(MAKO_XML).interfaces[0], on_mako_call, None, None)
 
 
 def on_name(connection, name):
