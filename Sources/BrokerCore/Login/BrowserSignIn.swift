@@ -197,7 +197,8 @@ final class BrowserSignIn: Sendable {
             let revocation = await completion.revokeRefused(issued, provider: provider, metadata: metadata)
             throw BrokerError.signInCancelled(name).appending(revocation)
         }
-        return try await completion.completeLogin(tokens, provider: provider, metadata: metadata, nonce: request.nonce, dpop: signer, resource: resource)
+        return try await completion.completeLogin(tokens, provider: provider, metadata: metadata, nonce: request.nonce, dpop: signer,
+                                                  resource: resource, demand: AuthenticationDemand(parameters: request.extra))
     }
 }
 

@@ -58,12 +58,14 @@ final class SignInCompletion: Sendable {
     /// one `resource` of a `refresh_tokens = "one-per-resource"` provider adds that
     /// resource's refresh token to the account instead (docs/providers.md).
     func completeLogin(_ tokens: TokenResponse, provider: Provider, metadata: ProviderMetadata, nonce: String?,
-                       dpop signer: DPoPSigner?, resource: String? = nil) async throws(BrokerError) -> AccountInfo {
+                       dpop signer: DPoPSigner?, resource: String? = nil,
+                       demand: AuthenticationDemand? = nil) async throws(BrokerError) -> AccountInfo {
         let name = provider.name
         var issued = IssuedTokens(accessTokens: [tokens.accessToken], refreshToken: tokens.refreshToken)
         let identity: SignInIdentity
         do {
-            identity = try await identify(tokens, provider: provider, metadata: metadata, nonce: nonce, dpop: signer, issued: &issued)
+            identity = try await identify(tokens, provider: provider, metadata: metadata, nonce: nonce, dpop: signer, issued: &issued,
+                                          demand: demand)
         } catch {
             let revocation = await revokeRefused(issued, provider: provider, metadata: metadata)
             throw error.appending(revocation)
@@ -185,11 +187,16 @@ final class SignInCompletion: Sendable {
     /// The account behind `tokens`. Throws `.loginFailed` when it cannot be named; the
     /// caller then revokes `issued`.
     func identify(_ tokens: TokenResponse, provider: Provider, metadata: ProviderMetadata, nonce: String?,
-                  dpop signer: DPoPSigner?, issued: inout IssuedTokens) async throws(BrokerError) -> SignInIdentity {
+                  dpop signer: DPoPSigner?, issued: inout IssuedTokens,
+                  demand: AuthenticationDemand? = nil) async throws(BrokerError) -> SignInIdentity {
         // With DPoP, the sign-in's tokens are bound to its new key: every request proves it.
         let client = provider.client(signer, metadata: metadata, clock: clock)
+        if demand != nil, tokens.idToken == nil {
+            throw BrokerError.loginFailed(provider: provider.name, message: "\(provider.name) returned no ID token, so the acr_values or max_age this sign-in asked for (RFC 9470) cannot be checked: add \"openid\" to its scopes")
+        }
         if let idToken = tokens.idToken {
             let claims = try await providers.verifyIDToken(idToken, provider: provider, metadata: metadata, nonce: nonce)
+            try demand?.check(claims, provider: provider.name, now: clock.now(), skew: providers.config.daemon.clockSkew)
             var username = claims.preferredUsername ?? claims.email ?? claims.name
             if username == nil, metadata.userinfoEndpoint != nil {
                 // Best effort: the ID token names nobody a person would recognise.
