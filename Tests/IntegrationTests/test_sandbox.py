@@ -9,6 +9,8 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from conftest import API, GIT, Daemon, RPC
 from test_sign_in_on_demand import notifications  # noqa: F401  (the STUB notification server)
 from policy_callers import ASK, PYTHON, ask_once, copy_of_python
@@ -145,6 +147,25 @@ def test_the_confined_daemon_cannot_read_ssh(glewlwyd_static):
         d.cleanup()
 
 
+def test_abstract_sockets_stay_reachable_where_the_daemon_needs_one_and_it_says_why(glewlwyd_static):
+    """Landlock's abstract-socket scoping (ABI 6) would cut the daemon off from a session
+    bus or a systemd notification socket at an abstract address: there the daemon keeps
+    them reachable, says why at start, and still serves."""
+    if landlock_abi() < 6:
+        pytest.skip("Landlock ABI 6 (Linux 6.12) scopes abstract sockets")
+    d = Daemon(None, extra_env={"AUTHBROKER_SANDBOX": "on", "NOTIFY_SOCKET": "@authbroker-test-notify"})
+    d.gl = glewlwyd_static
+    Home(d)
+    d.write_config(text=machine_config(glewlwyd_static, d.name, ""))
+    try:
+        d.start()
+        log = d.log_text()
+        assert "abstract Unix sockets stay reachable from the daemon's sandbox: systemd's NOTIFY_SOCKET is an abstract socket" in log, log
+        assert ask_once(PYTHON, d, API) == ["served"], d.log_text()
+    finally:
+        d.cleanup()
+
+
 def test_a_config_linked_from_a_dotfiles_folder_is_refused_on_reload_with_a_sentence_that_says_why():
     """config.toml as a link into a dotfiles repository: read at start, before the
     confinement; on reload the confinement refuses it, and the refusal says so (where the
@@ -218,9 +239,8 @@ try() { if sh -c "$2" >/dev/null 2>&1; then echo "$1=yes"; else echo "$1=no"; fi
   try write-tmp 'echo planted > "$PROBE_TMP"'
   try write-own 'echo mine > "$(dirname "$AUTHBROKER_SOCKET")/mine"'
   try read-ca 'cat "$SSL_CERT_FILE"'
-  try connect-abstract 'python3 -c "import sys, socket; socket.socket(socket.AF_UNIX).connect(chr(0) + sys.argv[1])" "$PROBE_ABSTRACT"'
-  try python 'python3 -c pass'
-  try connect-path 'python3 -c "import sys, socket; socket.socket(socket.AF_UNIX).connect(sys.argv[1])" "$PROBE_AGENT"'
+  try connect-abstract '/usr/bin/python3 -c "import sys, socket; socket.socket(socket.AF_UNIX).connect(chr(0) + sys.argv[1])" "$PROBE_ABSTRACT"'
+  try connect-path '/usr/bin/python3 -c "import sys, socket; socket.socket(socket.AF_UNIX).connect(sys.argv[1])" "$PROBE_AGENT"'
 } > "$out.part" && mv "$out.part" "$out"
 """
 

@@ -159,6 +159,13 @@ public struct ProviderConfig: Sendable, Equatable {
     /// use. `false` for providers whose revocation ends every sign-in of the user at the
     /// client, the new one included (docs/providers.md).
     public var revokeReplacedSignIn = true
+
+    /// Providers known to end the user's whole grant (every sign-in of the client, the new
+    /// one too) when one refresh token is revoked: Keycloak (`/realms/NAME` issuers) and
+    /// Google. `revoke_replaced_sign_in` defaults to false for them.
+    public static func revocationEndsTheGrant(issuer: String) -> Bool {
+        issuer.contains("/realms/") || issuer.hasPrefix("https://accounts.google.com")
+    }
     /// A fixed port for the loopback redirect, for providers that match redirect URIs
     /// exactly (RFC 8252 asks them not to); nil = an ephemeral port.
     public var redirectPort: Int? = nil

@@ -378,6 +378,9 @@ struct TableReader {
             guard let b = v.bool else { throw fail("\(key).consent_for_offline_access", "must be true or false") }
             provider.consentForOfflineAccess = b
         }
+        // Keycloak's revocation ends every session of the client for the user, and Google's
+        // the whole grant: at those the new sign-in would die with the old refresh token.
+        provider.revokeReplacedSignIn = !ProviderConfig.revocationEndsTheGrant(issuer: provider.issuer)
         if let v = t["revoke_replaced_sign_in"] {
             guard let b = v.bool else { throw fail("\(key).revoke_replaced_sign_in", "must be true or false") }
             provider.revokeReplacedSignIn = b

@@ -222,6 +222,9 @@ public final class TokensService: RegistersMethods, Sendable {
         } catch .invalidRequest(let why) where found != nil {
             // The metadata could not decide: the configured provider's sentence, with why.
             throw BrokerError.invalidRequest(message: "resource is not one of the resources of [providers.\(found?.name ?? "")] in config.toml, and its metadata names no provider (\(why)): add it there (and sign in again), or set any_resource = true there")
+        } catch .providerUnreachable(let host, _, let why) where found != nil && host == ResourceURL.host(of: resource) {
+            // Its metadata could not even be read: config.toml is the way that needs no network.
+            throw BrokerError.invalidRequest(message: "resource is not one of the resources of [providers.\(found?.name ?? "")] in config.toml, and \(why): add it there (and sign in again), or set any_resource = true there")
         }
     }
 
