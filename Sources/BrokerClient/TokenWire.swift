@@ -43,6 +43,17 @@ enum TokenWire {
             }
             out.append(UInt8(ascii: "}"))
         }
+        if let hint = params.accountHint { member("account_hint"); quoted(hint, into: &out) }
+        if let context = params.context {
+            member("context")
+            out.append(UInt8(ascii: "{"))
+            if let remote = context.gitRemote {
+                quoted("git_remote", into: &out)
+                out.append(UInt8(ascii: ":"))
+                quoted(remote, into: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
         out.append(contentsOf: "}}".utf8)
         return out
     }
@@ -59,8 +70,9 @@ enum TokenWire {
               let account = result["account"]?.string
         else { return nil }
         guard let scope = optionalString(result["scope"]), let resource = optionalString(result["resource"]) else { return nil }
+        guard let chosenBy = optionalString(result["chosen_by"]) else { return nil }
         return TokenGetResult(accessToken: accessToken, tokenType: tokenType, expiresAt: expiresAt,
-                              scope: scope, resource: resource, provider: provider, account: account)
+                              scope: scope, resource: resource, provider: provider, account: account, chosenBy: chosenBy)
     }
 
     /// `.some(nil)` for an absent or null member, `.some(text)` for a string, nil otherwise.

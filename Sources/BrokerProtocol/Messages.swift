@@ -223,10 +223,18 @@ public struct LogoutResult: Codable, Sendable, Equatable {
 public struct AccountParams: Codable, Sendable, Equatable {
     public var provider: String?
     public var account: String?
+    /// As `token.get`'s: the caller's `AUTHBROKER_ACCOUNT`, for an `environment = true` rule.
+    public var accountHint: String?
 
-    public init(provider: String? = nil, account: String? = nil) {
+    public init(provider: String? = nil, account: String? = nil, accountHint: String? = nil) {
         self.provider = provider
         self.account = account
+        self.accountHint = accountHint
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case provider, account
+        case accountHint = "account_hint"
     }
 }
 
@@ -236,11 +244,19 @@ public struct ClaimsResult: Codable, Sendable, Equatable {
     public var provider: String
     public var subject: String
     public var claims: [String: JSONValue]
+    /// What chose the account, as `token.get`'s `chosen_by`.
+    public var chosenBy: String?
 
-    public init(provider: String, subject: String, claims: [String: JSONValue]) {
+    public init(provider: String, subject: String, claims: [String: JSONValue], chosenBy: String? = nil) {
         self.provider = provider
         self.subject = subject
         self.claims = claims
+        self.chosenBy = chosenBy
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case provider, subject, claims
+        case chosenBy = "chosen_by"
     }
 }
 

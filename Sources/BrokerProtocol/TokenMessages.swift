@@ -15,9 +15,17 @@ public struct TokenGetParams: Codable, Sendable, Equatable {
     /// starts (or joins) the provider's one pending browser sign-in, announces it, and
     /// answers with the token once it is done. Absent: `login_required` at once.
     public var waitForSignIn: Int?
+    /// The account the caller's environment names (`AUTHBROKER_ACCOUNT`, which authctl
+    /// sends): used only when an account rule of the provider with `environment = true`
+    /// allows it, and only when `account` is absent (docs/configuration.md).
+    public var accountHint: String?
+    /// What the caller knows of where it works, for the provider's account rules
+    /// (`[[providers.NAME.accounts]]`): the git remote a credential helper is asked for.
+    public var context: TokenContext?
 
     public init(resource: String? = nil, scopes: [String]? = nil, provider: String? = nil, account: String? = nil,
-                minTTL: Int? = nil, params: [String: String]? = nil, waitForSignIn: Int? = nil) {
+                minTTL: Int? = nil, params: [String: String]? = nil, waitForSignIn: Int? = nil,
+                accountHint: String? = nil, context: TokenContext? = nil) {
         self.resource = resource
         self.scopes = scopes
         self.provider = provider
@@ -25,12 +33,15 @@ public struct TokenGetParams: Codable, Sendable, Equatable {
         self.minTTL = minTTL
         self.params = params
         self.waitForSignIn = waitForSignIn
+        self.accountHint = accountHint
+        self.context = context
     }
 
     enum CodingKeys: String, CodingKey {
-        case resource, scopes, provider, account, params
+        case resource, scopes, provider, account, params, context
         case minTTL = "min_ttl"
         case waitForSignIn = "wait_for_sign_in"
+        case accountHint = "account_hint"
     }
 
     /// The `wait_for_sign_in` a request may ask for, in seconds: as long as a sign-in may last.
@@ -39,6 +50,23 @@ public struct TokenGetParams: Codable, Sendable, Equatable {
     /// The `min_ttl` a request may ask for, in seconds: up to a day. The daemon, authctl's
     /// parser and its fast path all check this one range.
     @inlinable public static var minTTLRange: ClosedRange<Int> { 0...86_400 }
+}
+
+/// `token.get`'s `context`: what the caller says about where it works, matched by the
+/// provider's account rules. The caller's working directory is not here: the daemon reads
+/// it from the process that connected.
+public struct TokenContext: Codable, Sendable, Equatable {
+    /// The remote URL git asks a credential helper about (`https://github.com/acme/app.git`;
+    /// the path only with `credential.useHttpPath`).
+    public var gitRemote: String?
+
+    public init(gitRemote: String? = nil) {
+        self.gitRemote = gitRemote
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case gitRemote = "git_remote"
+    }
 }
 
 /// `token.get` result.
@@ -51,6 +79,10 @@ public struct TokenGetResult: Codable, Sendable, Equatable {
     public var resource: String?
     public var provider: String
     public var account: String
+    /// What chose the account: `"account param"`, `"directory ~/work/**"`,
+    /// `"git_remote https://github.com/acme/*"`, `"environment"`, `"default_account"` or
+    /// `"only account"` (docs/protocol.md). Absent from older daemons.
+    public var chosenBy: String?
     /// True when `accessToken` is known to hold nothing JSON escapes (found once, when the
     /// token entered the daemon's cache): the answer copies it whole. Not part of the JSON
     /// and not compared; false (escape as usual) unless the daemon's cache says so.
@@ -60,7 +92,8 @@ public struct TokenGetResult: Codable, Sendable, Equatable {
     /// JSON and not compared.
     package var cacheHit: CacheHitStamp?
 
-    public init(accessToken: String, tokenType: String, expiresAt: Int64, scope: String?, resource: String?, provider: String, account: String) {
+    public init(accessToken: String, tokenType: String, expiresAt: Int64, scope: String?, resource: String?, provider: String, account: String,
+                chosenBy: String? = nil) {
         self.accessToken = accessToken
         self.tokenType = tokenType
         self.expiresAt = expiresAt
@@ -68,6 +101,7 @@ public struct TokenGetResult: Codable, Sendable, Equatable {
         self.resource = resource
         self.provider = provider
         self.account = account
+        self.chosenBy = chosenBy
     }
 
     enum CodingKeys: String, CodingKey {
@@ -75,11 +109,12 @@ public struct TokenGetResult: Codable, Sendable, Equatable {
         case tokenType = "token_type"
         case expiresAt = "expires_at"
         case scope, resource, provider, account
+        case chosenBy = "chosen_by"
     }
 
     /// The token's members; `accessTokenIsPlainJSON`, a hint for writing it, is left out.
     public static func == (a: TokenGetResult, b: TokenGetResult) -> Bool {
         a.accessToken == b.accessToken && a.tokenType == b.tokenType && a.expiresAt == b.expiresAt && a.scope == b.scope
-            && a.resource == b.resource && a.provider == b.provider && a.account == b.account
+            && a.resource == b.resource && a.provider == b.provider && a.account == b.account && a.chosenBy == b.chosenBy
     }
 }

@@ -54,7 +54,7 @@ struct AnswerMemo {
         var suffixStart = 0
         var restStart = 0
         /// What the answer rests on.
-        var stamp = CacheHitStamp(generation: 0, expiresAt: 0, minimumLife: 0)
+        var stamp = CacheHitStamp(generation: 0, deadline: 0, minimumLife: 0)
         /// What the answer is about, for the audit line of each use (nil: no trail).
         var audit: AuditSubject?
     }

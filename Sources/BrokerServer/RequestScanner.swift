@@ -299,10 +299,11 @@ extension TokenGetParams {
             case ("wait_for_sign_in", .int(let v)):
                 guard let n = Int(exactly: v) else { return nil }
                 waitForSignIn = n
-            case ("params", .null):
+            case ("account_hint", .string(let v)): accountHint = v
+            case ("params", .null), ("context", .null), ("account_hint", .null):
                 continue
-            case ("params", _):
-                return nil  // an object of strings: JSONDecoder reads it
+            case ("params", _), ("context", _), ("account_hint", _):
+                return nil  // an object of strings (or a mistake): JSONDecoder reads it
             case ("resource", .null), ("provider", .null), ("account", .null), ("scopes", .null), ("min_ttl", .null), ("wait_for_sign_in", .null):
                 continue
             case ("resource", _), ("provider", _), ("account", _), ("scopes", _), ("min_ttl", _), ("wait_for_sign_in", _):

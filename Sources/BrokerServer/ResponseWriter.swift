@@ -108,6 +108,10 @@ extension TokenGetResult: JSONWritable {
         out.string(provider)
         out.raw(#","account":"#)
         out.string(account)
+        if let chosenBy {
+            out.raw(#","chosen_by":"#)
+            out.string(chosenBy)
+        }
         out.raw("}")
     }
 }

@@ -32,14 +32,129 @@ static inline const SecretSchema *authbroker_credential_schema(void)
     return &schema;
 }
 
-/* The four attributes of the schema as the varargs of libsecret's calls, named
- * once (in the schema's order) for every call that picks one credential. */
-#define AUTHBROKER_CREDENTIAL_ATTRIBUTES(provider, issuer, client_id, subject) \
-    "provider", (provider), "issuer", (issuer), "client_id", (client_id), "subject", (subject)
+/* The four attributes of one credential as the table libsecret's secret_service_*
+ * calls take (the strings belong to the caller; free the table with
+ * g_hash_table_unref). libsecret adds "xdg:schema" itself. */
+static inline GHashTable *authbroker_credential_attributes(const gchar *provider,
+                                                           const gchar *issuer,
+                                                           const gchar *client_id,
+                                                           const gchar *subject)
+{
+    GHashTable *attributes = g_hash_table_new(g_str_hash, g_str_equal);
+    g_hash_table_insert(attributes, (gpointer)"provider", (gpointer)provider);
+    g_hash_table_insert(attributes, (gpointer)"issuer", (gpointer)issuer);
+    g_hash_table_insert(attributes, (gpointer)"client_id", (gpointer)client_id);
+    g_hash_table_insert(attributes, (gpointer)"subject", (gpointer)subject);
+    return attributes;
+}
+
+/* --- The store's own bus connection ------------------------------------------------
+ *
+ * libsecret's default SecretService (secret_service_get_sync, and every
+ * secret_password_* call) sits on GIO's shared session connection (g_bus_get_sync),
+ * which GIO keeps handing out after the bus closed it: after a restart of the session
+ * bus nothing would ever reach the Secret Service again. So the store opens a
+ * connection of its own to the session bus address and builds its SecretService
+ * proxy on it; when that connection is closed, both are made again. */
+
+/* A new private connection to the session bus: the address GIO would use
+ * (DBUS_SESSION_BUS_ADDRESS, else $XDG_RUNTIME_DIR/bus), authenticated and
+ * registered (Hello) as a message bus client. Not shared and not exit-on-close.
+ * NULL with *error set when there is no address or nothing listens there. */
+static inline GDBusConnection *authbroker_bus_open(GCancellable *cancellable, GError **error)
+{
+    gchar *address = g_dbus_address_get_for_bus_sync(G_BUS_TYPE_SESSION, cancellable, error);
+    if (address == NULL)
+        return NULL;
+    GDBusConnection *connection = g_dbus_connection_new_for_address_sync(
+        address,
+        G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT | G_DBUS_CONNECTION_FLAGS_MESSAGE_BUS_CONNECTION,
+        NULL, cancellable, error);
+    g_free(address);
+    if (connection != NULL)
+        g_dbus_connection_set_exit_on_close(connection, FALSE);
+    return connection;
+}
+
+/* Whether the bus closed this connection (set by GDBus's worker thread as soon as it
+ * sees the socket close, without any main context running). */
+static inline gboolean authbroker_bus_is_closed(GDBusConnection *connection)
+{
+    return connection == NULL || g_dbus_connection_is_closed(connection);
+}
+
+/* The start of GDBusProxy's private data, unchanged since GLib 2.26:
+ * { GBusType bus_type; GDBusProxyFlags flags; GDBusConnection *connection; ... }. */
+typedef struct {
+    GBusType bus_type;
+    GDBusProxyFlags flags;
+    GDBusConnection *connection;
+} AuthbrokerProxyPrivateHead;
+
+/* A SecretService proxy on `connection`, for the Secret Service's well-known name
+ * (SECRET_SERVICE_BUS_NAME overrides it, as for libsecret's default proxy): what
+ * secret_service_open_sync() builds, but on this connection instead of the shared
+ * one. No session yet (the first call that moves a secret opens it). Its signal
+ * subscriptions (the name owner) are delivered on the thread-default main context
+ * at the time of the call.
+ *
+ * libsecret 0.20's SecretService leaves GDBusProxy's bus type at
+ * G_BUS_TYPE_SESSION whatever it is constructed with (measured: "g-connection" and
+ * "g-bus-type" = NONE given, the field still reads SESSION), and GDBusProxy's init
+ * then asserts that no connection was given (or, without one, takes the shared
+ * connection this is here to avoid). So between construction and init the bus type
+ * is set to NONE, only after checking that the private data starts as GLib lays it
+ * out (the connection given, the flags given); anything else is an error, never a
+ * fall-back to the shared connection. */
+static inline SecretService *authbroker_service_open(GDBusConnection *connection,
+                                                     GCancellable *cancellable,
+                                                     GError **error)
+{
+    const gchar *bus_name = g_getenv("SECRET_SERVICE_BUS_NAME");
+    if (bus_name == NULL || bus_name[0] == '\0')
+        bus_name = "org.freedesktop.secrets";
+    GObject *object = g_object_new(SECRET_TYPE_SERVICE,
+                                   "g-flags", G_DBUS_PROXY_FLAGS_NONE,
+                                   "g-name", bus_name,
+                                   "g-connection", connection,
+                                   "g-object-path", "/org/freedesktop/secrets",
+                                   "g-interface-name", "org.freedesktop.Secret.Service",
+                                   "flags", SECRET_SERVICE_NONE,
+                                   NULL);
+    AuthbrokerProxyPrivateHead *head = (AuthbrokerProxyPrivateHead *)G_DBUS_PROXY(object)->priv;
+    if (head == NULL || head->connection != connection || head->flags != G_DBUS_PROXY_FLAGS_NONE ||
+        (head->bus_type != G_BUS_TYPE_NONE && head->bus_type != G_BUS_TYPE_SESSION)) {
+        g_object_unref(object);
+        g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+                            "could not build the Secret Service proxy on authbrokerd's own bus connection (unexpected GLib layout)");
+        return NULL;
+    }
+    head->bus_type = G_BUS_TYPE_NONE;
+    if (!g_initable_init(G_INITABLE(object), cancellable, error)) {
+        g_object_unref(object);
+        return NULL;
+    }
+    if (g_dbus_proxy_get_connection(G_DBUS_PROXY(object)) != connection) {
+        g_object_unref(object);
+        g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+                            "the Secret Service proxy is not on authbrokerd's own bus connection");
+        return NULL;
+    }
+    return SECRET_SERVICE(object);
+}
+
+/* Runs what is pending on `context` (signals for the store's proxies: name owner
+ * changes, property changes, unsubscriptions) without blocking. */
+static inline void authbroker_context_drain(GMainContext *context)
+{
+    while (g_main_context_iteration(context, FALSE)) {
+    }
+}
 
 /* Stores `secret` (UTF-8 text) in the default collection. An item of the
  * schema with the same four attributes in that collection is replaced. */
-static inline gboolean authbroker_secret_store(const gchar *label,
+static inline gboolean authbroker_secret_store(SecretService *service,
+                                               const gchar *label,
                                                const gchar *provider,
                                                const gchar *issuer,
                                                const gchar *client_id,
@@ -48,34 +163,40 @@ static inline gboolean authbroker_secret_store(const gchar *label,
                                                GCancellable *cancellable,
                                                GError **error)
 {
-    return secret_password_store_sync(authbroker_credential_schema(),
-                                      SECRET_COLLECTION_DEFAULT, label, secret,
-                                      cancellable, error,
-                                      AUTHBROKER_CREDENTIAL_ATTRIBUTES(provider, issuer, client_id, subject),
-                                      NULL);
+    GHashTable *attributes = authbroker_credential_attributes(provider, issuer, client_id, subject);
+    SecretValue *value = secret_value_new(secret, -1, "text/plain");
+    gboolean stored = secret_service_store_sync(service, authbroker_credential_schema(), attributes,
+                                                SECRET_COLLECTION_DEFAULT, label, value,
+                                                cancellable, error);
+    secret_value_unref(value);
+    g_hash_table_unref(attributes);
+    return stored;
 }
 
 /* Removes the items with these four attributes. Returns TRUE if at least one
  * was removed; FALSE with *error == NULL if there was none, or if the only ones
  * are locked (libsecret does not unlock them and does not say so). */
-static inline gboolean authbroker_secret_clear(const gchar *provider,
+static inline gboolean authbroker_secret_clear(SecretService *service,
+                                               const gchar *provider,
                                                const gchar *issuer,
                                                const gchar *client_id,
                                                const gchar *subject,
                                                GCancellable *cancellable,
                                                GError **error)
 {
-    return secret_password_clear_sync(authbroker_credential_schema(),
-                                      cancellable, error,
-                                      AUTHBROKER_CREDENTIAL_ATTRIBUTES(provider, issuer, client_id, subject),
-                                      NULL);
+    GHashTable *attributes = authbroker_credential_attributes(provider, issuer, client_id, subject);
+    gboolean removed = secret_service_clear_sync(service, authbroker_credential_schema(), attributes,
+                                                 cancellable, error);
+    g_hash_table_unref(attributes);
+    return removed;
 }
 
 /* Whether an item with these four attributes exists, locked or not (no prompt, no
- * secret). 1: yes, 0: no, -1: error (*error is set). secret_password_clear_sync()
+ * secret). 1: yes, 0: no, -1: error (*error is set). secret_service_clear_sync()
  * skips locked items and then reports "nothing removed", so this tells that case
  * apart. */
-static inline gint authbroker_secret_exists(const gchar *provider,
+static inline gint authbroker_secret_exists(SecretService *service,
+                                            const gchar *provider,
                                             const gchar *issuer,
                                             const gchar *client_id,
                                             const gchar *subject,
@@ -83,10 +204,10 @@ static inline gint authbroker_secret_exists(const gchar *provider,
                                             GError **error)
 {
     GError *local = NULL;
-    GList *found = secret_password_search_sync(authbroker_credential_schema(),
-                                               SECRET_SEARCH_NONE, cancellable, &local,
-                                               AUTHBROKER_CREDENTIAL_ATTRIBUTES(provider, issuer, client_id, subject),
-                                               NULL);
+    GHashTable *attributes = authbroker_credential_attributes(provider, issuer, client_id, subject);
+    GList *found = secret_service_search_sync(service, authbroker_credential_schema(), attributes,
+                                              SECRET_SEARCH_NONE, cancellable, &local);
+    g_hash_table_unref(attributes);
     gint exists = found != NULL ? 1 : 0;
     g_list_free_full(found, g_object_unref);
     if (local != NULL) {
@@ -100,12 +221,14 @@ static inline gint authbroker_secret_exists(const gchar *provider,
  * show the desktop's unlock prompt) and loading their secrets in one round trip.
  * Returns a GList of SecretRetrievable (free with authbroker_object_list_free);
  * NULL when there is none or on error (check *error). */
-static inline GList *authbroker_secret_search_all(GCancellable *cancellable, GError **error)
+static inline GList *authbroker_secret_search_all(SecretService *service, GCancellable *cancellable, GError **error)
 {
-    return secret_password_search_sync(authbroker_credential_schema(),
-                                       SECRET_SEARCH_ALL | SECRET_SEARCH_UNLOCK | SECRET_SEARCH_LOAD_SECRETS,
-                                       cancellable, error,
-                                       NULL);
+    GHashTable *attributes = g_hash_table_new(g_str_hash, g_str_equal);
+    GList *found = secret_service_search_sync(service, authbroker_credential_schema(), attributes,
+                                              SECRET_SEARCH_ALL | SECRET_SEARCH_UNLOCK | SECRET_SEARCH_LOAD_SECRETS,
+                                              cancellable, error);
+    g_hash_table_unref(attributes);
+    return found;
 }
 
 /* State of the default collection, for authbroker_secret_check(). */
@@ -119,13 +242,16 @@ typedef enum {
 /* A cheap, non-interactive probe: a search that matches nothing (proves the bus
  * and the Secret Service answer; no prompt, no secrets), then a look at the
  * default collection (exists? locked?). Never shows an unlock prompt. */
-static inline AuthbrokerStoreState authbroker_secret_check(GCancellable *cancellable, GError **error)
+static inline AuthbrokerStoreState authbroker_secret_check(SecretService *service,
+                                                          GCancellable *cancellable,
+                                                          GError **error)
 {
     GError *local = NULL;
-    GList *found = secret_password_search_sync(authbroker_credential_schema(),
-                                               SECRET_SEARCH_NONE, cancellable, &local,
-                                               "provider", "\001authbroker-check",
-                                               NULL);
+    GHashTable *attributes = g_hash_table_new(g_str_hash, g_str_equal);
+    g_hash_table_insert(attributes, (gpointer)"provider", (gpointer)"\001authbroker-check");
+    GList *found = secret_service_search_sync(service, authbroker_credential_schema(), attributes,
+                                              SECRET_SEARCH_NONE, cancellable, &local);
+    g_hash_table_unref(attributes);
     g_list_free_full(found, g_object_unref);
     if (local != NULL) {
         g_propagate_error(error, local);
@@ -137,17 +263,10 @@ static inline AuthbrokerStoreState authbroker_secret_check(GCancellable *cancell
      * logs a CRITICAL and returns NULL), and the SecretCollection proxy it creates would
      * leak a little on every call (GDBus queues the unsubscription of its signals on
      * libsecret's per-call main context, which is never run again). Ask the service
-     * directly instead, with the Secret Service D-Bus API on libsecret's connection
+     * directly instead, with the Secret Service D-Bus API on the service's connection
      * (libsecret's own secret_service_read_alias_dbus_path_sync() is "unstable" API,
      * hidden without SECRET_API_SUBJECT_TO_CHANGE): ReadAlias("default"), then the
      * collection's Locked property. No proxy, two round trips. */
-    SecretService *service = secret_service_get_sync(SECRET_SERVICE_NONE, cancellable, &local);
-    if (service == NULL) {
-        if (local == NULL)
-            local = g_error_new_literal(SECRET_ERROR, SECRET_ERROR_PROTOCOL, "could not connect to the Secret Service");
-        g_propagate_error(error, local);
-        return AUTHBROKER_STORE_ERROR;
-    }
     GDBusProxy *proxy = G_DBUS_PROXY(service);
     GDBusConnection *connection = g_dbus_proxy_get_connection(proxy);
     const gchar *bus_name = g_dbus_proxy_get_name(proxy);
@@ -157,7 +276,6 @@ static inline AuthbrokerStoreState authbroker_secret_check(GCancellable *cancell
                                                   G_VARIANT_TYPE("(o)"),
                                                   G_DBUS_CALL_FLAGS_NONE, -1, cancellable, &local);
     if (alias == NULL) {
-        g_object_unref(service);
         if (local == NULL)
             local = g_error_new_literal(SECRET_ERROR, SECRET_ERROR_PROTOCOL, "no answer about the default collection");
         g_propagate_error(error, local);
@@ -169,7 +287,6 @@ static inline AuthbrokerStoreState authbroker_secret_check(GCancellable *cancell
     if (path == NULL || g_str_equal(path, "/")) {
         /* The service answers "/" for an alias that is not set. */
         g_free(path);
-        g_object_unref(service);
         return AUTHBROKER_STORE_NO_DEFAULT;
     }
     GVariant *reply = g_dbus_connection_call_sync(connection, bus_name, path,
@@ -178,7 +295,6 @@ static inline AuthbrokerStoreState authbroker_secret_check(GCancellable *cancell
                                                   G_VARIANT_TYPE("(v)"),
                                                   G_DBUS_CALL_FLAGS_NONE, -1, cancellable, &local);
     g_free(path);
-    g_object_unref(service);
     if (reply == NULL) {
         if (local != NULL && (g_error_matches(local, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_METHOD) ||
                               g_error_matches(local, G_DBUS_ERROR, G_DBUS_ERROR_UNKNOWN_OBJECT))) {

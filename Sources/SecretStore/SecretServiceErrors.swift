@@ -16,7 +16,7 @@ enum SecretServiceErrors {
         "the Secret Service has no default keyring: create one (for example with Seahorse, or by logging in to the desktop once so that the login keyring exists), or set store = \"memory\" in config.toml"
     static let cancelled = "the Secret Service request was cancelled"
     static let sessionBusClosed =
-        "the D-Bus session bus closed authbrokerd's connection (the bus stopped or was restarted), and GLib hands out that closed connection for as long as the process runs: restart authbrokerd (`systemctl --user restart authbroker.service`) once the session bus and the Secret Service are back"
+        "the D-Bus session bus closed authbrokerd's connection (the bus stopped or was restarted): authbrokerd connects again by itself as soon as the session bus and the Secret Service are back; do not restart authbrokerd meanwhile, since a refresh token it could not write yet is only in its memory"
 
     /// What went wrong, from the parts of a `GError`.
     ///
@@ -47,8 +47,8 @@ enum SecretServiceErrors {
             return .unavailable(noSecretService)
         }
         if message.contains("The connection is closed") {
-            // Still closed after `reconnecting` dropped libsecret's proxy: GDBus's session
-            // bus connection is shared by the process and is not made again.
+            // Closed again right after the store opened a new connection: the bus is
+            // going away or restarting; the next call connects again.
             return .unavailable(sessionBusClosed)
         }
         if isLocked || message.lowercased().contains("locked") {
@@ -87,6 +87,11 @@ struct LibsecretError: Error, Sendable {
         !isCancelled
             && (message.contains("The name :") || message.contains("The connection is closed")
                 || (message.contains("session") && message.contains("does not exist")))
+    }
+
+    /// The bus closed the connection the call used (the session bus stopped or restarted).
+    var isClosedConnection: Bool {
+        !isCancelled && message.contains("The connection is closed")
     }
 
     /// An object went away while it was used (another client deleted an item).

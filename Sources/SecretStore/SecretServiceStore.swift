@@ -11,9 +11,11 @@ import CSecret
 /// `timeout` with `StoreError.timedOut`: the libsecret call is then cancelled and finishes
 /// in the background, and its result is dropped.
 ///
-/// libsecret connects to the session bus named by `DBUS_SESSION_BUS_ADDRESS` (or
-/// `$XDG_RUNTIME_DIR/bus`) the first time it is used and keeps that connection for the
-/// life of the process; changing the variable afterwards has no effect.
+/// The store talks to the Secret Service over a session-bus connection of its own
+/// (`SecretServiceConnection`), opened at `DBUS_SESSION_BUS_ADDRESS` (or
+/// `$XDG_RUNTIME_DIR/bus`) the first time it is used and again whenever the bus closed
+/// it: a restarted session bus (or a restarted keyring on a live bus) is found again by
+/// the next call.
 public final class SecretServiceStore: CredentialStore {
     /// The libsecret schema name; also the value of the `xdg:schema` attribute of every item.
     public static let schemaName = "org.authbroker.Credential"
@@ -37,9 +39,9 @@ public final class SecretServiceStore: CredentialStore {
     /// need an unlock prompt), `.timedOut` or `.failed`.
     public func check() async throws(StoreError) {
         try await BlockingCall.run(timeout: timeout) { cancellation -> Result<Void, StoreError> in
-            let probed = Self.reconnecting { () -> Result<AuthbrokerStoreState, LibsecretError> in
+            let probed = SecretServiceConnection.shared.run(cancellation) { service -> Result<AuthbrokerStoreState, LibsecretError> in
                 var error: UnsafeMutablePointer<GError>?
-                let state = authbroker_secret_check(cancellation.pointer, &error)
+                let state = authbroker_secret_check(service, cancellation.pointer, &error)
                 if let error { return .failure(LibsecretError(taking: error)) }
                 return .success(state)
             }
@@ -70,11 +72,12 @@ public final class SecretServiceStore: CredentialStore {
             throw .failed("the credential's secret contains a NUL character and cannot be stored")
         }
         try await BlockingCall.run(timeout: timeout) { cancellation -> Result<Void, StoreError> in
-            let stored = Self.reconnecting { () -> Result<Void, LibsecretError> in
+            let stored = SecretServiceConnection.shared.run(cancellation) { service -> Result<Void, LibsecretError> in
                 var error: UnsafeMutablePointer<GError>?
                 // The Swift strings are handed to C as temporary C strings for the duration
-                // of the call; no other copy of the secret is made.
+                // of the call; libsecret copies the secret into its secure memory.
                 let stored = authbroker_secret_store(
+                    service,
                     credential.label,
                     credential.provider,
                     credential.issuer,
@@ -104,7 +107,7 @@ public final class SecretServiceStore: CredentialStore {
             // properties ("No such secret item at path ..."): search again.
             var attempt = 1
             while true {
-                switch Self.reconnecting({ Self.searchAll(cancellation: cancellation) }) {
+                switch SecretServiceConnection.shared.run(cancellation, { Self.searchAll($0, cancellation: cancellation) }) {
                 case .success(let credentials):
                     return .success(credentials)
                 case .failure(let failure) where failure.isVanished && attempt < Self.searchAttempts:
@@ -124,7 +127,7 @@ public final class SecretServiceStore: CredentialStore {
         return try await BlockingCall.run(timeout: timeout) { cancellation -> Result<Bool, StoreError> in
             var attempt = 1
             while true {
-                switch Self.reconnecting({ Self.clear(key, cancellation: cancellation) }) {
+                switch SecretServiceConnection.shared.run(cancellation, { Self.clear(key, in: $0, cancellation: cancellation) }) {
                 case .success(let removed):
                     return .success(removed)
                 case .failure(let failure) where failure.isVanished && attempt < Self.searchAttempts:
@@ -138,28 +141,6 @@ public final class SecretServiceStore: CredentialStore {
 
     // MARK: - Private
 
-    /// Runs one libsecret operation; when it fails because libsecret's connection to the
-    /// service is stale, drops that connection and runs it once more.
-    ///
-    /// libsecret keeps one `SecretService` proxy per process, bound to the unique bus name
-    /// of the keyring it first met (":1.7") and to a session opened there. It learns that
-    /// the keyring went away only from a name watch whose callbacks run on the main context
-    /// of a `_sync` call long gone, so never: after gnome-keyring restarts (a new unique
-    /// name, no session), every call would fail ("The name :1.7 was not provided by any
-    /// .service files", "The session wrapping the secret does not exist") until the process
-    /// restarts. `secret_service_disconnect()` drops that proxy (and libsecret's cached
-    /// backend); the next call looks the service up by its well-known name again and opens
-    /// a new session. Safe here: every libsecret call of the process runs on one serial
-    /// queue, so no other call holds the old proxy. Only for those errors: each dropped
-    /// proxy leaves about 2 KB behind in GDBus (measured), which a daemon polling for a
-    /// keyring that never comes must not pay every few seconds.
-    static func reconnecting<T>(_ operation: () -> Result<T, LibsecretError>) -> Result<T, LibsecretError> {
-        let first = operation()
-        guard case .failure(let failure) = first, failure.isStaleConnection else { return first }
-        secret_service_disconnect()
-        return operation()
-    }
-
     /// Attribute values go to C as C strings: a NUL would silently cut them short.
     private static func validate(_ key: CredentialKey) throws(StoreError) {
         for (name, value) in [("provider", key.provider), ("issuer", key.issuer), ("client_id", key.clientID), ("subject", key.subject)]
@@ -170,10 +151,12 @@ public final class SecretServiceStore: CredentialStore {
 
     /// Removes the items with this key; runs on the libsecret queue. A `.locked` answer
     /// comes back as a `LibsecretError` with `isLocked`.
-    private static func clear(_ key: CredentialKey, cancellation: OperationCancellation) -> Result<Bool, LibsecretError> {
+    private static func clear(
+        _ key: CredentialKey, in service: UnsafeMutablePointer<SecretService>, cancellation: OperationCancellation
+    ) -> Result<Bool, LibsecretError> {
         var error: UnsafeMutablePointer<GError>?
         let removed = authbroker_secret_clear(
-            key.provider, key.issuer, key.clientID, key.subject, cancellation.pointer, &error
+            service, key.provider, key.issuer, key.clientID, key.subject, cancellation.pointer, &error
         )
         if let error {
             return .failure(LibsecretError(taking: error))
@@ -184,7 +167,7 @@ public final class SecretServiceStore: CredentialStore {
         // Nothing removed: there was no item, or only a locked one, which libsecret
         // skips without saying so.
         let exists = authbroker_secret_exists(
-            key.provider, key.issuer, key.clientID, key.subject, cancellation.pointer, &error
+            service, key.provider, key.issuer, key.clientID, key.subject, cancellation.pointer, &error
         )
         if let error {
             return .failure(LibsecretError(taking: error))
@@ -199,9 +182,11 @@ public final class SecretServiceStore: CredentialStore {
     private static let searchAttempts = 3
 
     /// One search of every item with its secret. Runs on the libsecret queue.
-    private static func searchAll(cancellation: OperationCancellation) -> Result<[StoredCredential], LibsecretError> {
+    private static func searchAll(
+        _ service: UnsafeMutablePointer<SecretService>, cancellation: OperationCancellation
+    ) -> Result<[StoredCredential], LibsecretError> {
         var error: UnsafeMutablePointer<GError>?
-        let list = authbroker_secret_search_all(cancellation.pointer, &error)
+        let list = authbroker_secret_search_all(service, cancellation.pointer, &error)
         defer { authbroker_object_list_free(list) }
         if let error {
             return .failure(LibsecretError(taking: error))

@@ -45,7 +45,10 @@ struct GitCredential: ParsableCommand {
         // git expects the helper to read all of its input, even for operations it ignores.
         guard operation != "store", let resource = request.resource(configured: token.resource) else { return }
         guard operation == "get" else { return Self.reject(request) }
-        let result = try DaemonCall.printableToken(token.params(resource: resource), waitForSignIn: token.waitForSignIn)
+        var params = token.params(resource: resource)
+        // For the provider's git_remote account rules (the path only with credential.useHttpPath).
+        params.context = request.remote.map { TokenContext(gitRemote: $0) }
+        let result = try DaemonCall.printableToken(params, waitForSignIn: token.waitForSignIn)
         Output.line([
             "username=\(username)",
             "password=\(result.accessToken)",
@@ -79,6 +82,14 @@ struct GitCredentialRequest {
             // Array-valued keys (key[]=) are not used here; the last single value wins.
             fields[key] = String(line[line.index(after: eq)...])
         }
+    }
+
+    /// The remote git asks about, protocol://host[/path] (git sends the path only with
+    /// `credential.useHttpPath = true`), for the daemon's `git_remote` account rules.
+    var remote: String? {
+        guard let proto = fields["protocol"], let host = fields["host"], !host.isEmpty else { return nil }
+        let path = fields["path"].map { $0.isEmpty ? "" : "/" + $0 } ?? ""
+        return "\(proto)://\(host)\(path)"
     }
 
     /// The resource to ask for, or nil when this helper should stay silent: a protocol

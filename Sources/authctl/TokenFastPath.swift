@@ -18,8 +18,9 @@ enum TokenFastPath {
     /// of them first, a tenth of the process's instructions (docs/performance.md).
     static func runIfPlain(argc: Int32, argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) {
         guard argc >= 2, let command = argv[1], strcmp(command, "token") == 0,
-              let parsed = parse(Words(argc: Int(argc), argv: argv))
+              var parsed = parse(Words(argc: Int(argc), argv: argv))
         else { return }
+        if parsed.params.account == nil { parsed.params.accountHint = TokenOptions.environmentAccount }
         do {
             try Token.printToken(parsed.params, json: parsed.json, header: parsed.header)
         } catch {

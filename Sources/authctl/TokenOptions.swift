@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import ArgumentParser
 import BrokerClient
 import BrokerProtocol
@@ -48,7 +51,16 @@ struct TokenOptions: ParsableArguments {
         }
         return TokenGetParams(
             resource: resource ?? fallback, scopes: list.isEmpty ? nil : list,
-            provider: provider, account: account, minTTL: minTTL, params: pairs.isEmpty ? nil : pairs)
+            provider: provider, account: account, minTTL: minTTL, params: pairs.isEmpty ? nil : pairs,
+            accountHint: account == nil ? Self.environmentAccount : nil)
+    }
+
+    /// `AUTHBROKER_ACCOUNT` from authctl's environment, sent as `account_hint`: the daemon
+    /// uses it only where an account rule with `environment = true` allows it, and --account wins.
+    static var environmentAccount: String? {
+        guard let value = getenv("AUTHBROKER_ACCOUNT") else { return nil }
+        let text = String(cString: value)
+        return text.isEmpty ? nil : text
     }
 }
 

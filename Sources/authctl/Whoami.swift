@@ -41,11 +41,15 @@ struct ClaimsOptions: ParsableArguments {
 enum Claims {
     /// Asks `method` about the account and prints the claims.
     static func show(_ method: RPCMethod, _ options: ClaimsOptions) throws {
-        let params = AccountParams(provider: options.provider, account: options.account)
+        let params = AccountParams(provider: options.provider, account: options.account,
+                                   accountHint: options.account == nil ? TokenOptions.environmentAccount : nil)
         let json = options.json
         let text = try DaemonCall.session(json: json) { broker throws(ClientError) -> String in
             let result = try broker.call(method, params, as: ClaimsResult.self)
-            return json ? try Output.json(result) : lines(result)
+            guard !json else { return try Output.json(result) }
+            // Which rule chose the account, when one did (not --account, not the only one).
+            guard let by = result.chosenBy, by != "account param", by != "only account" else { return lines(result) }
+            return lines(result) + "\n" + Output.safe("(account chosen by \(by))")
         }
         Output.line(text)
     }

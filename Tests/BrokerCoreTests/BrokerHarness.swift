@@ -8,14 +8,20 @@ import SecretStore
 import Synchronization
 import XCTest
 
-/// A clock the test moves: the broker's `WallClock` reads it.
+/// The clocks the test moves: the broker's `WallClock` reads them. `advance` is time
+/// passing (a suspend too: both clocks move); `stepWall` is the wall clock alone stepped
+/// (NTP, an administrator), boot time untouched. Boot time starts far from the wall clock,
+/// so that a deadline read on the wrong clock shows.
 final class TestClock: Sendable {
-    private let seconds = Mutex<Double>(1_800_000_000)
+    private let seconds = Mutex<(wall: Double, boot: Double)>((1_800_000_000, 5_000))
 
-    var now: Double { seconds.withLock { $0 } }
-    var wallClock: WallClock { WallClock { [self] in now } }
+    var now: Double { seconds.withLock { $0.wall } }
+    var boot: Double { seconds.withLock { $0.boot } }
+    var reading: ClockReading { seconds.withLock { ClockReading(wall: $0.wall, boot: $0.boot) } }
+    var wallClock: WallClock { WallClock(now: { [self] in now }, boottime: { [self] in boot }) }
 
-    func advance(_ by: Double) { seconds.withLock { $0 += by } }
+    func advance(_ by: Double) { seconds.withLock { $0.wall += by; $0.boot += by } }
+    func stepWall(_ by: Double) { seconds.withLock { $0.wall += by } }
 }
 
 /// A STUB OAuth provider behind the broker's `HTTPTransport`: it answers discovery, the

@@ -88,7 +88,7 @@ final class CacheHitStampTests: XCTestCase {
         XCTAssertEqual(h.broker.tokens.cachedToken(api), result)
         XCTAssertTrue(h.broker.tokens.stillServes(stamp))
         // Up to the margin's edge, the stamp and the cache agree at every step.
-        let edge = stamp.expiresAt - 60 - h.clock.now
+        let edge = stamp.deadline - 60 - h.clock.boot
         for step in [edge - 0.5, 0.25, 0.25, 0.25] {
             h.clock.advance(step)
             XCTAssertEqual(h.broker.tokens.stillServes(stamp), h.broker.tokens.cachedToken(api) != nil, "at \(h.clock.now)")

@@ -128,7 +128,7 @@ final class LateRefreshTests: XCTestCase {
     func testRefreshTimeoutIsFifteenSecondsUnlessSet() throws {
         let provider = "[providers.a]\nissuer = \"https://a.example\"\nclient_id = \"x\"\n"
         let plain = try ConfigLoader.parse(provider, file: "c.toml")
-        XCTAssertEqual(plain.daemon.refreshTimeout, 15)
+        XCTAssertEqual(plain.daemon.refreshTimeout, 12, "shorter than authctl's 15 s call deadline")
         XCTAssertEqual(plain.providers[0].refreshTokenReuseGrace, 0, "no retry unless the provider is known to allow it")
         XCTAssertThrowsError(try ConfigLoader.parse("[daemon]\nrefresh_timeout = 0\n" + provider, file: "c.toml"))
         XCTAssertEqual(try ConfigLoader.parse(provider + "refresh_token_reuse_grace = 30", file: "c.toml").providers[0].refreshTokenReuseGrace, 30)

@@ -61,7 +61,7 @@ final class CachedAnswerBytesTests: XCTestCase {
 
     private func served(_ cache: TokenCache, now: Double) throws -> TokenGetResult {
         let token = try XCTUnwrap(cache.lookup(key, now: now, minimumLife: 60))
-        return TokenGetResult(cached: token, resource: key.resource, provider: key.account.provider, account: "alice")
+        return TokenGetResult(cached: token, at: .both(now), resource: key.resource, provider: key.account.provider, account: "alice")
     }
 
     func testEveryTokenIsAnsweredAsTheSameJSON() throws {

@@ -1,10 +1,12 @@
 """An MCP client that uses the broker for a server nobody configured: resource-first
 discovery (RFC 9728), dynamic client registration (RFC 7591), the user's trust asked at the
-terminal, one sign-in for every agent process, no token in any file.
+terminal, one sign-in for every agent process, no token in any file; the same with
+DPoP-bound tokens (RFC 9449) for a server whose metadata requires them.
 
 Real parts throughout: the MCP server and client of the official SDK (PyPI `mcp`), with
 Glewlwyd (dynamic registration on) as the server's authorization server; the browser is
 played through Glewlwyd's own login API as in test_sign_in.py."""
+import hashlib
 import json
 import os
 import socket
@@ -14,9 +16,13 @@ import time
 import urllib.parse
 
 import pytest
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
-from conftest import AUTHCTL, ROOT, Daemon, _provider, _stop_provider, files_outside_the_keyring, secret_tool
+from conftest import AUTHCTL, ROOT, Daemon, _provider, _stop_provider, decode_jwt, files_outside_the_keyring, secret_tool
 from glewlwyd_api import Glewlwyd, _request
+from test_dpop import b64e, thumbprint
 from test_sign_in_on_demand import notifications, wait_until  # noqa: F401 (a fixture)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -30,32 +36,84 @@ def free_port():
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def mcp_world():
-    """Glewlwyd with dynamic registration and an MCP server whose metadata names it."""
-    port = free_port()
-    resource = f"http://127.0.0.1:{port}/mcp"
-    d = _provider("--dynamic-registration", "--resource", resource)
-    gl = Glewlwyd(d)
-    log = open(os.path.join(d, "mcp_server.log"), "w")
+def start_mcp_server(port, gl, resource, log_path, *extra):
+    """support/mcp_server.py on `port`, its stderr in `log_path`: (process, log file)."""
+    log = open(log_path, "w")
     server = subprocess.Popen(
         [sys.executable, os.path.join(SUPPORT, "mcp_server.py"), "--port", str(port), "--issuer", gl.issuer,
-         "--resource", resource, "--required-scope", "mcp", "--admin-scope", "mcp:admin"],
+         "--resource", resource, "--required-scope", "mcp", "--admin-scope", "mcp:admin", *extra],
         stdout=subprocess.PIPE, stderr=log, text=True)
-    try:
-        assert server.stdout.readline().strip() == "ready"
-        yield gl, resource
-    finally:
-        server.terminate()
+    if server.stdout.readline().strip() != "ready":
+        server.kill()
         server.wait(timeout=10)
         log.close()
+        with open(log_path) as f:
+            pytest.fail(f"the MCP server did not start: {f.read()[-2000:]}")
+    return server, log
+
+
+def stop_mcp_server(server, log):
+    server.terminate()
+    server.wait(timeout=10)
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def mcp_glewlwyd():
+    """Glewlwyd with dynamic registration, knowing the resources of two MCP servers (the
+    second one's, for the DPoP server, started only by the tests that need it): (Glewlwyd,
+    its folder, [(port, resource), (port, resource)])."""
+    servers = []
+    for _ in range(2):
+        port = free_port()
+        servers.append((port, f"http://127.0.0.1:{port}/mcp"))
+    d = _provider("--dynamic-registration", "--resource", servers[0][1], "--resource", servers[1][1])
+    try:
+        yield Glewlwyd(d), d, servers
+    finally:
         _stop_provider(d)
 
 
+@pytest.fixture(scope="module")
+def mcp_world(mcp_glewlwyd):
+    """Glewlwyd with dynamic registration and an MCP server whose metadata names it."""
+    gl, d, servers = mcp_glewlwyd
+    port, resource = servers[0]
+    server, log = start_mcp_server(port, gl, resource, os.path.join(d, "mcp_server.log"))
+    try:
+        yield gl, resource
+    finally:
+        stop_mcp_server(server, log)
+
+
+@pytest.fixture(scope="module")
+def dpop_mcp_world(mcp_glewlwyd):
+    """The same Glewlwyd (it allows DPoP) and an MCP server started with --dpop: its
+    metadata requires DPoP-bound tokens, and it checks a proof on every request.
+    (Glewlwyd, resource, the server's log path)."""
+    gl, d, servers = mcp_glewlwyd
+    port, resource = servers[1]
+    log_path = os.path.join(d, "mcp_dpop_server.log")
+    server, log = start_mcp_server(port, gl, resource, log_path, "--dpop")
+    try:
+        yield gl, resource, log_path
+    finally:
+        stop_mcp_server(server, log)
+
+
+@pytest.fixture(autouse=True)
+def no_trace_in_the_keyring(mcp_world):
+    """The provider a daemon finds is kept in the keyring this worker's other tests share,
+    where every later daemon would load it: its items (the provider's and its accounts',
+    whatever their name) go before and after each test."""
+    gl, _ = mcp_world
+    secret_tool("clear", "issuer", gl.issuer)
+    yield
+    secret_tool("clear", "issuer", gl.issuer)
+
+
 def discovery_daemon(gl, mode="ask", extra=""):
-    """A daemon with no provider at all in config.toml, and no trace in the keyring of the
-    provider an earlier test's daemon found (its items are named for the issuer's host)."""
-    secret_tool("clear", "provider", urllib.parse.urlsplit(gl.issuer).netloc)
+    """A daemon with no provider at all in config.toml."""
     d = Daemon(None)
     d.gl = gl
     d.write_config(text=f'[daemon]\nstore = "secret-service"\n\n[discovery]\nmode = "{mode}"\n{extra}')
@@ -292,5 +350,119 @@ def test_discovery_off_refuses_the_resource_and_those_found_before(mcp_world):
         assert 'mode = "off"' in r.stderr, r.stderr
         r = d.ctl("token", "--resource", "https://elsewhere.example.test/mcp")
         assert r.returncode in (9, 12) and 'mode = "off"' in r.stderr, r.stderr
+    finally:
+        d.cleanup()
+
+
+def proof_of(key, htm, htu, token):
+    """A DPoP proof (RFC 9449 §4.2) signed with `key` (ES256) for one request with
+    `token`, as anyone with a key of their own can make: (proof, its public jwk)."""
+    numbers = key.public_key().public_numbers()
+    jwk = {"kty": "EC", "crv": "P-256", "x": b64e(numbers.x.to_bytes(32, "big")), "y": b64e(numbers.y.to_bytes(32, "big"))}
+    header = {"typ": "dpop+jwt", "alg": "ES256", "jwk": jwk}
+    claims = {"jti": b64e(os.urandom(16)), "htm": htm, "htu": htu, "iat": int(time.time()),
+              "ath": b64e(hashlib.sha256(token.encode()).digest())}
+    signing = b64e(json.dumps(header).encode()) + "." + b64e(json.dumps(claims).encode())
+    r, s = decode_dss_signature(key.sign(signing.encode(), ec.ECDSA(hashes.SHA256())))
+    return signing + "." + b64e(r.to_bytes(32, "big") + s.to_bytes(32, "big")), jwk
+
+
+def test_an_mcp_server_that_requires_dpop_gets_bound_tokens_and_a_proof_with_each_request(dpop_mcp_world):
+    """The same flow with the server's metadata saying dpop_bound_access_tokens_required:
+    the daemon turns DPoP on for the provider it finds (Glewlwyd lists ES256), the
+    sign-in binds the grant to the daemon's key, and BrokerMCPAuth sends every request of
+    the MCP session (the POSTs and the SSE GET) with a proof of its own for its method and
+    URL, which the server checks (support/mcp_server.py --dpop); the token without its
+    proof, or with someone else's, gets nowhere there."""
+    import httpx
+
+    gl, resource, server_log = dpop_mcp_world
+    d = discovery_daemon(gl).start()
+    try:
+        code, err, out = sign_in_at_terminal(d, gl, resource)
+        assert code == 0, err
+        assert "Trust 127.0.0.1" in err and "Signed in to" in out, (err, out)
+
+        with open(server_log) as f:
+            before = len(f.readlines())
+        r = agent(d, resource)
+        assert r.returncode == 0, r.stderr
+        result = json.loads(r.stdout)
+        assert "whoami" in result["tools"] and result["whoami"]["username"] == "alice", result
+        with open(server_log) as f:
+            during = f.readlines()[before:]
+        assert not [line for line in during if "DPoP refused" in line], during
+        accepted = {line.split()[-2] for line in during if "DPoP proof accepted" in line}
+        assert {"POST", "GET"} <= accepted, during
+
+        # What the daemon serves is bound to its key.
+        token = d.rpc("token.get", {"resource": resource})["result"]
+        assert token["token_type"] == "DPoP", {k: v for k, v in token.items() if k != "access_token"}
+        at = token["access_token"]
+        assert decode_jwt(at)[1]["cnf"]["jkt"], "the token carries the key's thumbprint"
+
+        initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "thief", "version": "0"}}}
+        mcp_headers = {"Accept": "application/json, text/event-stream"}
+
+        def post(headers):
+            return httpx.post(resource, json=initialize, headers=dict(mcp_headers, **headers), timeout=20)
+
+        def refused(response):
+            challenge = response.headers.get("WWW-Authenticate", "")
+            return (response.status_code == 401 and challenge.startswith("DPoP ")
+                    and 'error="invalid_token"' in challenge and "resource_metadata=" in challenge)
+
+        # The token on its own, as a thief who copied it would send it: refused.
+        assert refused(post({"Authorization": "Bearer " + at}))
+        assert refused(post({"Authorization": "DPoP " + at}))
+        # With a proof for another request, or a replayed proof: refused too.
+        other = d.rpc("dpop.proof", {"resource": resource, "htm": "GET", "htu": resource})["result"]
+        assert refused(post({"Authorization": "DPoP " + at, "DPoP": other["proof"]}))
+        proof = d.rpc("dpop.proof", {"resource": resource, "htm": "POST", "htu": resource})["result"]
+        assert proof["access_token"] == at
+        assert post({"Authorization": "DPoP " + at, "DPoP": proof["proof"]}).status_code == 200
+        assert refused(post({"Authorization": "DPoP " + at, "DPoP": proof["proof"]}))
+        # A thief's own key signs a proof the server can check, for a token not bound to it.
+        key = ec.generate_private_key(ec.SECP256R1())
+        own, jwk = proof_of(key, "POST", resource, at)
+        assert refused(post({"Authorization": "DPoP " + at, "DPoP": own}))
+        # And a token altered to name the thief's key fails the SDK's verifier behind the gate
+        # (its challenge goes out as DPoP too).
+        h64, _, s64 = at.split(".")
+        claims = dict(decode_jwt(at)[1], cnf={"jkt": thumbprint(jwk)})
+        forged = f"{h64}.{b64e(json.dumps(claims).encode())}.{s64}"
+        assert refused(post({"Authorization": "DPoP " + forged, "DPoP": proof_of(key, "POST", resource, forged)[0]}))
+        with open(server_log) as f:
+            log = f.read()
+        assert "not bound to the proof's key" in log and "token refused: InvalidSignatureError" in log, log[-2000:]
+
+        # No token in any file under HOME or the daemon's folder.
+        leaked = [path for path, data in files_outside_the_keyring(os.environ["HOME"], d.dir) if at.encode() in data]
+        assert not leaked, leaked
+    finally:
+        d.cleanup()
+
+
+def test_a_dpop_provider_found_by_discovery_keeps_dpop_across_a_restart(dpop_mcp_world):
+    gl, resource, _ = dpop_mcp_world
+    d = discovery_daemon(gl).start()
+    try:
+        code, err, _ = sign_in_at_terminal(d, gl, resource)
+        assert code == 0, err
+        first = d.rpc("token.get", {"resource": resource})["result"]
+        assert first["token_type"] == "DPoP"
+        # The refresh after the restart carries a proof with the stored key, and the new
+        # token is bound to the same key.
+        d.restart()
+        r = agent(d, resource)
+        assert r.returncode == 0, r.stderr[-2000:] + d.log_text()[-3000:]
+        again = d.rpc("token.get", {"resource": resource})["result"]
+        assert again["token_type"] == "DPoP", {k: v for k, v in again.items() if k != "access_token"}
+        assert decode_jwt(again["access_token"])[1]["cnf"] == decode_jwt(first["access_token"])[1]["cnf"]
+        leaked = [path for path, data in files_outside_the_keyring(os.environ["HOME"], d.dir)
+                  if first["access_token"].encode() in data or again["access_token"].encode() in data]
+        assert not leaked, leaked
     finally:
         d.cleanup()

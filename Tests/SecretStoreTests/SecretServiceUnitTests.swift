@@ -109,12 +109,18 @@ final class SecretServiceErrorsTests: XCTestCase {
         XCTAssertTrue(SecretServiceErrors.noSecretService.contains("gnome-keyring-daemon"))
     }
 
-    /// GDBus's words for the session bus connection it keeps handing out after the bus went
-    /// away: the sentence names the bus and the restart that helps.
+    /// GDBus's words for a connection the bus closed (it stopped or restarted): the sentence
+    /// names the bus, says the store connects again by itself, and warns against a restart
+    /// while a refresh token is only in memory (the store's connection is its own and is
+    /// made again, so a restart is not what helps).
     func testClosedSessionBusConnection() {
         let error = map("Error calling StartServiceByName for org.freedesktop.secrets: The connection is closed")
         XCTAssertEqual(error, .unavailable(SecretServiceErrors.sessionBusClosed))
-        XCTAssertTrue(SecretServiceErrors.sessionBusClosed.contains("restart authbrokerd"))
+        XCTAssertTrue(SecretServiceErrors.sessionBusClosed.contains("connects again by itself"))
+        XCTAssertTrue(SecretServiceErrors.sessionBusClosed.contains("do not restart authbrokerd"))
+        XCTAssertTrue(LibsecretError(message: "The connection is closed").isClosedConnection)
+        XCTAssertFalse(LibsecretError(message: "The connection is closed", isCancelled: true).isClosedConnection)
+        XCTAssertFalse(LibsecretError(message: "The session wrapping the secret does not exist").isClosedConnection)
     }
 
     func testLocked() {

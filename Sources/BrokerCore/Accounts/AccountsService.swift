@@ -82,15 +82,53 @@ public final class AccountsService: RegistersMethods, Sendable {
         case noAccount(provider: String, name: String?)
         /// Several accounts fit: no name was given, or a username or display name several accounts share.
         case severalAccounts(provider: String, name: String?)
+        /// No name given, and an account rule needs the caller's working directory, which
+        /// the cache-hit path does not read: the slow path decides.
+        case needsCaller
     }
 
     /// The one reading of a request's `provider` and `account`, for every method. The
     /// cache-hit path uses it on the event loop, so it neither throws nor builds an array;
     /// the other methods turn a miss into its sentence with `resolved(provider:account:)`.
-    func resolve(provider name: String?, account accountName: String?, resource: String? = nil) -> Resolution {
+    func resolve(provider name: String?, account accountName: String?, resource: String? = nil,
+                 context: AccountContext = AccountContext()) -> Resolution {
+        choose(provider: name, account: accountName, resource: resource, context: context).resolution
+    }
+
+    /// `resolve`, with what chose the account (`chosen_by`). The order: the request's
+    /// `account`; the provider's account rules, first match first; `default_account` when
+    /// several are signed in; the only account. Builds no array and reads no file: a
+    /// directory rule met before a match, with the directory unread, is `.needsCaller`.
+    func choose(provider name: String?, account accountName: String?, resource: String? = nil,
+                context: AccountContext) -> (resolution: Resolution, chosenBy: AccountChoice) {
         guard let provider = providers.provider(orDefault: name, resource: resource) else {
-            return name.map { .unknownProvider($0) } ?? .noDefaultProvider
+            return (name.map { .unknownProvider($0) } ?? .noDefaultProvider, .named)
         }
+        if let accountName { return (match(provider, accountName), .named) }
+        let config = provider.config
+        for rule in config.accountRules {
+            switch rule.condition {
+            case .directory(let pattern):
+                guard case .read(let directory) = context.directory else { return (.needsCaller, .rule(rule)) }
+                guard let directory, pattern.matches(directory, home: context.home) else { continue }
+            case .gitRemote(let pattern):
+                guard let remote = context.gitRemote, pattern.matches(remote) else { continue }
+            case .environment:
+                guard let hint = context.hint, !hint.isEmpty else { continue }
+                return (match(provider, hint), .rule(rule))
+            }
+            return (match(provider, rule.account), .rule(rule))
+        }
+        switch registry.match(provider: provider.name, named: nil) {
+        case .one(let account): return (.found(provider, account), .only)
+        case .none: return (.noAccount(provider: provider.name, name: nil), .only)
+        case .several:
+            guard let fallback = config.defaultAccount else { return (.severalAccounts(provider: provider.name, name: nil), .only) }
+            return (match(provider, fallback), .defaultAccount)
+        }
+    }
+
+    private func match(_ provider: Provider, _ accountName: String?) -> Resolution {
         switch registry.match(provider: provider.name, named: accountName) {
         case .one(let account): return .found(provider, account)
         case .none: return .noAccount(provider: provider.name, name: accountName)
@@ -99,10 +137,26 @@ public final class AccountsService: RegistersMethods, Sendable {
     }
 
     /// The provider and account a request means, or the error that says what to name.
-    func resolved(provider name: String?, account accountName: String?, resource: String? = nil) throws(BrokerError) -> (Provider, Account) {
-        switch resolve(provider: name, account: accountName, resource: resource) {
+    func resolved(provider name: String?, account accountName: String?, resource: String? = nil,
+                  context: AccountContext = AccountContext()) throws(BrokerError) -> (Provider, Account) {
+        let (provider, account, _) = try chosen(provider: name, account: accountName, resource: resource, context: context)
+        return (provider, account)
+    }
+
+    /// `resolved`, with what chose the account. Off the cache-hit path: reads the caller's
+    /// working directory when a rule needs it (`CallerDirectory`).
+    func chosen(provider name: String?, account accountName: String?, resource: String? = nil,
+                context: AccountContext = AccountContext()) throws(BrokerError) -> (Provider, Account, AccountChoice) {
+        var context = context
+        var (resolution, choice) = choose(provider: name, account: accountName, resource: resource, context: context)
+        if case .needsCaller = resolution {
+            context.directory = .read(CallerDirectory.current())
+            (resolution, choice) = choose(provider: name, account: accountName, resource: resource, context: context)
+        }
+        let why = choice == .named || choice == .only ? "" : " (chosen by \(choice.label))"
+        switch resolution {
         case .found(let provider, let account):
-            return (provider, account)
+            return (provider, account, choice)
         case .unknownProvider, .noDefaultProvider:
             throw providers.providerMissing(name)
         case .noAccount(let provider, _) where availability.failure != nil:
@@ -110,16 +164,35 @@ public final class AccountsService: RegistersMethods, Sendable {
         case .noAccount(let provider, nil):
             throw BrokerError.notSignedIn(provider)
         case .noAccount(let provider, let accountName?):
-            throw BrokerError.loginRequired(provider: provider, message: "no account \(accountName) is signed in to \(provider): run `authctl login --provider \(provider)`")
-        case .severalAccounts(let provider, let accountName):
-            let all = list(provider: provider)
-            if let accountName {
-                let subjects = all.filter { $0.isNamed(accountName) }.map(\.key.subject).joined(separator: ", ")
-                throw BrokerError.invalidRequest(message: "several accounts named \(accountName) are signed in to \(provider) (subjects \(subjects)): choose one with --account SUBJECT")
-            }
-            let names = all.map(\.displayName).joined(separator: ", ")
-            throw BrokerError.invalidRequest(message: "several accounts are signed in to \(provider) (\(names)): choose one with --account")
+            throw BrokerError.loginRequired(provider: provider, message: "no account \(accountName) is signed in to \(provider)\(why): run `authctl login --provider \(provider)`")
+        case .severalAccounts(let provider, let accountName?):
+            let subjects = list(provider: provider).filter { $0.isNamed(accountName) }.map(\.key.subject).joined(separator: ", ")
+            throw BrokerError.invalidRequest(message: "several accounts named \(accountName) are signed in to \(provider)\(why) (subjects \(subjects)): choose one with --account SUBJECT")
+        case .severalAccounts(let provider, nil):
+            throw severalAccounts(provider, context: context)
+        case .needsCaller:
+            throw BrokerError.invalidRequest(message: "the account rules of [providers.\(name ?? "")] could not be read for this caller: choose the account with --account")
         }
+    }
+
+    /// The refusal of a request that names no account when several are signed in and
+    /// nothing chose one: what the rules saw, and the three ways to choose.
+    private func severalAccounts(_ provider: String, context: AccountContext) -> BrokerError {
+        let names = list(provider: provider).map(\.displayName).joined(separator: ", ")
+        let rules = providers.config.provider(named: provider)?.accountRules ?? []
+        var seen = ""
+        if !rules.isEmpty {
+            var what: [String] = []
+            if rules.contains(where: \.needsDirectory) {
+                if case .read(let d) = context.directory { what.append("working directory \(d ?? "unknown")") }
+            }
+            if let remote = context.gitRemote { what.append("git remote \(remote)") }
+            seen = ", and no rule of [[providers.\(provider).accounts]] matched this caller" + (what.isEmpty ? "" : " (\(what.joined(separator: ", ")))")
+        }
+        if context.hint != nil && !rules.contains(where: { $0.condition == .environment }) {
+            seen += "; AUTHBROKER_ACCOUNT is ignored, as no rule of [[providers.\(provider).accounts]] has environment = true"
+        }
+        return BrokerError.invalidRequest(message: "several accounts are signed in to \(provider) (\(names))\(seen): choose one with --account, or set default_account or an account rule in [providers.\(provider)] of config.toml (docs/configuration.md, \"Which account\")")
     }
 
     // MARK: The store

@@ -21,12 +21,14 @@ public final class ClaimsService: RegistersMethods, Sendable {
 
     /// The claims of the account's ID token, verified when it was received.
     public func whoami(_ params: AccountParams) throws(BrokerError) -> ClaimsResult {
-        let (provider, account) = try accounts.resolved(provider: params.provider, account: params.account)
+        let (provider, account, choice) = try accounts.chosen(
+            provider: params.provider, account: params.account,
+            context: AccountContext(hint: params.accountHint, home: CallerDirectory.home))
         guard let idToken = account.idToken, let claims = JWT.decodeClaims(idToken) else {
             let why = account.machine ? ": it is a machine account" : ": the provider sent none at sign-in; `authctl userinfo` asks the provider instead"
             throw BrokerError.invalidRequest(message: "\(provider.name) has no ID token for \(account.displayName)\(why)")
         }
-        return ClaimsResult(provider: provider.name, subject: account.key.subject, claims: claims)
+        return ClaimsResult(provider: provider.name, subject: account.key.subject, claims: claims, chosenBy: choice.label)
     }
 
     /// The provider's UserInfo answer, fetched with a fresh access token for the account.

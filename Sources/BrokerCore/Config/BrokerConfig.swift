@@ -50,8 +50,10 @@ public struct DaemonSettings: Sendable, Equatable {
     public var httpTimeout: Int
     /// Seconds a provider may take to answer a refresh: longer than `httpTimeout`, because
     /// a rotating provider that takes the refresh and answers after the daemon stopped
-    /// listening has spent the refresh token (docs/security.md).
-    public var refreshTimeout: Int = 15
+    /// listening has spent the refresh token (docs/security.md). Shorter than `authctl`'s
+    /// own call deadline (`BrokerConnection.defaultCallTimeout`, 15 s) by default, so that
+    /// a caller always gets the daemon's sentence for a slow provider, not its own time-out.
+    public var refreshTimeout: Int = 12
     /// The provider used when a request names none and several are configured.
     public var defaultProvider: String? = nil
     /// Seconds a browser sign-in may take before its loopback port is freed.
@@ -204,6 +206,14 @@ public struct ProviderConfig: Sendable, Equatable {
     /// (`refresh_token_reuse_grace`; 0 = it does not). Within it, a refresh that got no
     /// answer is sent once more with the same refresh token (docs/security.md).
     public var refreshTokenReuseGrace = 0
+    /// `default_account`: the account (a username, display name or subject) of a request
+    /// that names none while several are signed in and no account rule matched.
+    public var defaultAccount: String? = nil
+    /// `[[providers.NAME.accounts]]`: the rules that choose the account of a request that
+    /// names none from the caller's context, first match first (docs/configuration.md).
+    public var accountRules: [AccountRule] = []
+    /// Whether a rule needs the caller's working directory (read on the slow path only).
+    public var accountRulesNeedDirectory: Bool { accountRules.contains { $0.needsDirectory } }
     /// Set for a provider found by resource-first discovery (not in config.toml): how its
     /// client was obtained, and the registration's management credentials.
     public var discovered: DiscoveredOrigin? = nil

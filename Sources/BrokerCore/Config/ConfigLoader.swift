@@ -323,7 +323,8 @@ struct TableReader {
                                   "dpop", "token_params", "any_resource", "password_grant",
                                   "access_tokens", "refresh_tokens", "refresh_ahead", "refresh_ahead_window",
                                   "scope_sets", "any_scopes", "caller_params", "max_tokens_per_account",
-                                  "refresh_token_reuse_grace", "consent_for_offline_access", "revoke_replaced_sign_in"]
+                                  "refresh_token_reuse_grace", "consent_for_offline_access", "revoke_replaced_sign_in",
+                                  "default_account", "accounts"]
         try checkKeys(t, allowed: known.union(ConfiguredEndpoints.keys.map(\.0)), at: key)
         guard !name.isEmpty else {
             throw fail(key, "a provider needs a name: write [providers.NAME] with letters, digits, '-', '_' or '.' in NAME")
@@ -443,6 +444,7 @@ struct TableReader {
             throw fail("\(key).refresh_ahead", "needs access_tokens = \"independent\": with \"one-per-refresh-token\" (the default) every refresh revokes the token programs hold; set access_tokens only if \(name) keeps earlier tokens alive (docs/providers.md), or remove refresh_ahead")
         }
         try callerChoices(t, into: &provider, at: key)
+        try accountChoice(t, into: &provider, at: key)
         // A client_credentials provider without client_secret here takes the one stored with
         // `authctl set-secret`; until there is one, its token requests say to store it.
         return provider

@@ -3,6 +3,7 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+import BrokerCrypto
 import SecretStore
 
 /// A provider found by discovery, kept in the credential store so that it survives a
@@ -24,9 +25,11 @@ enum DiscoveredProviderItem {
         var scopes: [String]
         var redirectPort: Int?
         var origin: DiscoveredOrigin
+        /// The DPoP algorithm when the resource asked for bound tokens (RFC 9449); nil: Bearer.
+        var dpop: String?
 
         enum CodingKeys: String, CodingKey {
-            case name, issuer, resources, scopes, origin
+            case name, issuer, resources, scopes, origin, dpop
             case clientID = "client_id"
             case clientSecret = "client_secret"
             case redirectPort = "redirect_port"
@@ -36,7 +39,8 @@ enum DiscoveredProviderItem {
     static func credential(for p: ProviderConfig) -> StoredCredential? {
         guard let origin = p.discovered else { return nil }
         let record = Record(name: p.name, issuer: p.issuer, clientID: p.clientID, clientSecret: p.clientSecret,
-                            resources: p.resources, scopes: p.scopes, redirectPort: p.redirectPort, origin: origin)
+                            resources: p.resources, scopes: p.scopes, redirectPort: p.redirectPort, origin: origin,
+                            dpop: p.dpop?.rawValue)
         guard let json = try? JSONEncoder().encode(Payload(discovered: record)) else { return nil }
         return StoredCredential(provider: p.name, issuer: p.issuer, clientID: p.clientID, subject: "",
                                 label: "authbroker: client at \(p.issuer) (found by discovery)", secret: String(decoding: json, as: UTF8.self))
@@ -50,8 +54,10 @@ enum DiscoveredProviderItem {
               payload.discovered.clientID == item.clientID
         else { return nil }
         let r = payload.discovered
-        return DiscoveredProviderItem.config(name: r.name, issuer: r.issuer, clientID: r.clientID, clientSecret: r.clientSecret,
-                                             resources: r.resources, scopes: r.scopes, redirectPort: r.redirectPort, origin: r.origin)
+        var config = DiscoveredProviderItem.config(name: r.name, issuer: r.issuer, clientID: r.clientID, clientSecret: r.clientSecret,
+                                                   resources: r.resources, scopes: r.scopes, redirectPort: r.redirectPort, origin: r.origin)
+        config.dpop = r.dpop.flatMap(JWSAlgorithm.init(rawValue:))
+        return config
     }
 
     /// The configuration of a provider found by discovery: the resources its metadata named,

@@ -269,6 +269,10 @@ public final class DiscoveryService: ResourceDiscovering, RegistersMethods, Send
         try await enrolments.run(issuer) { () async throws(BrokerError) -> ProviderConfig in
             if var known = self.providers.discoveries.provider(issuer: issuer) {
                 guard !known.resources.contains(m.resource) else { return known }
+                // One provider's tokens are all bound or none is (docs/dpop.md).
+                if m.dpopBoundAccessTokensRequired == true, known.dpop == nil {
+                    throw BrokerError.configuration(provider: known.name, message: "\(ResourceURL.host(of: m.resource) ?? m.resource) requires DPoP-bound tokens (RFC 9449), but \(known.name), its authorization server, serves authbroker's other resources Bearer tokens, and one provider's tokens are all bound or none is: configure that server in config.toml a second time, under another name, with dpop = true and this resource")
+                }
                 known.resources.append(m.resource)
                 await self.install(known)
                 return known

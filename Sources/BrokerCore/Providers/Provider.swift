@@ -18,10 +18,11 @@ actor Provider {
     private let clock: WallClock
     /// Told when the provider stops answering and when it answers again.
     private let events: EventHub
-    /// The discovery document and when it was read.
+    /// The discovery document and when it was read (boot time).
     private var document: (metadata: ProviderMetadata, fetchedAt: Double)?
     private var discovery: Task<ProviderMetadata, any Error>?
     private var failures = 0
+    /// When the back-off ends, on boot time (`WallClock.boottime`).
     private var retryAt: Double = 0
     /// An endpoint answered 404 and the document has been read again since: another 404
     /// is backed off like any broken answer instead of reading the document once more.
@@ -54,7 +55,7 @@ actor Provider {
     /// The discovery document with the endpoints set in config.toml put in; concurrent
     /// first callers share one fetch.
     func discovered() async throws(BrokerError) -> ProviderMetadata {
-        if let document, clock.now() - document.fetchedAt < Self.discoveryMaxAge { return document.metadata }
+        if let document, clock.boottime() - document.fetchedAt < Self.discoveryMaxAge { return document.metadata }
         try checkBackoff()
         let task: Task<ProviderMetadata, any Error>
         if let discovery {
@@ -74,7 +75,7 @@ actor Provider {
             if let method = config.discovered?.tokenEndpointAuthMethod, method != "none" {
                 merged.tokenEndpointAuthMethodsSupported = [method]
             }
-            document = (merged, clock.now())
+            document = (merged, clock.boottime())
             // Not `succeeded()`: an endpoint that answered 404 is still suspect.
             if failures > 0 { events.emit(BrokerEvent(kind: .providerBack, provider: config.name)) }
             failures = 0
@@ -87,9 +88,10 @@ actor Provider {
         }
     }
 
-    /// Refuses at once while a provider that stopped answering is being given time.
+    /// Refuses at once while a provider that stopped answering is being given time. The
+    /// back-off counts on boot time: a wall clock stepped back never lengthens it.
     func checkBackoff() throws(BrokerError) {
-        let now = clock.now()
+        let now = clock.boottime()
         if now < retryAt {
             let wait = Int((retryAt - now).rounded(.up))
             throw BrokerError.providerUnreachable(
@@ -162,7 +164,7 @@ actor Provider {
         failures += 1
         if failures == 1 { events.emit(BrokerEvent(kind: .providerUnreachable, provider: config.name)) }
         let delay = max(asked, min(30, 1 << min(failures - 1, 5)))
-        retryAt = clock.now() + Double(delay)
+        retryAt = clock.boottime() + Double(delay)
         return delay
     }
 }

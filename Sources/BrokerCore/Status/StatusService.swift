@@ -22,7 +22,7 @@ public final class StatusService: RegistersMethods, Sendable {
         self.gate = gate
         self.socketPath = socketPath
         self.clock = clock
-        self.startedAt = clock.now()
+        self.startedAt = clock.boottime()
     }
 
     private var providers: ProvidersService { tokens.providers }
@@ -43,20 +43,20 @@ public final class StatusService: RegistersMethods, Sendable {
     }
 
     private func status(showing shown: (_ provider: String, _ resource: String?) -> Bool) -> DaemonStatusResult {
-        let now = clock.now()
+        let reading = clock.reading()
         let cache = tokens.cache
         let providerStatus = providers.config.providers.map { p in
             ProviderStatus(
                 name: p.name, issuer: p.issuer, clientID: p.clientID,
                 accounts: accounts.list(provider: p.name).map { a in
-                    AccountStatus(account: a.info, tokens: cache.entries(for: a.key, now: now).filter { shown(p.name, $0.key.resource) }.map {
-                        CachedTokenInfo(resource: $0.key.resource, scopes: $0.key.scopes, expiresAt: Int64($0.token.expiresAt))
+                    AccountStatus(account: a.info, tokens: cache.entries(for: a.key, now: reading).filter { shown(p.name, $0.key.resource) }.map {
+                        CachedTokenInfo(resource: $0.key.resource, scopes: $0.key.scopes, expiresAt: Int64($0.token.expiresAt(at: reading)))
                     })
                 })
         }
         let failure = accounts.storeFailure
         return DaemonStatusResult(
-            version: BrokerVersion.current, pid: Int32(getpid()), uptimeSeconds: (now - startedAt),
+            version: BrokerVersion.current, pid: Int32(getpid()), uptimeSeconds: (reading.boot - startedAt),
             store: accounts.store.kind, socket: socketPath, providers: providerStatus, counters: tokens.counters.snapshot(),
             storeUnavailable: failure.map { StoreUnavailableStatus(reason: $0.reason, message: $0.message) },
             reloadRefused: providers.reloadRefusal)

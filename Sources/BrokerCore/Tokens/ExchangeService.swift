@@ -47,9 +47,10 @@ public final class ExchangeService: RegistersMethods, Sendable {
         try provider.checkCallerChoices(scopes: request.scopes, params: nil)
         let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [], exchange: target)
         let minimumLife = tokens.minimumLife(request.minTTL)
-        if let token = cache.lookup(key, now: clock.now(), minimumLife: minimumLife) {
+        let now = clock.reading()
+        if let token = cache.lookup(key, now: now, minimumLife: minimumLife) {
             counters.cacheHits.increment()
-            return tokens.result(token, key: key, account: account)
+            return tokens.result(token, key: key, account: account, at: now)
         }
         // Got before the account's queue is entered: a refresh of the subject token runs
         // in that queue itself.
@@ -61,14 +62,15 @@ public final class ExchangeService: RegistersMethods, Sendable {
             subjectToken = try await tokens.token(TokenGetParams(provider: provider.name, account: account.key.subject)).accessToken
         }
         let token = try await refresher.queue(for: account.key).run(key) { () async throws(BrokerError) -> CachedToken in
-            if let token = self.cache.lookup(key, now: self.clock.now(), minimumLife: minimumLife) { return token }
+            if let token = self.cache.lookup(key, now: self.clock.reading(), minimumLife: minimumLife) { return token }
             try self.refresher.checkRoom(for: key, provider: provider, account: account)
             return try await self.exchange(subjectToken, key: key, target: target, provider: provider)
         }
         // Not in the cache when asked: exchanged for this request (or by the one it joined).
         AuditNote.note(.exchanged)
-        try TokensService.checkLife(token, minTTL: request.minTTL, now: clock.now(), provider: provider.name)
-        return tokens.result(token, key: key, account: account)
+        let served = clock.reading()
+        try TokensService.checkLife(token, minTTL: request.minTTL, now: served, provider: provider.name)
+        return tokens.result(token, key: key, account: account, at: served)
     }
 
     /// The answer from the cache, without waiting: nil when the provider must be asked (or
@@ -84,9 +86,10 @@ public final class ExchangeService: RegistersMethods, Sendable {
         else { return nil }
         let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [], exchange: target)
         let margin = providers.refreshMargin
-        guard let token = cache.lookup(key, now: clock.now(), minimumLife: Double(max(margin, request.minTTL ?? 0))) else { return nil }
+        let now = clock.reading()
+        guard let token = cache.lookup(key, now: now, minimumLife: Double(max(margin, request.minTTL ?? 0))) else { return nil }
         counters.cacheHits.increment()
-        return tokens.result(token, key: key, account: account)
+        return tokens.result(token, key: key, account: account, at: now)
     }
 
     /// One exchange at the provider, with a DPoP proof when the provider uses DPoP.
@@ -99,7 +102,7 @@ public final class ExchangeService: RegistersMethods, Sendable {
         try ProviderRequests.charge()
         account = try await refresher.withDPoPKey(account, provider: provider, metadata: metadata)
         let client = provider.client(provider.signer(of: account), metadata: metadata, clock: clock)
-        let sentAt = clock.now()
+        let sent = clock.reading()
         let response: TokenResponse
         do {
             response = try await client.exchangeToken(
@@ -117,12 +120,13 @@ public final class ExchangeService: RegistersMethods, Sendable {
             throw failure
         }
         await provider.succeeded()
+        let received = clock.reading()
         let token = CachedToken(
             accessToken: response.accessToken, tokenType: response.tokenType,
-            expiresAt: CachedToken.expiry(sentAt: sentAt, expiresIn: response.expiresIn,
-                                          exp: CachedToken.jwtExpiry(response.accessToken)),
+            expiry: CachedToken.expiry(sent: sent, received: received, expiresIn: response.expiresIn,
+                                       exp: CachedToken.jwtExpiry(response.accessToken)),
             scope: CachedToken.scope(answered: response.scope, asked: key.scopes))
-        cache.store(token, for: key, now: clock.now())
+        cache.store(token, for: key, now: received)
         logger.debug("exchanged", metadata: ["account": "\(account.key)", "audience": "\(target.audience ?? "-")", "resource": "\(key.resource ?? "-")"])
         return token
     }

@@ -20,8 +20,8 @@ final class RefreshAhead: Sendable {
     }
 
     private let state = Mutex(State())
-    /// The longest single sleep: the wall clock is read again after each (it may have been
-    /// moved, or the machine suspended).
+    /// The longest single sleep: both clocks are read again after each (the wall clock may
+    /// have been stepped, or the machine suspended, which boot time counts).
     private let tick: Duration
     /// Whose queues `TokenForgetting.inTurnWithRefreshes` takes its turn in.
     let refresher: Refresher
@@ -43,7 +43,7 @@ final class RefreshAhead: Sendable {
     /// Costs one flag test for providers without `refresh_ahead`.
     func askedFor(_ key: CacheKey, provider: Provider) {
         guard provider.config.refreshAhead else { return }
-        let now = clock.now()
+        let now = clock.boottime()
         state.withLock { s in
             s.lastAsked[key] = now
             guard s.tasks[key] == nil else { return }
@@ -76,23 +76,25 @@ final class RefreshAhead: Sendable {
     private func loop(_ key: CacheKey, provider: Provider) async {
         var refreshedHere = false
         while !Task.isCancelled {
-            guard let token = cache.lookup(key, now: clock.now(), minimumLife: 0) else { return }
+            guard let token = cache.lookup(key, now: clock.reading(), minimumLife: 0) else { return }
             let margin = Double(providers.refreshMargin)
-            // A little before the margin: a quarter of it, at most 30 s.
-            let due = token.expiresAt - margin - min(30, margin / 4)
+            // A little before the margin: a quarter of it, at most 30 s. Counted from the
+            // token's life on both clocks each time (`CachedToken.life(at:)`): a wall clock
+            // stepped forward brings a JWT's exp nearer, boot time counts a suspend.
+            let ahead = margin + min(30, margin / 4)
             // A provider whose tokens are due as soon as issued would be asked without pause.
-            if refreshedHere && clock.now() >= due { return }
-            while clock.now() < due {
-                let step = min(Duration.seconds(due - clock.now()), tick)
+            if refreshedHere && token.life(at: clock.reading()) <= ahead { return }
+            while case let wait = token.life(at: clock.reading()) - ahead, wait > 0 {
+                let step = min(Duration.seconds(wait), tick)
                 do { try await Task.sleep(for: step) } catch { return }
             }
             let window = Double(provider.config.refreshAheadWindow)
-            guard let asked = state.withLock({ $0.lastAsked[key] }), clock.now() - asked <= window else { return }
+            guard let asked = state.withLock({ $0.lastAsked[key] }), clock.boottime() - asked <= window else { return }
             do {
                 _ = try await refresher.queue(for: key.account).run(key) { () async throws(BrokerError) -> CachedToken in
                     // A caller may have refreshed it while this one waited its turn.
-                    if let current = self.cache.lookup(key, now: self.clock.now(), minimumLife: 0),
-                       current.expiresAt > token.expiresAt { return current }
+                    if let current = self.cache.lookup(key, now: self.clock.reading(), minimumLife: 0),
+                       current.deadline > token.deadline { return current }
                     return try await self.refresher.refresh(key, provider: provider)
                 }
                 refreshedHere = true

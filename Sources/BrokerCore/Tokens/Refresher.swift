@@ -59,7 +59,7 @@ final class Refresher: Sendable {
     /// is already spent is asked once more. Its tokens normally live longer than it took.
     func servableRefresh(_ key: CacheKey, provider: Provider) async throws(BrokerError) -> CachedToken {
         let token = try await refresh(key, provider: provider)
-        guard token.expiresAt - clock.now() <= TokenCache.reserve else { return token }
+        guard token.life(at: clock.reading()) <= TokenCache.reserve else { return token }
         logger.notice("\(provider.name) answered a refresh too late for its token to be served; refreshing once more")
         return try await refresh(key, provider: provider)
     }
@@ -89,7 +89,8 @@ final class Refresher: Sendable {
         if provider.config.accessTokens == .onePerRefreshToken && !account.machine {
             revoked = cache.removeChain(chain, of: account.key)
         }
-        let sentAt = clock.now()
+        let sent = clock.reading()
+        let sentAt = sent.wall
         let response: TokenResponse
         account = try await withDPoPKey(account, provider: provider, metadata: metadata)
         let client = provider.client(provider.signer(of: account), metadata: metadata, clock: clock)
@@ -104,7 +105,7 @@ final class Refresher: Sendable {
             } else {
                 response = try await refreshRequest(
                     client, metadata: metadata, refreshToken: refreshToken, resource: key.resource, scopes: scopes,
-                    extra: extra, sentAt: sentAt, provider: provider, account: account)
+                    extra: extra, sent: sent, provider: provider, account: account)
             }
         } catch {
             counters.providerErrors.increment()
@@ -173,8 +174,9 @@ final class Refresher: Sendable {
             throw BrokerError.configuration(provider: provider.name, message: "\(provider.name) issued a \(response.tokenType) token although dpop is set for it in config.toml, so the token is not bound to the daemon's key: enable DPoP for client \(provider.config.clientID) at the provider, or set dpop = false for \(provider.name)")
         }
         let exp = CachedToken.jwtExpiry(response.accessToken)
-        let expiresAt = CachedToken.expiry(sentAt: sentAt, expiresIn: response.expiresIn, exp: exp)
-        if expiresAt - sentAt <= TokenCache.reserve {
+        let received = clock.reading()
+        let expiry = CachedToken.expiry(sent: sent, received: received, expiresIn: response.expiresIn, exp: exp)
+        if expiry.life(at: sent) <= TokenCache.reserve {
             // Spent on issue, however fast the answer came: asking again gets the same. The
             // provider's fault, with its back-off, as for any token answer that cannot be used.
             counters.providerErrors.increment()
@@ -196,12 +198,12 @@ final class Refresher: Sendable {
         }
         let token = CachedToken(
             accessToken: response.accessToken, tokenType: response.tokenType,
-            expiresAt: expiresAt, scope: CachedToken.scope(answered: response.scope, asked: asked), chain: chain)
-        cache.store(token, for: key, now: clock.now())
+            expiry: expiry, scope: CachedToken.scope(answered: response.scope, asked: asked), chain: chain)
+        cache.store(token, for: key, now: received)
         events.emit(BrokerEvent(kind: .tokenRefreshed, provider: key.account.provider, account: account.displayName,
                                 subject: key.account.subject, resource: key.resource, scopes: key.scopes,
-                                expiresAt: Int64(token.expiresAt)))
-        logger.debug("refreshed", metadata: ["account": "\(account.key)", "resource": "\(key.resource ?? "-")", "expires_in": "\(response.expiresIn ?? 300)", "expires_at": "\(Int64(token.expiresAt))"])
+                                expiresAt: Int64(expiry.expiresAt)))
+        logger.debug("refreshed", metadata: ["account": "\(account.key)", "resource": "\(key.resource ?? "-")", "expires_in": "\(response.expiresIn ?? 300)", "expires_at": "\(Int64(expiry.expiresAt))"])
         return token
     }
 
@@ -246,7 +248,7 @@ final class Refresher: Sendable {
     /// same refresh token: the provider may have taken the first one and rotated the
     /// refresh token, and the answer to the retry carries the newest one.
     private func refreshRequest(_ client: OAuthClient, metadata: ProviderMetadata, refreshToken: String, resource: String?,
-                             scopes: [String]?, extra: [(String, String)], sentAt: Double, provider: Provider,
+                             scopes: [String]?, extra: [(String, String)], sent: ClockReading, provider: Provider,
                              account: Account) async throws(OAuthError) -> TokenResponse {
         let timeout = Double(providers.config.daemon.refreshTimeout)
         do {
@@ -254,7 +256,7 @@ final class Refresher: Sendable {
                                             extra: extra, timeout: timeout, keepingRefreshToken: true)
         } catch {
             let grace = Double(provider.config.refreshTokenReuseGrace)
-            guard error.isNoAnswer, grace > 0, clock.now() - sentAt < grace - 1 else { throw error }
+            guard error.isNoAnswer, grace > 0, clock.boottime() - sent.boot < grace - 1 else { throw error }
             logger.notice("no answer to a refresh; sending it once more with the same refresh token, inside \(provider.name)'s reuse grace period", metadata: ["account": "\(account.key)", "error": "\(error.message)"])
             return try await client.refresh(metadata, refreshToken: refreshToken, resource: resource, scopes: scopes,
                                             extra: extra, timeout: timeout, keepingRefreshToken: true)
@@ -441,7 +443,7 @@ final class Refresher: Sendable {
     func checkRoom(for key: CacheKey, provider: Provider, account: Account) throws(BrokerError) {
         let limit = provider.config.maxTokensPerAccount
         let asker = Requester.share
-        guard !cache.makeRoom(for: key, owner: asker, limit: limit, now: clock.now()) else { return }
+        guard !cache.makeRoom(for: key, owner: asker, limit: limit, now: clock.reading()) else { return }
         logger.notice("token refused: the account holds its maximum of distinct tokens, most of them this program's", metadata: [
             "account": "\(account.key)", "limit": "\(limit)", "program": "\(asker?.description ?? "-")",
         ])

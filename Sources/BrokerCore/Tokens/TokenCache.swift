@@ -4,8 +4,8 @@ import Synchronization
 
 extension TokenGetResult {
     /// The answer for a cached token, carrying what the cache found about its escaping.
-    init(cached token: CachedToken, resource: String?, provider: String, account: String) {
-        self.init(accessToken: token.accessToken, tokenType: token.tokenType, expiresAt: Int64(token.expiresAt),
+    init(cached token: CachedToken, at now: ClockReading, resource: String?, provider: String, account: String) {
+        self.init(accessToken: token.accessToken, tokenType: token.tokenType, expiresAt: Int64(token.expiresAt(at: now)),
                   scope: token.scope, resource: resource, provider: provider, account: account)
         accessTokenIsPlainJSON = token.accessTokenIsPlainJSON
     }
@@ -63,24 +63,87 @@ struct CachedToken: Sendable {
     /// kilobyte again (`JSONString.append(_:plain:to:)`).
     let accessTokenIsPlainJSON: Bool
     var tokenType: String
-    /// Unix seconds: `expiry(sentAt:expiresIn:)`, a whole second.
-    var expiresAt: Double
+    /// When it expires on CLOCK_BOOTTIME (`WallClock.boottime`): counted from the moment
+    /// its request was sent, `expiry(sent:received:expiresIn:exp:)`. A step of the wall
+    /// clock moves it not at all; a suspend counts.
+    var deadline: Double
+    /// The access token's JWT `exp` (Unix seconds) when it is one: it is also never served
+    /// past it read on this computer's wall clock, whichever way either clock steps.
+    var exp: Double?
+    /// `expires_at` as it was at receipt (Unix seconds, a whole second), and the wall
+    /// clock's offset from boot time then: the wire's `expires_at` stays these same bytes
+    /// while the wall clock does not step (`expiresAt(at:)`).
+    private var expiresAtThen: Double
+    private var offsetThen: Double
     var scope: String?
     /// The refresh-token chain that minted it: nil for the account's shared refresh token,
     /// else the resource whose own refresh token it was (`refresh_tokens = "one-per-resource"`).
     var chain: String? = nil
     /// The program whose request minted it (nil: unknown, a background refresh keeps the
-    /// one before), and when it was last stored or served: for `TokenCache.makeRoom`.
+    /// one before), and when it was last stored or served (boot time): for `TokenCache.makeRoom`.
     var owner: ProgramShare? = nil
     var lastUsed: Double = 0
 
-    init(accessToken: String, tokenType: String, expiresAt: Double, scope: String? = nil, chain: String? = nil) {
+    /// A token whose `expiry` was worked out at receipt.
+    init(accessToken: String, tokenType: String, expiry: Expiry, scope: String? = nil, chain: String? = nil) {
         self.accessToken = accessToken
         self.accessTokenIsPlainJSON = !JSONString.needsEscaping(accessToken)
         self.tokenType = tokenType
-        self.expiresAt = expiresAt
+        self.deadline = expiry.deadline
+        self.exp = expiry.exp
+        self.expiresAtThen = expiry.expiresAt
+        self.offsetThen = expiry.offset
         self.scope = scope
         self.chain = chain
+    }
+
+    /// A token expiring at `expiresAt` on both clocks read as one (tests, whose clocks
+    /// agree unless they step one).
+    init(accessToken: String, tokenType: String, expiresAt: Double, scope: String? = nil, chain: String? = nil) {
+        self.init(accessToken: accessToken, tokenType: tokenType,
+                  expiry: Expiry(deadline: expiresAt, exp: nil, expiresAt: expiresAt, offset: 0), scope: scope, chain: chain)
+    }
+
+    /// How long it has left at `now`: to its deadline on boot time and, for a JWT, to its
+    /// `exp` on the wall clock, whichever is sooner.
+    func life(at now: ClockReading) -> Double {
+        let left = deadline - now.boot
+        guard let exp else { return left }
+        return min(left, exp - now.wall)
+    }
+
+    /// `expires_at` for the wire at `now` (Unix seconds, whole): the one worked out at
+    /// receipt while the wall clock has not stepped since (by half a second or more);
+    /// after a step, the deadline read through the wall clock's new offset. Never later
+    /// than the JWT's `exp`.
+    func expiresAt(at now: ClockReading) -> Double {
+        let stepped = now.offset - offsetThen
+        let at = abs(stepped) < Self.stepNoticed ? expiresAtThen : (deadline + now.offset).rounded(.down)
+        guard let exp else { return at }
+        return min(at, exp)
+    }
+
+    /// A step of the wall clock smaller than this leaves `expires_at` as it was: two
+    /// readings of the clocks differ by microseconds, and the wire's seconds would flap.
+    static let stepNoticed: Double = 0.5
+
+    /// When a token expires, worked out at receipt.
+    struct Expiry: Sendable, Equatable {
+        /// On boot time.
+        var deadline: Double
+        /// The JWT's `exp`, Unix seconds.
+        var exp: Double?
+        /// `expires_at` at receipt, Unix seconds, never later than `exp`.
+        var expiresAt: Double
+        /// The wall clock's offset from boot time at receipt.
+        var offset: Double
+
+        /// The life it had when its request was sent.
+        func life(at sent: ClockReading) -> Double {
+            let left = deadline - sent.boot
+            guard let exp else { return left }
+            return min(left, exp - sent.wall)
+        }
     }
 
     /// When a token the provider said lives `expiresIn` seconds expires: counted from the
@@ -103,6 +166,21 @@ struct CachedToken: Sendable {
         let counted = expiry(sentAt: sentAt, expiresIn: expiresIn)
         guard let exp else { return counted }
         return min(counted, exp)
+    }
+
+    /// The same on both clocks: the deadline on boot time is `expires_in` counted from the
+    /// send (as `expiry(sentAt:expiresIn:)`, through the offset at the send), and never
+    /// later than the JWT's `exp` read through the offset at receipt; `expires_at` at
+    /// receipt is that deadline on the wall clock at receipt, never later than `exp`. A
+    /// wall clock that steps while the request is out moves neither deadline.
+    static func expiry(sent: ClockReading, received: ClockReading, expiresIn: Int?, exp: Double?) -> Expiry {
+        let counted = expiry(sentAt: sent.wall, expiresIn: expiresIn)
+        var deadline = counted - sent.offset
+        if let exp { deadline = min(deadline, exp - received.offset) }
+        let stepped = received.offset - sent.offset
+        var expiresAt = abs(stepped) < stepNoticed ? counted : (deadline + received.offset).rounded(.down)
+        if let exp { expiresAt = min(expiresAt, exp) }
+        return Expiry(deadline: deadline, exp: exp, expiresAt: expiresAt, offset: received.offset)
     }
 
     /// The `exp` of an access token that is a JWT, Unix seconds; nil for an opaque token.
@@ -158,28 +236,28 @@ final class TokenCache: Sendable {
 
     /// The token if it still has more than `minimumLife` seconds (and more than `reserve`)
     /// to live.
-    func lookup(_ key: CacheKey, now: Double, minimumLife: Double) -> CachedToken? {
+    func lookup(_ key: CacheKey, now: ClockReading, minimumLife: Double) -> CachedToken? {
         entries.withLock { all in
             guard let index = all.byKey.index(forKey: key) else { return nil }
             let t = all.byKey.values[index]
-            guard t.expiresAt - now > max(minimumLife, Self.reserve) else { return nil }
+            guard t.life(at: now) > max(minimumLife, Self.reserve) else { return nil }
             // Not a change of what is served: the generation stays.
-            all.byKey.values[index].lastUsed = now
+            all.byKey.values[index].lastUsed = now.boot
             return t
         }
     }
 
     /// Stores `token` at `key`, minted for `owner` (by default the program whose request is
     /// being worked on; without one, a background refresh, the key's owner stays).
-    func store(_ token: CachedToken, for key: CacheKey, now: Double, owner: ProgramShare? = Requester.share) {
+    func store(_ token: CachedToken, for key: CacheKey, now: ClockReading, owner: ProgramShare? = Requester.share) {
         entries.changing { all in
             var token = token
-            token.lastUsed = now
+            token.lastUsed = now.boot
             token.owner = owner ?? all.byKey[key]?.owner
             all.byKey[key] = token
             if all.byKey.count >= all.nextSweep {
                 // An expired token is never served (not even while the provider is down).
-                all.byKey = all.byKey.filter { $0.value.expiresAt > now }
+                all.byKey = all.byKey.filter { $0.value.life(at: now) > 0 }
                 all.nextSweep = max(Self.firstSweep, all.byKey.count * 2)
             }
         }
@@ -194,7 +272,7 @@ final class TokenCache: Sendable {
     /// one program's flood fills its own share and is refused there, and never refuses
     /// another program's first token (docs/security.md, "Fair shares"). Tokens of unknown
     /// owners (nil) count as one program's.
-    func makeRoom(for key: CacheKey, owner: ProgramShare?, limit: Int, now: Double) -> Bool {
+    func makeRoom(for key: CacheKey, owner: ProgramShare?, limit: Int, now: ClockReading) -> Bool {
         let full = entries.withLock { all -> Bool in
             if all.byKey[key] != nil { return false }
             return Self.live(of: key.account, in: all.byKey, now: now) >= limit
@@ -203,7 +281,7 @@ final class TokenCache: Sendable {
         return entries.changing { all -> Bool in
             guard all.byKey[key] == nil, Self.live(of: key.account, in: all.byKey, now: now) >= limit else { return true }
             var held: [ProgramShare?: (count: Int, oldest: CacheKey, used: Double)] = [:]
-            for (other, token) in all.byKey where other.account == key.account && token.expiresAt > now {
+            for (other, token) in all.byKey where other.account == key.account && token.life(at: now) > 0 {
                 if var group = held[token.owner] {
                     group.count += 1
                     if token.lastUsed < group.used { (group.oldest, group.used) = (other, token.lastUsed) }
@@ -222,9 +300,9 @@ final class TokenCache: Sendable {
     }
 
     /// The live tokens of `account`.
-    private static func live(of account: AccountKey, in byKey: [CacheKey: CachedToken], now: Double) -> Int {
+    private static func live(of account: AccountKey, in byKey: [CacheKey: CachedToken], now: ClockReading) -> Int {
         var live = 0
-        for (other, token) in byKey where other.account == account && token.expiresAt > now { live += 1 }
+        for (other, token) in byKey where other.account == account && token.life(at: now) > 0 { live += 1 }
         return live
     }
 
@@ -277,9 +355,10 @@ final class TokenCache: Sendable {
     }
 
     /// The unexpired entries of one account, for `daemon.status`.
-    func entries(for account: AccountKey, now: Double) -> [(key: CacheKey, token: CachedToken)] {
+    func entries(for account: AccountKey, now: ClockReading) -> [(key: CacheKey, token: CachedToken)] {
         entries.withLock { all in
-            all.byKey.filter { $0.key.account == account && $0.value.expiresAt > now }.map { ($0.key, $0.value) }
+            all.byKey.filter { $0.key.account == account && $0.value.life(at: now) > 0 }.map { ($0.key, $0.value) }
         }.sorted { ($0.key.resource ?? "", $0.key.scopes.joined(separator: " ")) < ($1.key.resource ?? "", $1.key.scopes.joined(separator: " ")) }
     }
 }
+

@@ -59,24 +59,27 @@ public final class TokensService: RegistersMethods, Sendable {
         // thrown errors. Anything unusual returns nil and `token(_:)` answers it, an
         // out-of-range min_ttl included (it is refused there, cached or not).
         if let minTTL = request.minTTL, !TokenGetParams.minTTLRange.contains(minTTL) { return nil }
-        guard case .found(let provider, let account) = accounts.resolve(provider: request.provider, account: request.account,
-                                                                         resource: request.resource),
+        let choice = accounts.choose(provider: request.provider, account: request.account, resource: request.resource,
+                                     context: accountContext(request))
+        guard case .found(let provider, let account) = choice.resolution,
               provider.grants(resource: request.resource, scopes: request.scopes ?? [], paramNames: request.params?.keys),
               account.state == .ready, !provider.isDiscovered || !providers.discoveryIsOff
         else { return nil }
         let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [], params: request.params)
         let margin = providers.refreshMargin
         let minimumLife = Double(max(margin, request.minTTL ?? 0))
-        guard let token = cache.lookup(key, now: clock.now(), minimumLife: minimumLife) else { return nil }
+        let now = clock.reading()
+        guard let token = cache.lookup(key, now: now, minimumLife: minimumLife) else { return nil }
         counters.cacheHits.increment()
-        var answer = result(token, key: key, account: account)
+        var answer = result(token, key: key, account: account, at: now)
+        answer.chosenBy = choice.chosenBy.label
         if provider.config.refreshAhead {
             // Each request must be noted for the background refresh: no stamp, so the
             // front door never answers this request without asking here.
             ahead.askedFor(key, provider: provider)
         } else {
-            answer.cacheHit = CacheHitStamp(generation: generation, expiresAt: token.expiresAt,
-                                            minimumLife: max(minimumLife, TokenCache.reserve))
+            answer.cacheHit = CacheHitStamp(generation: generation, deadline: token.deadline, exp: token.exp ?? .infinity,
+                                            offset: now.offset, minimumLife: max(minimumLife, TokenCache.reserve))
         }
         return answer
     }
@@ -94,9 +97,11 @@ public final class TokensService: RegistersMethods, Sendable {
     /// has the life the request needs, by the same test as the cache's. Counts the request
     /// and the hit when it would, as `cachedToken` does. Nothing in the answer depends on
     /// the time (`expires_at` is absolute): a stamp stays good across seconds until the
-    /// token's life runs short.
+    /// token's life runs short, on either clock, or the wall clock steps (which moves
+    /// `expires_at`).
     package func stillServes(_ stamp: CacheHitStamp) -> Bool {
-        guard generation == stamp.generation, stamp.expiresAt - clock.now() > stamp.minimumLife else { return false }
+        guard generation == stamp.generation,
+              stamp.stands(wall: clock.now(), boot: clock.boottime(), stepNoticed: CachedToken.stepNoticed) else { return false }
         counters.tokenRequests.increment()
         counters.cacheHits.increment()
         return true
@@ -126,6 +131,12 @@ public final class TokensService: RegistersMethods, Sendable {
         }
     }
 
+    /// What the request says about the caller's context, for the provider's account rules
+    /// (the working directory is read later, off the cache-hit path, if a rule needs it).
+    func accountContext(_ request: TokenGetParams) -> AccountContext {
+        AccountContext(gitRemote: request.context?.gitRemote, hint: request.accountHint, home: CallerDirectory.home)
+    }
+
     /// `token(_:)` without waiting for a sign-in: `login_required` at once.
     private func tokenNow(_ request: TokenGetParams) async throws(BrokerError) -> TokenGetResult {
         try Self.checkMinTTL(request.minTTL)
@@ -134,7 +145,7 @@ public final class TokensService: RegistersMethods, Sendable {
         // the user to sign in only to be refused afterwards.
         let provider = try await provider(for: request)
         try provider.checkCallerChoices(scopes: request.scopes, params: request.params)
-        let (_, account) = try accounts.resolved(provider: provider.name, account: request.account)
+        let (_, account, choice) = try accounts.chosen(provider: provider.name, account: request.account, context: accountContext(request))
         guard account.state == .ready else {
             throw BrokerError.signInAgain(provider.name, account.displayName)
         }
@@ -143,15 +154,16 @@ public final class TokensService: RegistersMethods, Sendable {
         // After the answer is in the cache: the background refresh starts from it.
         defer { ahead.askedFor(key, provider: provider) }
         let minimumLife = minimumLife(request.minTTL)
-        if let token = cache.lookup(key, now: clock.now(), minimumLife: minimumLife) {
+        let now = clock.reading()
+        if let token = cache.lookup(key, now: now, minimumLife: minimumLife) {
             counters.cacheHits.increment()
-            return result(token, key: key, account: account)
+            return result(token, key: key, account: account, at: now).chosen(by: choice)
         }
         let token: CachedToken
         do {
             token = try await refresher.queue(for: account.key).run(key) { () async throws(BrokerError) -> CachedToken in
                 // Another request may have filled the cache while this one waited its turn.
-                if let token = self.cache.lookup(key, now: self.clock.now(), minimumLife: minimumLife) { return token }
+                if let token = self.cache.lookup(key, now: self.clock.reading(), minimumLife: minimumLife) { return token }
                 try self.refresher.checkRoom(for: key, provider: provider, account: account)
                 return try await self.refresher.servableRefresh(key, provider: provider)
             }
@@ -161,16 +173,17 @@ public final class TokensService: RegistersMethods, Sendable {
             // refresh_margin is the broker's own preference: while the provider cannot be
             // reached, a token that still meets the caller's min_ttl is better than none.
             guard case .providerUnreachable = error,
-                  let stale = cache.lookup(key, now: clock.now(), minimumLife: Double(request.minTTL ?? 0))
+                  let stale = cache.lookup(key, now: clock.reading(), minimumLife: Double(request.minTTL ?? 0))
             else { throw error }
             if provider.outage.servedFromCache() {
                 logger.notice("\(provider.name) cannot be reached: serving cached tokens while they last (one line when it answers again)")
             }
-            return result(stale, key: key, account: account)
+            return result(stale, key: key, account: account, at: clock.reading()).chosen(by: choice)
         }
-        try Self.checkLife(token, minTTL: request.minTTL, now: clock.now(), provider: provider.name)
+        let served = clock.reading()
+        try Self.checkLife(token, minTTL: request.minTTL, now: served, provider: provider.name)
         try await checkGranted(token, key: key, provider: provider)
-        return result(token, key: key, account: account)
+        return result(token, key: key, account: account, at: served).chosen(by: choice)
     }
 
     /// A discovered resource asked for scopes its provider's sign-in never asked for: no
@@ -230,8 +243,8 @@ public final class TokensService: RegistersMethods, Sendable {
 
     /// Refuses a token just minted that cannot be served: shorter-lived than the caller's
     /// `min_ttl`, or than the cache's reserve second.
-    static func checkLife(_ token: CachedToken, minTTL: Int?, now: Double, provider: String) throws(BrokerError) {
-        let left = token.expiresAt - now
+    static func checkLife(_ token: CachedToken, minTTL: Int?, now: ClockReading, provider: String) throws(BrokerError) {
+        let left = token.life(at: now)
         if let minTTL, left <= Double(minTTL) {
             throw BrokerError.invalidRequest(message: "\(provider) issues tokens for this resource that live less than the min_ttl of \(minTTL) s asked for")
         }
@@ -254,8 +267,8 @@ public final class TokensService: RegistersMethods, Sendable {
         Double(max(providers.refreshMargin, minTTL ?? 0))
     }
 
-    func result(_ token: CachedToken, key: CacheKey, account: Account) -> TokenGetResult {
-        TokenGetResult(cached: token, resource: key.resource, provider: key.account.provider, account: account.displayName)
+    func result(_ token: CachedToken, key: CacheKey, account: Account, at now: ClockReading) -> TokenGetResult {
+        TokenGetResult(cached: token, at: now, resource: key.resource, provider: key.account.provider, account: account.displayName)
     }
 
     /// Extra token parameters: none of the protocol's own names, and a sensible size.
