@@ -119,6 +119,16 @@ def policy_cost(daemon, line, seconds):
     return r
 
 
+def ended(pid):
+    """Whether the process has exited: gone, or a zombie (the daemon's parent is the one
+    that reaps it, PID 1 once authbench ready has exited, which may take seconds)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
 class Daemon:
     def __init__(self, work, providers):
         self.work = work
@@ -158,14 +168,17 @@ class Daemon:
         shutil.copy(self.config, other.config)
         return other
 
-    def stop(self):
+    def stop(self, sig=signal.SIGTERM):
+        """Ends the daemon (SIGTERM: an orderly stop) and waits for it, 10 s at most."""
         if self.pid:
             try:
-                os.kill(self.pid, signal.SIGTERM)
-                for _ in range(200):
-                    os.kill(self.pid, 0)
-                    time.sleep(0.05)
-                os.kill(self.pid, signal.SIGKILL)
+                os.kill(self.pid, sig)
+                for _ in range(1000):
+                    if ended(self.pid):
+                        break
+                    time.sleep(0.01)
+                else:
+                    os.kill(self.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
             self.pid = None
@@ -364,7 +377,7 @@ def main():
                     help="first tokens of discovered resources timed per case (default 20)")
     ap.add_argument("--discovery-only", action="store_true",
                     help="only the discovery rows: a discovered resource's first token and its cached token against "
-                         "a configured one's (~1 min)")
+                         "a configured one's (~50 s)")
     ap.add_argument("--scale", metavar="PNG", nargs="?", const="bench-scale.png",
                     help="instead of the figures: how p50 and private memory grow with cached tokens and idle "
                          "connections, as a table and a plot written to PNG (default bench-scale.png); ~5 min")
@@ -388,8 +401,9 @@ def main():
     results = {"machine": {"cores": os.cpu_count(), "load_before": os.getloadavg()[0]},
                "store": "secret-service (gnome-keyring, private session)"}
 
-    def discovery(static):
-        """The discovery rows (bench_discovery.py), on daemons of their own."""
+    def discovery(rot, static):
+        """The discovery rows (bench_discovery.py), on daemons of their own: resources
+        whose metadata names static, beside rot configured."""
         def make_daemon(name, text):
             folder = os.path.join(work, name)
             os.mkdir(folder)
@@ -397,7 +411,7 @@ def main():
             with open(d.config, "w") as f:
                 f.write(text)
             return d
-        results["discovery"] = bench_discovery.run(work, static, stub, make_daemon, lambda d, gl, p: d.login(gl, p),
+        results["discovery"] = bench_discovery.run(stub, rot, static, make_daemon, lambda d, gl, p: d.login(gl, p),
                                                    bench, a, log)
 
     def report():
@@ -410,27 +424,26 @@ def main():
         discovered = ["--dynamic-registration", "--resource", f"{stub.base}/mcp"]
         if a.discovery_only:
             results["store"] = "memory (and secret-service where a row says so)"
-            log("starting Glewlwyd on 127.0.0.1 (static refresh tokens, dynamic registration)")
-            os.mkdir(gl_dirs[1])
-            subprocess.run([os.path.join(ROOT, "scripts", "glewlwyd"), "start", gl_dirs[1], "--refresh-token-one-use",
-                            "never", *discovered], check=True, stdout=subprocess.DEVNULL)
-            discovery(Glewlwyd(gl_dirs[1]))
-            results["seconds_total"] = round(time.time() - started, 1)
-            results["machine"]["load_after"] = os.getloadavg()[0]
-            return report()
-        log("compiling the C echo server and token client")
-        support = os.path.join(ROOT, "scripts", "bench-support")
-        echo_bin = os.path.join(work, "echo_server")
-        client_bin = os.path.join(work, "token_client")
-        for src, out in (("echo_server.c", echo_bin), ("token_client.c", client_bin)):
-            subprocess.run(["cc", "-O2", "-o", out, os.path.join(support, src)], check=True)
+        else:
+            log("compiling the C echo server and token client")
+            support = os.path.join(ROOT, "scripts", "bench-support")
+            echo_bin = os.path.join(work, "echo_server")
+            client_bin = os.path.join(work, "token_client")
+            for src, out in (("echo_server.c", echo_bin), ("token_client.c", client_bin)):
+                subprocess.run(["cc", "-O2", "-o", out, os.path.join(support, src)], check=True)
 
-        log("starting two Glewlwyd providers on 127.0.0.1 (rotating and static refresh tokens)")
+        log("starting two Glewlwyd providers on 127.0.0.1 (rotating and static refresh tokens, the latter with "
+            "dynamic registration)")
         for d, mode, extra in zip(gl_dirs, ("always", "never"), ([], discovered)):
             os.mkdir(d)
             subprocess.run([os.path.join(ROOT, "scripts", "glewlwyd"), "start", d, "--refresh-token-one-use", mode,
                             *extra], check=True, stdout=subprocess.DEVNULL)
         rot, static = Glewlwyd(gl_dirs[0]), Glewlwyd(gl_dirs[1])
+        if a.discovery_only:
+            discovery(rot, static)
+            results["seconds_total"] = round(time.time() - started, 1)
+            results["machine"]["load_after"] = os.getloadavg()[0]
+            return report()
         # "dpop": the static provider again, with DPoP-bound tokens (docs/dpop.md).
         # The memory test fills the cache with 10 000 tokens of one account, each of its own
         # scope set, from 8 connections: the bounds on callers' choices are lifted for it.
@@ -568,7 +581,7 @@ def main():
         time.sleep(7)
         results["rss_full_quiet_kb"] = rss_kb(daemon.pid)
         daemon.stop()
-        discovery(static)
+        discovery(rot, static)
         results["seconds_total"] = round(time.time() - started, 1)
         results["machine"]["load_after"] = os.getloadavg()[0]
     finally:

@@ -6,22 +6,27 @@ provider lists costs the daemon.
   9728 metadata, authorization server metadata (RFC 8414) and registration endpoint
   (RFC 7591) are all served by `StubServer`, a STUB HTTP server in this process that
   records how long it spends on each request; the figure is the calls' wall time, timed
-  here on one connection, less the stub's time. Every run uses a resource of its own, so
+  here on one connection, less the stub's time (beside it the daemon's threads' time on a
+  CPU and waiting for one, from schedstat). Every run uses a resource of its own, so
   nothing is cached: a new server in a new daemon (`store = "memory"`, so that nothing is
   kept from one run to the next), a new server in a daemon that has enrolled one before,
   and a new resource of a server already enrolled (`discovery.resolve` alone: the server
   is trusted and its client reused, the resource's metadata is read and the provider kept
   in the store again).
-- **A cached token of a discovered resource against a configured one's**: two daemons of
-  the same binary and provider (the benchmark's real Glewlwyd, started with
-  `--dynamic-registration`), one with the provider in config.toml, one that found it from
-  a resource's metadata (served by the stub, naming that Glewlwyd), registered a client
-  there and signed alice in through the browser flow, played through Glewlwyd's login API
-  as test_mcp_discovery.py does. Both are then asked for their cached token by authbench,
-  as the configured rows are, in turns.
+- **A cached token of a discovered resource against a configured one's**, in one daemon:
+  a provider in its config.toml (the benchmark's rotating Glewlwyd, device sign-in), and
+  one it found from a resource's metadata (served by the stub, naming the static
+  Glewlwyd, started with `--dynamic-registration`), registered a client at and signed alice
+  in to through the browser flow, played through Glewlwyd's login API as
+  test_mcp_discovery.py does. Both cached tokens are then asked for by authbench, as the
+  configured rows are, in turns: request after request (answered by the front door's
+  memo), nine different requests in turn (past the memo: the cache's own look-up), and
+  16 connections.
 """
 import json
 import math
+import os
+import signal
 import socket
 import statistics
 import threading
@@ -47,7 +52,10 @@ class StubServer:
     benchmark can take its own time out of the daemon's. One request at a time (the daemon
     sends them one after another), one per connection (HTTP/1.0, as the daemon's client
     opens one per request); `seconds` adds up the time from each request's first line read
-    to its answer written and the connection's stream closed."""
+    to its answer ready to write. Not from the accept: the daemon writes its request a
+    while after its connect completes, which is its own time. Nor to the answer written or
+    the close: the daemon, woken by the answer, may take the stub thread's CPU before its
+    write returns, and reads the answer by its Content-Length."""
 
     def __init__(self):
         stub = self
@@ -60,10 +68,14 @@ class StubServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.0"
 
-            def parse_request(self):
-                self.t0 = time.perf_counter()
+            def setup(self):
                 with stub.lock:
                     stub.started += 1
+                super().setup()
+
+            def parse_request(self):
+                # The request's first line is in: from here on the daemon waits for the stub.
+                self.t0 = time.perf_counter()
                 return super().parse_request()
 
             def do_GET(self):
@@ -83,20 +95,20 @@ class StubServer:
                     "token_endpoint_auth_method": "none", "client_name": asked.get("client_name", "")}).encode())
 
             def answer(self, status, body):
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                # One write, its time the daemon's: the daemon wakes as the answer comes in
+                # and may take this thread's CPU before the write returns.
+                head = (f"HTTP/1.0 {status} {self.responses[status][0]}\r\nContent-Type: application/json\r\n"
+                        f"Content-Length: {len(body)}\r\n\r\n")
+                self.t1 = time.perf_counter()
+                self.wfile.write(head.encode() + body)
 
             def finish(self):
                 super().finish()
-                t0 = getattr(self, "t0", None)
-                if t0 is not None:
-                    with stub.lock:
-                        stub.seconds += time.perf_counter() - t0
-                        stub.done += 1
-                        stub.paths.append(f"{self.command} {self.path}")
+                now = time.perf_counter()
+                with stub.lock:
+                    stub.seconds += getattr(self, "t1", now) - getattr(self, "t0", now)
+                    stub.done += 1
+                    stub.paths.append(f"{getattr(self, 'command', '-')} {getattr(self, 'path', '-')}")
 
             def log_message(self, *args):
                 pass
@@ -143,6 +155,25 @@ class StubServer:
             time.sleep(0.0005)
         raise SystemExit("bench: the stub server did not finish a request")
 
+    def calibrate(self, path, n=50):
+        """What a request costs outside the stub's timed part (the connection until the stub
+        wakes, accepts it and reads its first line; the close): a plain HTTP/1.0 GET from
+        here, `n` times, less the stub's time. The median, in ms: an upper bound (this client's own
+        Python is in it) of what the first-token rows still hold of the stub per request."""
+        over = []
+        host = self.httpd.server_address
+        for _ in range(n):
+            self.take()
+            t0 = time.perf_counter()
+            with socket.create_connection(host) as c:
+                c.sendall(f"GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".encode())
+                while c.recv(65536):
+                    pass
+            wall = time.perf_counter() - t0
+            handler, _ = self.take()
+            over.append((wall - handler) * 1000)
+        return statistics.median(over)
+
     def stop(self):
         self.httpd.shutdown()
         self.httpd.server_close()
@@ -186,6 +217,12 @@ class Connection:
         self.s.close()
 
 
+def discard(daemon):
+    """Ends a daemon whose memory store holds nothing worth keeping: SIGKILL, without the
+    orderly stop (the new-daemon runs start twenty)."""
+    daemon.stop(signal.SIGKILL)
+
+
 def config_text(store, providers=""):
     return (f'[daemon]\nstore = "{store}"\ncache_misses_per_minute = 0\n\n'
             f'[discovery]\nmode = "ask"\n' + providers)
@@ -197,12 +234,29 @@ def percentile(values, q):
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
-def first_tokens(stub, make_daemon, runs, log):
-    """The first token's discovery, in three cases, `runs` times each: the daemon's time
-    (wall less stub) per run, in ms."""
+def schedstat(pid):
+    """The daemon's threads' time on a CPU and waiting for one so far, in ns
+    (/proc/PID/task/TID/schedstat)."""
+    run = wait = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                r, w, _ = f.read().split()
+        except (FileNotFoundError, ValueError):
+            continue
+        run, wait = run + int(r), wait + int(w)
+    return run, wait
 
-    def timed(conn, resource, issuer, trust):
+
+def first_tokens(stub, make_daemon, runs, log):
+    """The first token's discovery, `runs` times per case (a new daemon; a running one's
+    new servers and new resources of a known server, with the memory store and with
+    gnome-keyring): per run the daemon's time (wall less stub), and its threads' time on a
+    CPU and waiting for one, in ms."""
+
+    def timed(conn, pid, resource, issuer, trust):
         stub.take()
+        run0, wait0 = schedstat(pid)
         t0 = time.perf_counter()
         found = conn.ask("discovery.resolve", {"resource": resource})
         if trust:
@@ -212,8 +266,10 @@ def first_tokens(stub, make_daemon, runs, log):
         elif not found["trusted"]:
             raise SystemExit(f"bench: {issuer} is not trusted after its enrolment: {found}")
         wall = time.perf_counter() - t0
+        run1, wait1 = schedstat(pid)
         stub_s, paths = stub.take()
-        return {"wall_ms": wall * 1000, "stub_ms": stub_s * 1000, "daemon_ms": (wall - stub_s) * 1000, "requests": paths}
+        return {"wall_ms": wall * 1000, "stub_ms": stub_s * 1000, "daemon_ms": (wall - stub_s) * 1000,
+                "cpu_ms": (run1 - run0) / 1e6, "cpu_wait_ms": (wait1 - wait0) / 1e6, "requests": paths}
 
     out = {}
     log(f"discovery: a new server's first token in a new daemon, {runs} daemons (store memory)")
@@ -224,10 +280,10 @@ def first_tokens(stub, make_daemon, runs, log):
         d.start()
         conn = Connection(d.socket)
         try:
-            fresh.append(timed(conn, stub.resource(f"fresh/{i}/mcp", issuer), issuer, trust=True))
+            fresh.append(timed(conn, d.pid, stub.resource(f"fresh/{i}/mcp", issuer), issuer, trust=True))
         finally:
             conn.close()
-            d.stop()
+            discard(d)
     out["new_server_new_daemon"] = fresh
 
     for store in ("memory", "secret-service"):
@@ -238,25 +294,33 @@ def first_tokens(stub, make_daemon, runs, log):
         conn = Connection(d.socket)
         try:
             known = stub.issuer(f"as-{tag}-known")
-            timed(conn, stub.resource(f"{tag}/known/warm/mcp", known), known, trust=True)  # enrolled, not counted
+            timed(conn, d.pid, stub.resource(f"{tag}/known/warm/mcp", known), known, trust=True)  # enrolled, not counted
             new = []
             for i in range(runs):
                 issuer = stub.issuer(f"as-{tag}-{i}")
-                new.append(timed(conn, stub.resource(f"{tag}/new/{i}/mcp", issuer), issuer, trust=True))
-            again = [timed(conn, stub.resource(f"{tag}/known/{i}/mcp", known), known, trust=False) for i in range(runs)]
+                new.append(timed(conn, d.pid, stub.resource(f"{tag}/new/{i}/mcp", issuer), issuer, trust=True))
+            again = [timed(conn, d.pid, stub.resource(f"{tag}/known/{i}/mcp", known), known, trust=False)
+                     for i in range(runs)]
         finally:
             conn.close()
-            d.stop()
+            if store == "memory":
+                discard(d)
+            else:
+                d.stop()
         out[f"new_server_running.{store}"] = new
         out[f"known_server.{store}"] = again
 
-    summary = {}
+    summary = {"stub_untimed_ms": stub.calibrate("/.well-known/oauth-authorization-server/as-fresh")}
     for name, rs in out.items():
         ms = [r["daemon_ms"] for r in rs]
         summary[name] = {"runs": len(rs), "p50_ms": statistics.median(ms), "p90_ms": percentile(ms, 0.9),
+                         "min_ms": min(ms), "cpu_p50_ms": statistics.median(r["cpu_ms"] for r in rs),
+                         "cpu_wait_p50_ms": statistics.median(r["cpu_wait_ms"] for r in rs),
                          "wall_p50_ms": statistics.median(r["wall_ms"] for r in rs),
                          "stub_p50_ms": statistics.median(r["stub_ms"] for r in rs),
-                         "stub_requests": rs[0]["requests"], "daemon_ms": [round(x, 3) for x in ms]}
+                         "stub_requests": rs[0]["requests"], "daemon_ms": [round(x, 3) for x in ms],
+                         "stub_ms": [round(r["stub_ms"], 3) for r in rs],
+                         "requests_per_run": [len(r["requests"]) for r in rs]}
     return summary
 
 
@@ -288,28 +352,30 @@ def sign_in_discovered(daemon, gl, resource, log):
         conn.close()
 
 
-def cached_tokens(stub, gl, make_daemon, login, bench, seconds, rounds, log):
+def cached_tokens(stub, configured_gl, gl, make_daemon, login, bench, seconds, rounds, log):
     """Warm token.get of a discovered resource's cached token against a configured one's,
-    each in its own daemon (same binary, same Glewlwyd), in turns: one round that is not
-    counted, then `rounds`, which goes first alternating. Per measure the medians of each
-    daemon's figures and of the rounds' ratios (discovered ÷ configured)."""
+    in one daemon: the provider `configured` at `configured_gl` in config.toml, and the one
+    it finds for a resource whose metadata names `gl` (Glewlwyd with dynamic registration).
+    One daemon, so that both are answered by the same front door thread wherever the
+    scheduler put it. The two are asked in turns: one round that is not counted, then
+    `rounds`, which goes first alternating. Per measure the medians of each one's figures
+    and of the rounds' ratios (discovered ÷ configured)."""
     resource = stub.resource("mcp", gl.issuer, [SCOPE])
-    api = gl.resources[0]
-    providers = (f'\n[providers.static]\nissuer = "{gl.issuer}"\nclient_id = "{gl.client_id("authbroker")}"\n'
+    api = configured_gl.resources[0]
+    providers = (f'\n[providers.configured]\nissuer = "{configured_gl.issuer}"\n'
+                 f'client_id = "{configured_gl.client_id("authbroker")}"\n'
                  f'scopes = ["openid", "profile", "email", "offline_access"]\nresources = ["{api}"]\n'
                  'access_tokens = "independent"\n')
-    log("discovery: a daemon with the provider configured (device sign-in) and one that finds it from a resource")
-    conf = make_daemon("disc-configured", config_text("memory", providers))
-    disc = make_daemon("disc-discovered", config_text("memory"))
+    log("discovery: a daemon with one provider configured (device sign-in) and one it finds from a resource")
+    d = make_daemon("disc-cached", config_text("memory", providers))
     try:
-        conf.start()
-        login(conf, gl, "static")
-        disc.start()
-        provider = sign_in_discovered(disc, gl, resource, log)
-        targets = {"configured": (conf, api), "discovered": (disc, resource)}
+        d.start()
+        login(d, configured_gl, "configured")
+        provider = sign_in_discovered(d, gl, resource, log)
+        targets = {"configured": api, "discovered": resource}
         lines = {}
         out = {"provider": provider, "answer_bytes": {}}
-        for name, (d, res) in targets.items():
+        for name, res in targets.items():
             one = {"resource": res}
             conn = Connection(d.socket)
             try:
@@ -326,42 +392,49 @@ def cached_tokens(stub, gl, make_daemon, login, bench, seconds, rounds, log):
             lines[name] = [json.dumps({"jsonrpc": "2.0", "id": 1, "method": "token.get",
                                        "params": dict(one, **({"min_ttl": t} if t else {}))}, separators=(",", ":"))
                            for t in TTLS]
-        measures = {
-            "p50_1": lambda d, ls: bench("load", "--socket", d.socket, "--mode", "persistent", "--connections", 1,
-                                         "--seconds", seconds, "--line", ls[0]),
-            "rps_16": lambda d, ls: bench("load", "--socket", d.socket, "--mode", "persistent", "--connections", 16,
-                                          "--seconds", seconds, "--line", ls[0]),
-            "past_memo_1": lambda d, ls: bench("load", "--socket", d.socket, "--mode", "persistent", "--connections", 1,
-                                               "--seconds", seconds, "--line", ls[0], "--others", "\n".join(ls[1:])),
-        }
+
+        def load(connections, ls, others=()):
+            return bench("load", "--socket", d.socket, "--mode", "persistent", "--connections", connections,
+                         "--seconds", seconds, "--line", ls[0], *(["--others", "\n".join(others)] if others else []))
+
+        measures = {"p50_1": lambda ls: load(1, ls), "past_memo_1": lambda ls: load(1, ls, ls[1:]),
+                    "rps_16": lambda ls: load(16, ls)}
         log(f"discovery: warm token.get, discovered and configured in turns, {rounds} rounds of {seconds} s loads")
         runs = {m: {"configured": [], "discovered": []} for m in measures}
         for r in range(rounds + 1):
             order = ("configured", "discovered") if r % 2 else ("discovered", "configured")
-            for m, load in measures.items():
+            for m, measure in measures.items():
                 for name in order:
-                    d, _ = targets[name]
-                    x = load(d, lines[name])
+                    x = measure(lines[name])
                     if x["errors"]:
                         raise SystemExit(f"bench: {x['errors']} token.get failed against the {name} resource ({m})")
                     if r:
                         runs[m][name].append({"p50_us": x["p50_us"], "p99_us": x["p99_us"], "rps": x["rps"]})
+        # This VM answers a round trip in one of two modes (~12 µs or ~50 µs, by how deep
+        # the CPUs sleep between requests; docs/performance.md, "Noise"), and a round's two
+        # runs do not always fall in the same one: each one's best round (lowest p50,
+        # highest rate) is what the code costs, and their ratio the comparison. The medians
+        # and the median of the rounds' ratios are kept beside them.
         for m, per in runs.items():
             key = "rps" if m.startswith("rps") else "p50_us"
-            out[m] = {name: {key: statistics.median(x[key] for x in rs), "runs": rs} for name, rs in per.items()}
-            out[m]["ratio"] = statistics.median(d[key] / c[key] for d, c in zip(per["discovered"], per["configured"]))
+            best = max if key == "rps" else min
+            out[m] = {name: {key: best(x[key] for x in rs), "median": statistics.median(x[key] for x in rs), "runs": rs}
+                      for name, rs in per.items()}
+            out[m]["ratio"] = out[m]["discovered"][key] / out[m]["configured"][key]
+            out[m]["round_ratio"] = statistics.median(a[key] / b[key] for a, b in zip(per["discovered"], per["configured"]))
+        out["rounds"] = rounds
         return out
     finally:
-        conf.stop()
-        disc.stop()
+        discard(d)
 
 
-def run(work, gl, stub, make_daemon, login, bench, a, log):
-    """The whole section: `results["discovery"]`."""
+def run(stub, configured_gl, gl, make_daemon, login, bench, a, log):
+    """The whole section, `results["discovery"]`: `gl` is the Glewlwyd started with
+    --dynamic-registration and --resource STUB/mcp, `configured_gl` another one."""
     started = time.time()
     out = {"first_token": first_tokens(stub, make_daemon, a.discovery_runs, log)}
     out["first_token_seconds"] = round(time.time() - started, 1)
-    out["cached"] = cached_tokens(stub, gl, make_daemon, login, bench, max(0.25, a.seconds / 2), 4, log)
+    out["cached"] = cached_tokens(stub, configured_gl, gl, make_daemon, login, bench, max(0.25, a.seconds / 4), 8, log)
     out["seconds"] = round(time.time() - started, 1)
     return out
 
@@ -381,12 +454,15 @@ def rows(r, row, us, ms, rate):
         if not x:
             continue
         calls = "resolve + trust" if key.startswith("new") else "resolve"
+        n = len(x["stub_requests"])
         row(f"discovered resource, first token: {label}, p50 (p90)", f"{ms(x['p50_ms'])} ({ms(x['p90_ms'])})",
-            f"{calls} {ms(x['wall_p50_ms'])} − stub {ms(x['stub_p50_ms'])}", f"{len(x['stub_requests'])} stub request{'s' if len(x['stub_requests']) > 1 else ''}")
+            f"{calls} {ms(x['wall_p50_ms'])} − stub {ms(x['stub_p50_ms'])}; on a CPU {ms(x['cpu_p50_ms'])}, "
+            f"waiting {ms(x['cpu_wait_p50_ms'])}", f"{n} stub request{'s' if n > 1 else ''}")
+    row("… the stub per request outside its timing (left in the figures; at most)", ms(f["stub_untimed_ms"]))
     c = d["cached"]
     for m, label, fmt, target, ok in (
-            ("p50_1", "cached token.get p50, 1 connection: discovered vs configured", us, "≤ 1.2×",
-             lambda x: x <= 1.2),
+            ("p50_1", f"cached token.get p50, 1 connection, best of {c['rounds']} rounds: discovered vs configured", us,
+             "≤ 1.2×", lambda x: x <= 1.2),
             ("past_memo_1", "… nine requests in turn (past the memo), p50", us, "≤ 1.2×", lambda x: x <= 1.2),
             ("rps_16", "… 16 connections", rate, "≥ 0.8", lambda x: x >= 0.8)):
         x = c[m]
