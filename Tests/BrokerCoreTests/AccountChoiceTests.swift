@@ -135,7 +135,7 @@ final class AccountChoiceTests: XCTestCase {
     func testTheEnvironmentIsHonouredOnlyWhereARuleAllowsIt() async throws {
         let without = try await harness("")
         let ignored = await without.tokenError(TokenGetParams(accountHint: "sub-bob"))
-        XCTAssertEqual(ignored, .invalidRequest(message: "several accounts are signed in to corp (alice, alice); AUTHBROKER_ACCOUNT is ignored, as no rule of [[providers.corp.accounts]] has environment = true: choose one with --account, or set default_account or an account rule in [providers.corp] of config.toml (docs/configuration.md, \"Which account\")"))
+        XCTAssertEqual(ignored, .invalidRequest(message: "several accounts are signed in to corp (alice, alice); AUTHBROKER_ACCOUNT is ignored, as no rule of [[providers.corp.accounts]] has environment = true: name one (`--account` for authctl, `account` in a request), or set default_account or an account rule in [providers.corp] of config.toml (docs/configuration.md, \"Which account\")"))
 
         let with = try await harness("""
             [[providers.corp.accounts]]
@@ -167,7 +167,7 @@ final class AccountChoiceTests: XCTestCase {
         // A forwarded caller's peer is ssh: its directory says nothing of the program that asks.
         let forwarded = Requester.Lookup { RequestingProgram(executable: nil, pid: getpid(), forwarded: true) }
         let refused = await Requester.$lookup.withValue(forwarded) { await h.tokenError() }
-        XCTAssertEqual(refused, .invalidRequest(message: "several accounts are signed in to corp (alice, alice), and no rule of [[providers.corp.accounts]] matched this caller (working directory unknown): choose one with --account, or set default_account or an account rule in [providers.corp] of config.toml (docs/configuration.md, \"Which account\")"))
+        XCTAssertEqual(refused, .invalidRequest(message: "several accounts are signed in to corp (alice, alice), and no rule of [[providers.corp.accounts]] matched this caller (working directory unknown): name one (`--account` for authctl, `account` in a request), or set default_account or an account rule in [providers.corp] of config.toml (docs/configuration.md, \"Which account\")"))
     }
 
     func testNothingMatchingSaysWhatTheRulesSaw() async throws {
@@ -185,7 +185,7 @@ final class AccountChoiceTests: XCTestCase {
         let refused = await Requester.$lookup.withValue(me) {
             await h.tokenError(TokenGetParams(context: TokenContext(gitRemote: "https://git/other/x")))
         }
-        XCTAssertEqual(refused, .invalidRequest(message: "several accounts are signed in to corp (alice, alice), and no rule of [[providers.corp.accounts]] matched this caller (working directory \(here), git remote https://git/other/x): choose one with --account, or set default_account or an account rule in [providers.corp] of config.toml (docs/configuration.md, \"Which account\")"))
+        XCTAssertEqual(refused, .invalidRequest(message: "several accounts are signed in to corp (alice, alice), and no rule of [[providers.corp.accounts]] matched this caller (working directory \(here), git remote https://git/other/x): name one (`--account` for authctl, `account` in a request), or set default_account or an account rule in [providers.corp] of config.toml (docs/configuration.md, \"Which account\")"))
     }
 
     func testARuleForAnAccountNotSignedInSaysWhichRuleChoseIt() async throws {

@@ -220,9 +220,9 @@ final class BrokerTokenTests: XCTestCase {
 
         XCTAssertNil(h.broker.tokens.cachedToken(TokenGetParams(account: "alice")))
         let byName = await h.tokenError(TokenGetParams(account: "alice"))
-        XCTAssertEqual(byName, .invalidRequest(message: "several accounts named alice are signed in to corp (subjects sub-alice, sub-alice-2): choose one with --account SUBJECT"))
+        XCTAssertEqual(byName, .invalidRequest(message: "several accounts named alice are signed in to corp (subjects sub-alice, sub-alice-2): name one by its subject (`--account SUBJECT` for authctl, `account` in a request)"))
         let unnamed = await h.tokenError()
-        XCTAssertEqual(unnamed, .invalidRequest(message: "several accounts are signed in to corp (alice, alice): choose one with --account, or set default_account or an account rule in [providers.corp] of config.toml (docs/configuration.md, \"Which account\")"))
+        XCTAssertEqual(unnamed, .invalidRequest(message: "several accounts are signed in to corp (alice, alice): name one (`--account` for authctl, `account` in a request), or set default_account or an account rule in [providers.corp] of config.toml (docs/configuration.md, \"Which account\")"))
         XCTAssertEqual(h.transport.tokenRequests.count, 1)
     }
 

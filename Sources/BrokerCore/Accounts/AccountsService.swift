@@ -167,7 +167,7 @@ public final class AccountsService: RegistersMethods, Sendable {
             throw BrokerError.loginRequired(provider: provider, message: "no account \(accountName) is signed in to \(provider)\(why): run `authctl login --provider \(provider)`")
         case .severalAccounts(let provider, let accountName?):
             let subjects = list(provider: provider).filter { $0.isNamed(accountName) }.map(\.key.subject).joined(separator: ", ")
-            throw BrokerError.invalidRequest(message: "several accounts named \(accountName) are signed in to \(provider)\(why) (subjects \(subjects)): choose one with --account SUBJECT")
+            throw BrokerError.invalidRequest(message: "several accounts named \(accountName) are signed in to \(provider)\(why) (subjects \(subjects)): name one by its subject (`--account SUBJECT` for authctl, `account` in a request)")
         case .severalAccounts(let provider, nil):
             throw severalAccounts(provider, context: context)
         case .needsCaller:
@@ -192,7 +192,7 @@ public final class AccountsService: RegistersMethods, Sendable {
         if context.hint != nil && !rules.contains(where: { $0.condition == .environment }) {
             seen += "; AUTHBROKER_ACCOUNT is ignored, as no rule of [[providers.\(provider).accounts]] has environment = true"
         }
-        return BrokerError.invalidRequest(message: "several accounts are signed in to \(provider) (\(names))\(seen): choose one with --account, or set default_account or an account rule in [providers.\(provider)] of config.toml (docs/configuration.md, \"Which account\")")
+        return BrokerError.invalidRequest(message: "several accounts are signed in to \(provider) (\(names))\(seen): name one (`--account` for authctl, `account` in a request), or set default_account or an account rule in [providers.\(provider)] of config.toml (docs/configuration.md, \"Which account\")")
     }
 
     // MARK: The store
