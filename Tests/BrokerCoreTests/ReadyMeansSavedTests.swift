@@ -34,3 +34,22 @@ final class ReadyMeansSavedTests: XCTestCase {
         XCTAssertEqual(listed.storeUnreadable, "the sign-ins kept in the secret store cannot be read yet (the STUB store is locked); they are listed once authbrokerd can read it")
     }
 }
+
+/// A store that was read at start but cannot be used now (a keyring locked since): a sign-in
+/// is refused before the user approves anything (issue 37: a device sign-in was refused only
+/// after the user approved it on the phone).
+final class SignInNeedsAUsableStoreTests: XCTestCase {
+    func testASignInIsRefusedAtOnceWhenTheStoreCannotBeUsedNow() async throws {
+        let h = try await BrokerHarness()
+        h.store.failReads(true)
+        do throws(BrokerError) {
+            _ = try await h.broker.signIns.startLogin(LoginStartParams(provider: "corp", flow: .device))
+            XCTFail("a sign-in started whose refresh token could not be kept")
+        } catch {
+            guard case .storeUnavailable(let message, let reason) = error else { return XCTFail("\(error)") }
+            XCTAssertEqual(reason, "locked")
+            XCTAssertEqual(message, "cannot sign in to corp now: the secret store that keeps sign-ins cannot be used (the STUB store is locked); nothing was sent to corp")
+        }
+        XCTAssertEqual(h.transport.tokenRequests.count, 0)
+    }
+}

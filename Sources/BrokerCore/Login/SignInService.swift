@@ -59,6 +59,15 @@ public final class SignInService: RegistersMethods, Sendable {
                 reason: failure.reason)
         }
         if params.join == true { return try await onDemand.joinSignIn(provider, params) }
+        // Loaded once is not usable now (a keyring locked since): asked before the user
+        // approves anything, not after, when the refresh token would have nowhere to go.
+        do {
+            try await accounts.store.check()
+        } catch {
+            throw BrokerError.storeUnavailable(
+                message: "cannot sign in to \(provider.name) now: the secret store that keeps sign-ins cannot be used (\(error.message)); nothing was sent to \(provider.name)",
+                reason: error.reason)
+        }
         switch params.flow ?? .browser {
         case .device: return try await device.start(provider, resource: params.resource)
         case .browser: return try await browser.start(provider, params)
