@@ -457,7 +457,9 @@ def test_idle_connections_are_closed(limited):
 
 def test_connections_over_the_cap_are_refused_cleanly(limited):
     import time
-    time.sleep(0.3)  # let the readiness probe's connection close first
+    # The readiness probe's connection closed first (waited for, not slept for: on a loaded
+    # machine it outlived a 0.3 s sleep, and the caller below was refused before it wrote).
+    settled_descriptors(limited)
     held = [RPC(limited.socket) for _ in range(4)]
     for c in held:
         assert "result" in c.call("daemon.status")
@@ -564,7 +566,9 @@ def test_a_flood_past_the_cap_is_answered_closed_at_once_and_logged_in_one_line(
     (the daemon holds no descriptor for it afterwards), and the log gets one line with a
     count, not one line per refused connection."""
     import time
-    time.sleep(0.3)  # let the readiness probe's connection close first
+    # The readiness probe's connection closed first (waited for, not slept for: on a loaded
+    # machine it outlived a 0.3 s sleep, and the caller below was refused before it wrote).
+    settled_descriptors(limited)
     held = [RPC(limited.socket) for _ in range(4)]
     for c in held:
         assert "result" in c.call("daemon.status")
@@ -590,7 +594,9 @@ def test_an_answer_refused_past_the_cap_leaves_no_copy_in_the_daemons_memory(lim
     """A caller refused past max_connections may have sent a login.answer already: the
     daemon reads what it sent before closing (so that the caller gets its answer instead
     of a reset), and keeps no copy of it (docs/security.md)."""
-    time.sleep(0.3)  # let the readiness probe's connection close first
+    # The readiness probe's connection closed first (waited for, not slept for: on a loaded
+    # machine it outlived a 0.3 s sleep, and the caller below was refused before it wrote).
+    settled_descriptors(limited)
     held = [RPC(limited.socket) for _ in range(4)]
     for c in held:
         assert "result" in c.call("daemon.status")
