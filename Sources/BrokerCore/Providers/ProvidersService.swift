@@ -175,8 +175,7 @@ public final class ProvidersService: PolicySource, RegistersMethods, Sendable {
     /// doubt about which one is used.
     public func setClientSecret(_ params: SetSecretParams) async throws(BrokerError) -> SetSecretResult {
         let provider = try provider(params.provider)
-        if provider.isDiscovered { return try await setDiscoveredClientSecret(params, provider: provider) }
-        guard provider.config.clientSecret == nil || table.withLock({ $0.storedSecrets[provider.name] }) != nil else {
+        guard provider.isDiscovered || provider.config.clientSecret == nil || table.withLock({ $0.storedSecrets[provider.name] }) != nil else {
             // The file decides, not the request: the configuration error (-32010, authctl exit 12).
             throw BrokerError.configuration(provider: provider.name, message: "\(provider.name) has client_secret in config.toml, which takes precedence: remove it from [providers.\(provider.name)] there and reload authbrokerd (`systemctl --user reload authbroker.service`), then set the secret again")
         }
@@ -184,34 +183,30 @@ public final class ProvidersService: PolicySource, RegistersMethods, Sendable {
         guard !secret.isEmpty, secret.count <= 4096 else {
             throw BrokerError.invalidRequest(message: "the client secret must be between 1 and 4096 characters")
         }
-        guard let config = config.provider(named: provider.name) else { throw BrokerError.notSignedIn(provider.name) }
+        // A provider found by discovery keeps its client, secret included, in its own item
+        // (`DiscoveredProviderItem`): the secret goes there, or a restart would lose the provider.
+        let item: StoredCredential
+        if provider.isDiscovered {
+            var config = provider.config
+            config.clientSecret = secret
+            guard let encoded = DiscoveredProviderItem.credential(for: config) else {
+                throw BrokerError.internalError("the provider found by discovery could not be encoded")
+            }
+            item = encoded
+        } else {
+            guard let config = config.provider(named: provider.name) else { throw BrokerError.notSignedIn(provider.name) }
+            item = ClientSecretItem.credential(for: config, secret: secret)
+        }
         do {
-            try await store.save(ClientSecretItem.credential(for: config, secret: secret))
+            try await store.save(item)
         } catch {
             throw BrokerError.storeUnavailable(message: "the client secret could not be stored: \(error.message)", reason: error.reason)
         }
-        replace(adding: [provider.name: secret])
-        logger.notice("client secret stored", metadata: ["provider": "\(provider.name)"])
-        return SetSecretResult(provider: provider.name, stored: true, store: store.kind)
-    }
-
-    /// A provider found by discovery keeps its client, secret included, in its own item
-    /// (`DiscoveredProviderItem`): the secret goes there, or a restart would lose the provider.
-    private func setDiscoveredClientSecret(_ params: SetSecretParams, provider: Provider) async throws(BrokerError) -> SetSecretResult {
-        let secret = Self.trimmed(params.clientSecret)
-        guard !secret.isEmpty, secret.count <= 4096 else {
-            throw BrokerError.invalidRequest(message: "the client secret must be between 1 and 4096 characters")
+        if provider.isDiscovered {
+            discovered { $0.providers[provider.name]?.clientSecret = secret }
+        } else {
+            replace(adding: [provider.name: secret])
         }
-        var config = provider.config
-        config.clientSecret = secret
-        if let item = DiscoveredProviderItem.credential(for: config) {
-            do {
-                try await store.save(item)
-            } catch {
-                throw BrokerError.storeUnavailable(message: "the client secret could not be stored: \(error.message)", reason: error.reason)
-            }
-        }
-        discovered { $0.providers[provider.name]?.clientSecret = secret }
         logger.notice("client secret stored", metadata: ["provider": "\(provider.name)"])
         return SetSecretResult(provider: provider.name, stored: true, store: store.kind)
     }

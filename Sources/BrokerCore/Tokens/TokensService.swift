@@ -219,25 +219,29 @@ public final class TokensService: RegistersMethods, Sendable {
             if found.isDiscovered, providers.discoveryIsOff, let resource = request.resource { throw DiscoveryService.off(resource) }
             return found
         }
+        /// The named (or default) provider does not list the resource, and `why` nothing else decided.
+        func notListed(_ provider: Provider, _ why: String? = nil) -> BrokerError {
+            .invalidRequest(message: "resource is not one of the resources of [providers.\(provider.name)] in config.toml\(why.map { ", and \($0)" } ?? ""): add it there (and sign in again), or set any_resource = true there")
+        }
         // A resource config.toml lists is config.toml's to place: several providers listing
         // it (and no default) is the caller's choice to make, never discovery's guess.
         let listed = request.resource.map { r in providers.config.configuredProviders.contains { $0.resources.contains(r) } } ?? false
         guard let resource = request.resource, let discovery, request.provider == nil || found != nil, !(found == nil && listed) else {
             guard let found else { throw providers.providerMissing(request.provider) }
-            throw BrokerError.invalidRequest(message: "resource is not one of the resources of [providers.\(found.name)] in config.toml: add it there (and sign in again), or set any_resource = true there")
+            throw notListed(found)
         }
         if providers.discoveryIsOff {
             guard let found else { throw DiscoveryService.off(resource) }
-            throw BrokerError.invalidRequest(message: "resource is not one of the resources of [providers.\(found.name)] in config.toml, and [discovery] mode = \"off\": add it there (and sign in again), or set any_resource = true there")
+            throw notListed(found, "[discovery] mode = \"off\"")
         }
         do {
             return try await discovery.provider(serving: resource, named: request.provider)
         } catch .invalidRequest(let why) where found != nil {
             // The metadata could not decide: the configured provider's sentence, with why.
-            throw BrokerError.invalidRequest(message: "resource is not one of the resources of [providers.\(found?.name ?? "")] in config.toml, and its metadata names no provider (\(why)): add it there (and sign in again), or set any_resource = true there")
+            throw found.map { notListed($0, "its metadata names no provider (\(why))") } ?? .invalidRequest(message: why)
         } catch .providerUnreachable(let host, _, let why) where found != nil && host == ResourceURL.host(of: resource) {
             // Its metadata could not even be read: config.toml is the way that needs no network.
-            throw BrokerError.invalidRequest(message: "resource is not one of the resources of [providers.\(found?.name ?? "")] in config.toml, and \(why): add it there (and sign in again), or set any_resource = true there")
+            throw found.map { notListed($0, why) } ?? .invalidRequest(message: why)
         }
     }
 
