@@ -346,11 +346,12 @@ def daemon_factory(request):
 def policy_daemon(glewlwyd_static):
     """Makes started daemons whose config ends in `rules` ([[allow]] tables): memory store,
     the static provider with resources API and GIT, and alice signed in (signing in is not
-    restricted by the rules). `daemon` adds lines to its [daemon] table."""
+    restricted by the rules). `daemon` adds lines to its [daemon] table, `extra_env` to
+    its environment."""
     made = []
 
-    def make(rules, daemon=""):
-        d = Daemon(glewlwyd_static)
+    def make(rules, daemon="", extra_env=None):
+        d = Daemon(glewlwyd_static, extra_env=extra_env)
         made.append(d)
         d.write_config(text=f"""
 [daemon]

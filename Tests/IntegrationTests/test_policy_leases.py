@@ -14,7 +14,7 @@ import tempfile
 
 import pytest
 
-from conftest import API, AUTHCTL, GIT, Daemon
+from conftest import API, AUTHCTL, GIT
 from policy_callers import ASK_ONCE, PYTHON, ask_once, copy_of_python
 from test_sign_in_on_demand import STUB, SYSTEM_PYTHON, Notifications, notifications, wait_until  # noqa: F401 (fixture)
 
@@ -22,33 +22,18 @@ AUTHCTL_FILE = os.path.realpath(AUTHCTL)
 
 
 @pytest.fixture
-def leasing(glewlwyd_static):
-    """Makes started daemons with `rules` (memory store, the static provider with API and
-    GIT, alice signed in), each with an audit file of its own ($XDG_STATE_HOME)."""
-    made = []
-
+def leasing(policy_daemon):
+    """Makes started daemons with `rules` (conftest's policy_daemon: memory store, the static
+    provider with API and GIT, alice signed in), each with an audit file of its own
+    ($XDG_STATE_HOME)."""
     def make(rules, daemon=""):
         state = tempfile.mkdtemp(prefix="ab-state-", dir="/tmp")
-        d = Daemon(glewlwyd_static, extra_env={"XDG_STATE_HOME": state})
+        d = policy_daemon(rules, daemon, extra_env={"XDG_STATE_HOME": state})
         d.state = state
         d.audit_log = os.path.join(state, "authbroker", "audit.log")
-        made.append(d)
-        d.write_config(text=f"""
-[daemon]
-store = "memory"
-{daemon}
-[providers.{d.name}]
-issuer = "{glewlwyd_static.issuer}"
-client_id = "{glewlwyd_static.client_id('authbroker')}"
-resources = ["{API}", "{GIT}"]
-""" + rules)
-        d.start()
-        d.login_device("alice")
         return d
 
-    yield make
-    for d in made:
-        d.cleanup()
+    return make
 
 
 @pytest.fixture
