@@ -71,7 +71,8 @@ public final class Broker: Sendable {
         self.exchange = ExchangeService(tokens: tokens, transport: transport, clock: clock, logger: logger)
         self.proofs = ProofsService(tokens: tokens, clock: clock)
         self.signIns = signIns
-        self.signOut = SignOutService(accounts: accounts, tokens: forgetting, events: events.hub, logger: logger)
+        self.signOut = SignOutService(accounts: accounts, tokens: forgetting, events: events.hub, logger: logger,
+                                      redirects: redirects)
         self.claims = ClaimsService(accounts: accounts, tokens: tokens, clock: clock)
         self.status = StatusService(tokens: tokens, gate: gate, socketPath: socketPath, clock: clock)
         self.events = events

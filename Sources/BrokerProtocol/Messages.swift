@@ -201,21 +201,29 @@ public struct LogoutResult: Codable, Sendable, Equatable {
     public var revoked: Bool
     /// Why revocation was not done, when it was not ("no revocation endpoint", …).
     public var revocationNote: String?
-    /// RP-initiated logout: open this to end the session at the provider too.
+    /// RP-initiated logout: open this to end the session at the provider too. The daemon's
+    /// one-time loopback sign-out page (which posts the ID token as `id_token_hint`) when
+    /// the account has an ID token, else the provider's URL.
     public var endSessionURL: String?
+    /// The provider's end-session URL without `id_token_hint`, for a browser on another
+    /// computer; only when `endSessionURL` is the loopback page.
+    public var endSessionDirectURL: String?
 
-    public init(provider: String, account: String, revoked: Bool, revocationNote: String?, endSessionURL: String? = nil) {
+    public init(provider: String, account: String, revoked: Bool, revocationNote: String?, endSessionURL: String? = nil,
+                endSessionDirectURL: String? = nil) {
         self.provider = provider
         self.account = account
         self.revoked = revoked
         self.revocationNote = revocationNote
         self.endSessionURL = endSessionURL
+        self.endSessionDirectURL = endSessionDirectURL
     }
 
     enum CodingKeys: String, CodingKey {
         case provider, account, revoked
         case revocationNote = "revocation_note"
         case endSessionURL = "end_session_url"
+        case endSessionDirectURL = "end_session_direct_url"
     }
 }
 

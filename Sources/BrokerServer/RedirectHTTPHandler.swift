@@ -3,7 +3,7 @@ import NIOCore
 
 /// One connection to a sign-in's loopback listener. Answers the first request and closes:
 /// 400 for what is not an HTTP/1.x request head (`RedirectRequestHead`), 405 for any method
-/// but GET, 404 for any path but `/callback`, the screen's refusal (400) for a `/callback`
+/// but GET, 404 for any path but the screen's (`/callback` for a sign-in), the screen's refusal (400) for a `/callback`
 /// that is not the sign-in's, and for the sign-in's own redirect holds the connection until
 /// the broker answers it with how the sign-in went.
 final class RedirectHTTPHandler: ChannelInboundHandler {
@@ -48,7 +48,7 @@ final class RedirectHTTPHandler: ChannelInboundHandler {
             return respond(context, status: 405, html: nil)
         }
         let target = head.target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
-        guard target.first == "/callback" else {
+        guard let path = target.first, path == waiting.screen.path else {
             return respond(context, page: SignInPage.notFound)
         }
         guard let query = waiting.screen.accept(target.count == 2 ? target[1] : "") else {

@@ -25,7 +25,7 @@ struct Logout: ParsableCommand {
     @Flag(help: "Do not open the provider's end-session URL in a browser (it is printed either way).")
     var noBrowser = false
 
-    @Flag(help: "Print the result as JSON: provider, account, revoked, revocation_note, end_session_url (docs/cli-json.md).")
+    @Flag(help: "Print the result as JSON: provider, account, revoked, revocation_note, end_session_url, end_session_direct_url (docs/cli-json.md).")
     var json = false
 
     func run() throws {
@@ -39,6 +39,11 @@ struct Logout: ParsableCommand {
             // session, and an opener may report success without a browser showing it.
             Output.note("To end your session at \(Output.safe(result.provider)) too, open:")
             Output.note(Output.safe(url))
+            if let direct = result.endSessionDirectURL {
+                // The page above is on this computer's loopback address, good once for five minutes.
+                Output.note("(that page, good once for 5 minutes, sends your sign-in's ID token as id_token_hint; from a browser on another computer open instead:)")
+                Output.note(Output.safe(direct))
+            }
             if !noBrowser, case .opened = Browser.open(url) {
                 Output.note("(opened in your browser)")
             }

@@ -137,7 +137,8 @@ final class ServicesAloneTests: XCTestCase {
         let base = try await Base()
         let tokens = base.tokens()
         _ = try await tokens.token(TokenGetParams(resource: "https://api"))
-        let signOut = SignOutService(accounts: base.accounts, tokens: base.forgetting(tokens), events: base.events, logger: base.logs.logger)
+        let signOut = SignOutService(accounts: base.accounts, tokens: base.forgetting(tokens), events: base.events, logger: base.logs.logger,
+                                     redirects: nil)
         let result = try await signOut.logout(LogoutParams(local: true))
         XCTAssertFalse(result.revoked)
         XCTAssertEqual(base.accounts.accountList().accounts, [])

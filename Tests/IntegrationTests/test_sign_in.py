@@ -4,6 +4,7 @@ tokens, whoami/userinfo, several providers, machine accounts, RP-initiated logou
 The browser is played through Glewlwyd's own login API: sign in with the password,
 grant the scopes, follow the daemon's authorization URL, and hand the redirect to the
 daemon's loopback port the way a browser would."""
+import html.parser
 import json
 import subprocess
 import urllib.error
@@ -285,18 +286,78 @@ resources = ["{API}", "{GIT}"]
         d.cleanup()
 
 
-def test_logout_ends_the_provider_session_and_local_only_keeps_the_token(daemon_factory, glewlwyd):
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args):
+        return None
+
+
+class _Form(html.parser.HTMLParser):
+    """The sign-out page's form, as a browser reads it."""
+
+    def __init__(self):
+        super().__init__()
+        self.action, self.method, self.fields = None, None, {}
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "form":
+            self.action, self.method = a.get("action"), a.get("method")
+        elif tag == "input" and a.get("type") == "hidden":
+            self.fields[a["name"]] = a["value"]
+
+
+def test_logout_ends_the_provider_session_with_the_id_token_as_hint_and_local_only_keeps_the_token(daemon_factory, glewlwyd):
+    """RP-Initiated Logout 1.0 §2 recommends id_token_hint (some providers refuse
+    post_logout_redirect_uri without it), but no output may carry a token: `authctl logout`
+    prints a one-time loopback page whose form posts the hint to the provider, and the
+    provider's URL without the hint for a browser elsewhere."""
     d = daemon_factory(client="authbroker-confidential").start()
     browser_login(d, glewlwyd, "authbroker-confidential")
     _, payload = stored_item(d.name)
+    id_token = payload["id_token"]
     r = d.ctl("logout", "--provider", d.name, "--no-browser")
     assert r.returncode == 0, r.stderr
     assert "end your session" in r.stderr
-    url = r.stderr.strip().splitlines()[-1]
-    q = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
-    assert url.startswith(glewlwyd.end_session_endpoint) and q["client_id"] == [glewlwyd.client_id("authbroker-confidential")]
-    assert "id_token_hint" not in q  # no token in any output
+    assert id_token not in r.stdout + r.stderr  # no token in any output
+    urls = [line for line in r.stderr.splitlines() if line.startswith("http")]
+    page, direct = urls
+    assert page.startswith("http://127.0.0.1:") and "/end-session?page=" in page, r.stderr
+    q = urllib.parse.parse_qs(urllib.parse.urlsplit(direct).query)
+    assert direct.startswith(glewlwyd.end_session_endpoint) and q["client_id"] == [glewlwyd.client_id("authbroker-confidential")]
+    assert "id_token_hint" not in q
     assert glewlwyd.refresh_token_enabled(payload["refresh_token"]) is False
+
+    # Without the page's key the port answers nothing of it.
+    wrong = page.split("?")[0] + "?page=guess"
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(wrong, timeout=5)
+    assert refused.value.code == 404 and id_token not in refused.value.read().decode()
+    with urllib.request.urlopen(page, timeout=5) as answer:
+        assert answer.headers["Cache-Control"] == "no-store"
+        form = _Form()
+        form.feed(answer.read().decode())
+    assert form.method == "get" and form.action == glewlwyd.end_session_endpoint
+    assert form.fields["id_token_hint"] == id_token
+    assert form.fields["client_id"] == glewlwyd.client_id("authbroker-confidential")
+    # The browser's request: with the hint Glewlwyd ends this client's session (its
+    # end_session prompt names the session and the client); with a hint it cannot verify it
+    # knows neither and falls back to a generic single logout.
+    opener = urllib.request.build_opener(_NoRedirect)
+
+    def sign_out_goes_to(fields):
+        try:
+            answer = opener.open(form.action + "?" + urllib.parse.urlencode(fields), timeout=10)
+            return answer.status, answer.headers.get("Location", "")
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers.get("Location", "")
+
+    status, where = sign_out_goes_to(dict(form.fields, id_token_hint=id_token[:-8] + "AAAAAAAA"))
+    assert status == 302 and "prompt=end_session" not in where
+    status, where = sign_out_goes_to(form.fields)
+    assert status == 302 and "prompt=end_session" in where and "sid=" in where, where
+    # Once: the page and the ID token it held are gone.
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(page, timeout=5)
 
     browser_login(d, glewlwyd, "authbroker-confidential")
     _, payload = stored_item(d.name)

@@ -13,12 +13,16 @@ public final class SignOutService: RegistersMethods, Sendable {
     private let tokens: TokenForgetting
     private let events: EventHub
     private let logger: Logger
+    /// Where the end-session request with `id_token_hint` is served; nil: the URL without it.
+    private let pages: EndSessionPages?
 
-    init(accounts: AccountsService, tokens: TokenForgetting, events: EventHub, logger: Logger) {
+    init(accounts: AccountsService, tokens: TokenForgetting, events: EventHub, logger: Logger,
+         redirects: (any RedirectListening)?) {
         self.accounts = accounts
         self.tokens = tokens
         self.events = events
         self.logger = logger
+        self.pages = redirects.map { EndSessionPages(listening: $0, logger: logger) }
     }
 
     /// Revokes the refresh token at the provider (RFC 7009) where it can, removes the item
@@ -57,20 +61,21 @@ public final class SignOutService: RegistersMethods, Sendable {
         tokens.forget(account.key)
         var revoked = false
         var note: String?
-        var endSession: String?
+        var endSession: (page: String?, direct: String)?
         if params.local == true {
             note = "signed out locally only, as asked"
         } else {
             (revoked, note) = await revoke(account, at: provider)
             // The browser session is ended whatever the revocation did: a public client that
             // may not revoke (the common case) still leaves a signed-in browser behind.
-            endSession = try? await endSessionURL(provider, account: account)
+            endSession = await endSessionURLs(provider, account: account)
         }
         logger.info("signed out", metadata: ["account": "\(account.key)", "revoked": "\(revoked)"])
         events.emit(BrokerEvent(kind: .signedOut, provider: provider.name, account: account.displayName,
                                 subject: account.key.subject))
         return LogoutResult(provider: provider.name, account: account.displayName, revoked: revoked,
-                            revocationNote: note, endSessionURL: endSession)
+                            revocationNote: note, endSessionURL: endSession.map { $0.page ?? $0.direct },
+                            endSessionDirectURL: endSession?.page == nil ? nil : endSession?.direct)
     }
 
     /// Revokes the account's refresh tokens (RFC 7009), each resource's own ones too
@@ -110,10 +115,18 @@ public final class SignOutService: RegistersMethods, Sendable {
         "\(name) could not be reached\(detail.map { " (\($0))" } ?? ""), so the refresh token, removed here, stays valid at \(name) until it expires or is revoked there"
     }
 
-    /// The URL that ends the provider's browser session too, when it has one.
-    private func endSessionURL(_ provider: Provider, account: Account) async throws(BrokerError) -> String? {
-        provider.client.endSessionURL(try await provider.discovered(), logoutHint: account.username,
-                                      postLogoutRedirectURI: provider.config.postLogoutRedirectURI)
+    /// What ends the provider's browser session too, when it has an end-session endpoint:
+    /// the sign-out page that posts the account's last ID token as `id_token_hint`
+    /// (`EndSessionPages`) when there is one, and the URL without the hint (for a browser
+    /// on another computer, where the page's loopback address does not lead here).
+    private func endSessionURLs(_ provider: Provider, account: Account) async -> (page: String?, direct: String)? {
+        guard let metadata = try? await provider.discovered() else { return nil }
+        let hint = account.username, back = provider.config.postLogoutRedirectURI
+        guard let direct = provider.client.endSessionURL(metadata, logoutHint: hint, postLogoutRedirectURI: back) else { return nil }
+        guard let pages, let idToken = account.idToken,
+              let form = provider.client.endSessionForm(metadata, idTokenHint: idToken, logoutHint: hint, postLogoutRedirectURI: back)
+        else { return (nil, direct) }
+        return (await pages.open(provider: provider.name, account: account.displayName, form: form), direct)
     }
 
     public func register(into registrar: inout some MethodRegistrar) {

@@ -31,11 +31,15 @@ public struct RedirectScreen: Sendable {
     public let refused: SignInPage
     /// The page for a second redirect after the sign-in's own arrived.
     public let late: SignInPage
+    /// The one path served (`/callback` for a sign-in); any other gets 404.
+    public let path: String
 
-    public init(accept: @escaping @Sendable (Substring) -> [String: String]?, refused: SignInPage, late: SignInPage) {
+    public init(accept: @escaping @Sendable (Substring) -> [String: String]?, refused: SignInPage, late: SignInPage,
+                path: String = "/callback") {
         self.accept = accept
         self.refused = refused
         self.late = late
+        self.path = path
     }
 
     /// Accepts only a redirect whose `state` equals the sign-in's.

@@ -57,6 +57,26 @@ public struct SignInPage: Sendable, Equatable {
         ])
     }
 
+    /// The page `authctl logout` opens to end the browser session at the provider: a form
+    /// the user sends with one button, which sends the end-session request with the
+    /// account's last ID token as `id_token_hint` (RP-Initiated Logout 1.0 §2). As a GET:
+    /// §2 asks providers to take POST too, but some answer it 404 (Glewlwyd), and a GET is
+    /// what every web application's sign-out sends. No script: the page's policy forbids
+    /// it, and a button is the confirmation the spec expects.
+    static func endSession(provider: String, account: String, action: String, fields: [(String, String)]) -> SignInPage {
+        let inputs = fields.map { "<input type=\"hidden\" name=\"\(escape($0.0))\" value=\"\(escape($0.1))\">" }.joined()
+        return SignInPage(status: 200, title: "Sign out", tone: .good, heading: "Signed out here", paragraphs: [
+            "authbroker signed <b>\(escape(account))</b> out of <b>\(escape(provider))</b> on this computer. Your browser may still be signed in there.",
+            "<form method=\"get\" action=\"\(escape(action))\">\(inputs)<button type=\"submit\">End the session at \(escape(provider))</button></form>",
+            "This page works once; you can close it to stay signed in to \(escape(provider)) in the browser.",
+        ])
+    }
+
+    /// A visit to the sign-out page's port without its key.
+    static let endSessionGone = SignInPage(status: 404, title: "Not found", tone: .bad, heading: "Not the sign-out page", paragraphs: [
+        "This address does not carry the key of the sign-out page that <code>authctl logout</code> printed. That page works once, for five minutes; the sign-out on this computer is done either way.",
+    ])
+
     /// Any path but /callback.
     public static let notFound = SignInPage(status: 404, title: "Not found", tone: .bad, heading: "Nothing here", paragraphs: [
         "This address only receives the answer of an <code>authctl login</code> sign-in.",
@@ -78,6 +98,7 @@ public struct SignInPage: Sendable, Equatable {
             h1::before{content:"\(tone == .good ? "\\2713" : "\\2717")";margin-right:.5rem}
             p{margin:.6rem 0}.why{display:block;padding:.6rem .8rem;border-left:3px solid var(--bad);background:var(--bg);overflow-wrap:anywhere}
             code{font:.9em ui-monospace,monospace;background:var(--bg);padding:.1em .3em;border-radius:4px}
+            button{font:inherit;margin:.4rem 0;padding:.5rem 1rem;border:1px solid var(--line);border-radius:8px;background:var(--bg);color:var(--fg);cursor:pointer}
             </style></head>
             <body><main><p class="product">authbroker</p><h1>\(escape(heading))</h1>
             \(body)
