@@ -11,7 +11,6 @@ binaries, as test_install.py takes them) or AUTHBROKER_DEB (a built package) ski
 otherwise this test uses the one release build (conftest.release_bin_dir), which scripts/test
 starts in the background early on.
 """
-import glob
 import os
 import pwd
 import re
@@ -23,30 +22,17 @@ import pytest
 
 from conftest import API, BIN, ROOT, decode_jwt, release_bin_dir
 from device_login import approve_device_login
+from installed_package import ENABLED_LINK, already_installed, leftovers
 from test_install import scratch_of
 from test_systemd_live import Live
 
 USER = "abpkg"
 TOOL = os.path.join(ROOT, "scripts", "user-systemd")
 PACKAGE = os.path.join(ROOT, "scripts", "package")
-# What deb-systemd-helper makes to enable the socket for every user, and remembers.
-ENABLED_LINK = "/etc/systemd/user/sockets.target.wants/authbroker.socket"
-HELPER_STATE = "/var/lib/systemd/deb-systemd-user-helper-enabled"
 
 
 def run(*cmd, timeout=600, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, **kw)
-
-
-def leftovers():
-    """Every trace of the package on the machine: its files, the enabling link, dpkg's and
-    deb-systemd-helper's records."""
-    found = [p for p in (ENABLED_LINK, "/usr/bin/authctl", "/usr/bin/authbrokerd",
-                         "/usr/lib/systemd/user/authbroker.service", "/usr/lib/systemd/user/authbroker.socket",
-                         "/usr/share/doc/authbroker") if os.path.lexists(p)]
-    found += glob.glob("/var/lib/dpkg/info/authbroker.*")
-    found += [os.path.join(d, f) for d, _, files in os.walk(HELPER_STATE) for f in files if "authbroker" in f]
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -95,9 +81,9 @@ class User(Live):
 def installed(deb, system_wide_turn, glewlwyd_static):
     # The package is built (deb) before this file's turn, so the release build it may wait
     # for holds up no other system-wide test.
-    assert run("dpkg-query", "-W", "authbroker").returncode != 0, \
-        "authbroker is installed on this machine already: this test installs and purges it"
-    assert leftovers() == [], leftovers()
+    # scripts/test asks the same before it starts (support/installed_package.py).
+    found = already_installed()
+    assert found is None, found
     r = run("apt-get", "install", "-y", "-q", "--no-install-recommends", "./" + os.path.basename(deb),
             cwd=os.path.dirname(os.path.abspath(deb)), env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

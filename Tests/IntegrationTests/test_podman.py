@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from as_another_user import readable_copy
 from conftest import API, BIN
 
 USER = "abpodman"
@@ -31,13 +32,20 @@ def podman_user(system_wide_turn):
     return pwd.getpwnam(USER)
 
 
+@pytest.fixture
+def binaries(podman_user):
+    """The binaries under test, in a folder abpodman can read (the clone may be in one it cannot enter)."""
+    with readable_copy(USER, {b: os.path.join(BIN, b) for b in ("authbrokerd", "authctl")}) as folder:
+        yield folder
+
+
 def as_user(pw, *cmd, env=None, **kw):
     base = {"HOME": pw.pw_dir, "USER": USER, "LOGNAME": USER, "PATH": "/usr/local/bin:/usr/bin:/bin"}
     base.update(env or {})
     return ["runuser", "-u", USER, "--", "env", "-i", *[f"{k}={v}" for k, v in base.items()], *cmd]
 
 
-def test_a_program_in_a_rootless_container_gets_a_token_through_the_mounted_socket(glewlwyd_static, podman_user):
+def test_a_program_in_a_rootless_container_gets_a_token_through_the_mounted_socket(glewlwyd_static, podman_user, binaries):
     gl, pw = glewlwyd_static, podman_user
     work = tempfile.mkdtemp(prefix="ab-podman-", dir="/tmp")
     run_dir, rootfs = os.path.join(work, "run"), os.path.join(work, "rootfs")
@@ -67,7 +75,7 @@ resources = ["{API}"]
     os.chmod(run_dir, 0o700)
 
     log = open(os.path.join(work, "daemon.log"), "wb")
-    daemon = subprocess.Popen(as_user(pw, os.path.join(BIN, "authbrokerd"), "--config", config,
+    daemon = subprocess.Popen(as_user(pw, os.path.join(binaries, "authbrokerd"), "--config", config,
                                       env={"AUTHBROKER_SOCKET": socket_path}),
                               stdout=log, stderr=log, stdin=subprocess.DEVNULL)
     try:
@@ -76,9 +84,9 @@ resources = ["{API}"]
             time.sleep(0.05)
         assert os.path.exists(socket_path), open(log.name).read()
 
-        # The host's swift runtime and build folder, read-only, for the debug authctl.
+        # The host's swift runtime and the binaries' copy, read-only, for the debug authctl.
         container = as_user(pw, *PODMAN, "run", "--rm", "--network", "none",
-                            "-v", "/usr:/usr:ro", "-v", "/opt/swift:/opt/swift:ro", "-v", f"{BIN}:/authbroker:ro",
+                            "-v", "/usr:/usr:ro", "-v", "/opt/swift:/opt/swift:ro", "-v", f"{binaries}:/authbroker:ro",
                             "-v", f"{run_dir}:/run/authbroker",
                             "-e", "AUTHBROKER_SOCKET=/run/authbroker/socket",
                             "--rootfs", rootfs, "sh", "-c",

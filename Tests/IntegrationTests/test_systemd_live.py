@@ -22,6 +22,7 @@ import time
 
 import pytest
 
+from as_another_user import readable_copy
 from conftest import API, BIN, GIT, ROOT
 from device_login import approve_device_login
 from thread_slices import door_slice, kernel_honours_custom_slices
@@ -30,6 +31,8 @@ USER = "abtest"
 TOOL = os.path.join(ROOT, "scripts", "user-systemd")
 PYTHON = os.path.realpath("/usr/bin/python3")
 SERVICE_STATUS = "systemctl --user status authbroker.service"
+# What scripts/install reads from the tree besides the binaries.
+INSTALLED_FROM_THE_TREE = ("scripts/install", "systemd", "docs/man", "examples/config.toml")
 
 
 class Live:
@@ -213,10 +216,14 @@ def _live(glewlwyd_static):
         s.gl = glewlwyd_static
         s.write(s.config, config(s.gl, [(PYTHON, [API])]))
         # The binaries under test (or AUTHBROKER_INSTALL_BIN's release build, as in
-        # test_install.py), installed by scripts/install run as the user; the folder must be
-        # readable by the test user.
+        # test_install.py), installed by scripts/install run as the user: copied, with the
+        # files the script installs, to a folder the user can read (the clone may be in one
+        # the user cannot enter).
         bin_dir = os.environ.get("AUTHBROKER_INSTALL_BIN", BIN)
-        r = s.run(os.path.join(ROOT, "scripts", "install"), "--bin-dir", bin_dir, "--no-strip", timeout=300)
+        with readable_copy(USER, {**{f"bin/{b}": os.path.join(bin_dir, b) for b in ("authbrokerd", "authctl")},
+                                  **{p: os.path.join(ROOT, p) for p in INSTALLED_FROM_THE_TREE}}) as tree:
+            r = s.run(os.path.join(tree, "scripts", "install"), "--bin-dir", os.path.join(tree, "bin"), "--no-strip",
+                      timeout=300)
         assert r.returncode == 0, r.stdout + r.stderr
         s.install_output = r.stdout
         s.drop_in("test-log.conf", f"[Service]\nStandardError=append:{s.log}\n")

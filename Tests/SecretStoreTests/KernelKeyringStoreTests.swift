@@ -125,14 +125,10 @@ final class KernelKeyringStoreTests: XCTestCase {
     /// child under an unused uid, whose quota is the users' one.
     func testAFullQuotaIsASentence() async throws {
         if geteuid() == 0 {
-            let setpriv = try XCTUnwrap(TestSupport.which("setpriv"))
-            let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
             var environment = TestSupport.environment
             environment["AUTHBROKER_TEST_KEYRING_CHILD"] = ring
-            let child = try TestSupport.run(
-                setpriv, ["--reuid", "4247", "--regid", "4247", "--clear-groups", executable,
-                          "SecretStoreTests.KernelKeyringStoreTests/testChildFillsItsQuota"],
-                environment: environment, timeout: 120)
+            let child = try TestSupport.runTestAsAnotherUser(
+                "SecretStoreTests.KernelKeyringStoreTests/testChildFillsItsQuota", uid: 4247, environment: environment)
             XCTAssertEqual(child.status, 0, child.output)
             XCTAssertTrue(child.output.contains("Executed 1 test"), child.output)
         } else {

@@ -39,13 +39,17 @@ enum TestSupport {
         _ executable: String,
         _ arguments: [String],
         environment: [String: String]? = nil,
-        timeout: TimeInterval = 60
+        timeout: TimeInterval = 60,
+        in directory: URL? = nil
     ) throws -> ProcessOutput {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         if let environment {
             process.environment = environment
+        }
+        if let directory {
+            process.currentDirectoryURL = directory
         }
         let pipe = Pipe()
         process.standardOutput = pipe
@@ -68,6 +72,45 @@ enum TestSupport {
     static func runTestInChildProcess(_ test: String, environment: [String: String]) throws -> ProcessOutput {
         let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         return try run(executable, [test], environment: environment, timeout: 120)
+    }
+
+    /// A sentence for what a test cannot do here, and what to do about it.
+    struct Refusal: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// Runs one XCTest method of this test bundle as another uid (setpriv, as root), from a
+    /// copy of the bundle in a fresh folder every user can read, removed afterwards: the
+    /// clone may sit in a folder other users cannot enter (a `mktemp -d` folder, a 0700 home
+    /// directory), from where the child would trap at once (Foundation's Bundle.main reads
+    /// the executable's folder). Refused at once with a sentence when a library the bundle
+    /// loads (/proc/self/maps: the Swift runtime in its toolchain) is one the uid cannot read.
+    static func runTestAsAnotherUser(_ test: String, uid: uid_t, environment: [String: String]) throws -> ProcessOutput {
+        guard let setpriv = which("setpriv") else {
+            throw Refusal(description: "setpriv (util-linux) is not installed: run scripts/setup")
+        }
+        let asUser = ["--reuid", "\(uid)", "--regid", "\(uid)", "--clear-groups"]
+        let folder = URL(fileURLWithPath: "/tmp/authbroker-for-uid-\(uid)-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: false,
+                                                attributes: [.posixPermissions: 0o755])
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let bundle = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        let copy = folder.appendingPathComponent(URL(fileURLWithPath: bundle).lastPathComponent).path
+        try FileManager.default.copyItem(atPath: bundle, toPath: copy)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: copy)
+        let libraries = try Set(String(contentsOfFile: "/proc/self/maps", encoding: .utf8).split(separator: "\n")
+            .compactMap { $0.split(separator: " ", maxSplits: 5, omittingEmptySubsequences: true).dropFirst(5).first }
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { $0.hasPrefix("/") && $0 != bundle && !$0.hasSuffix("(deleted)") })
+        let unreadable = try run(setpriv, asUser + ["/bin/sh", "-c", #"for f; do [ -r "$f" ] || echo "$f"; done"#, "sh", copy]
+                                 + libraries.sorted(), in: folder)
+        let refused = unreadable.output.split(separator: "\n")
+        guard unreadable.status == 0, refused.isEmpty else {
+            throw Refusal(description: "uid \(uid) cannot read \(refused.joined(separator: ", ")), which \(test) needs "
+                          + "as that user (\(unreadable.output.isEmpty ? "status \(unreadable.status)" : "a folder other users cannot enter")): "
+                          + "make it readable by every user (chmod o+rX on the file and its folders), then run the test again")
+        }
+        return try run(setpriv, asUser + [copy, test], environment: environment, timeout: 120, in: folder)
     }
 
     /// A new, empty temporary directory (the caller removes it).
