@@ -24,6 +24,9 @@ let package = Package(
         .systemLibrary(name: "CQREncode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
 
         .target(name: "CLinux"),
+        // The daemon's free() and realloc(): heap memory wiped when it is given back, so that a
+        // signed-out account's refresh token is not left in freed chunks (wipe_on_free.c).
+        .target(name: "CWipeOnFree"),
         .target(name: "BrokerCrypto", dependencies: ["COpenSSL"]),
         // The kernel's keyrings by their system calls (add_key, keyctl): no libkeyutils.
         .target(name: "CKeyring"),
@@ -65,7 +68,7 @@ let package = Package(
         .executableTarget(
             name: "authbrokerd",
             dependencies: [
-                "BrokerServer", "BrokerCore", "BrokerProtocol", "SecretStore", "OAuth", "CLinux", "DesktopNotifications",
+                "BrokerServer", "BrokerCore", "BrokerProtocol", "SecretStore", "OAuth", "CLinux", "CWipeOnFree", "DesktopNotifications",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -151,6 +151,7 @@ struct Daemon {
         NamespaceCheck.warnIfCallersAreHidden(settings.policy, logger: logger)
         RuleFileCheck.warnAboutUnmatchableRules(settings.policy, home: env("HOME"), logger: logger)
         PtraceCheck.warnIfOpen(settings.policy, logger: logger)
+        Hardening.warnIfFreedMemoryIsKept(logger: logger)
         let lifecycle = Lifecycle(
             broker: broker, server: server, configPath: path, notifier: notifier,
             socketActivated: inherited != nil, confinedTo: prepared.confinedTo, executable: prepared.executable, logger: logger)
