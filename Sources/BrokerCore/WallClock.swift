@@ -10,7 +10,7 @@ import Glibc
 ///
 /// `boottime` is CLOCK_BOOTTIME (seconds since boot): it never steps, and a suspend counts
 /// as time passed. Every deadline the broker keeps for itself counts on it: token
-/// lifetimes, refresh-ahead, back-off and the discovery document's age
+/// lifetimes, refresh-ahead, back-off, sign-in deadlines, leases and the discovery document's age
 /// (docs/architecture.md, "Two clocks"). A token's life is counted on it from the moment
 /// its request was sent, and on the wall clock against its JWT `exp`, whichever ends first.
 public struct WallClock: Sendable {

@@ -123,6 +123,11 @@ final class StubTransport: HTTPTransport {
             let response = try tokenAnswer(form)
             guard let date = dateHeader else { return response }
             return HTTPResponse(status: response.status, headers: response.headers.merging(["date": date]) { $1 }, body: response.body)
+        case base + "/device":
+            // RFC 8628 §3.2, for a discovery document that names it (`discoveryExtra`): a
+            // code that lives ten minutes, polled every second.
+            guard !down else { throw .unreachable("the STUB provider idp.example is down") }
+            return Self.json(200, #"{"device_code":"device-1","user_code":"ABCD-EFGH","verification_uri":"\#(base)/activate","expires_in":600,"interval":1}"#)
         case base + "/revoke":
             let token = Self.form(request.body ?? [])["token"] ?? ""
             let refused = try state.withLock { s throws(OAuthError) -> Bool in

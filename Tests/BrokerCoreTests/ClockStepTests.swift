@@ -44,6 +44,30 @@ final class ClockStepTests: XCTestCase {
         XCTAssertGreaterThan(served, 400, "the cached token is served while the provider is down, up to its exp")
     }
 
+    /// A device code lives its `expires_in` on CLOCK_BOOTTIME: NTP stepping the wall clock
+    /// an hour forward while the user reads the code on the phone ends no sign-in (before:
+    /// the next poll said "the code expired"), and `expires_at` is the wall clock's.
+    func testAWallClockStepForwardEndsNoDeviceSignIn() async throws {
+        let h = try await BrokerHarness()
+        h.transport.discoveryExtra = #","device_authorization_endpoint":"\#(StubTransport.issuer)/device""#
+        h.transport.answerAlways(.error("authorization_pending"))
+        let started = try await h.broker.signIns.startLogin(LoginStartParams(flow: .device))
+        XCTAssertEqual(started.expiresAt, Int64(h.clock.now) + 600)
+        h.clock.stepWall(3600)
+        let polled = h.transport.tokenRequests.count
+        let pending = Task { try await h.broker.signIns.waitLogin(LoginWaitParams(loginID: started.loginID)) }
+        // Two polls (one a second) after the step: each one asked, none gave up.
+        for _ in 0..<100 where h.transport.tokenRequests.count < polled + 2 { try await Task.sleep(for: .milliseconds(50)) }
+        XCTAssertGreaterThanOrEqual(h.transport.tokenRequests.count, polled + 2, "the sign-in stopped polling")
+        pending.cancel()
+        do {
+            _ = try await pending.value
+            XCTFail("the stub never approves")
+        } catch {
+            XCTAssertFalse(error.localizedDescription.contains("expired") || "\(error)".contains("expired"), "\(error)")
+        }
+    }
+
     func testABackwardsStepDoesNotLengthenTheBackOff() async throws {
         let h = try await BrokerHarness()
         h.transport.down = true

@@ -62,6 +62,20 @@ final class LeaseTests: XCTestCase {
         XCTAssertEqual(gate.leases.list(), [])
     }
 
+    /// A lease counts on CLOCK_BOOTTIME (issue 37, item 2): NTP stepping the wall clock
+    /// back ten minutes lengthens no lease, and `expires_at` moves with the wall clock.
+    func testAWallClockStepBackLengthensNoLease() async throws {
+        let (gate, _, clock, _) = gate([rule()])
+        let first = try XCTUnwrap(try question(gate, me))
+        _ = try await gate.confirm(first, on: ConfirmAnswers())
+        let shown = try XCTUnwrap(gate.leases.list().first?.expiresAt)
+        clock.stepWall(-600)
+        XCTAssertEqual(gate.leases.list().first?.expiresAt, shown - 600, "the same instant on the stepped wall clock")
+        clock.advance(901)
+        XCTAssertNil(gate.lease(for: try XCTUnwrap(try question(gate, me))), "its 15 minutes are up, whatever the wall clock says")
+        XCTAssertEqual(gate.leases.list(), [])
+    }
+
     func testALeaseCoversOnlyItsProgramAndWhatWasAsked() async throws {
         let (gate, _, _, _) = gate([rule(resources: ["https://api", "https://git"])])
         try await gate.confirm(XCTUnwrap(try question(gate, me)), on: ConfirmAnswers())

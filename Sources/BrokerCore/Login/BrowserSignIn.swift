@@ -75,8 +75,9 @@ final class BrowserSignIn: Sendable {
             state: state, nonce: SecureRandom.token(), pkce: PKCE(),
             resources: params.resource.map { [$0] } ?? provider.config.resources, audienceParameter: provider.config.audienceParameter,
             extra: extra.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
-        let started = clock.now()
-        let deadline = started + Double(timeout)
+        // Deadlines count on CLOCK_BOOTTIME (`WallClock`); the wire gets the wall clock's.
+        let started = clock.reading()
+        let deadline = started.boot + Double(timeout)
         let id = SecureRandom.token(bytes: 16)
         let task = Task<AccountInfo, any Error> {
             let outcome: Result<AccountInfo, BrokerError>
@@ -91,10 +92,10 @@ final class BrowserSignIn: Sendable {
         let session = LoginSession(id: id, provider: provider.name, expiresAt: deadline, task: task)
         let shown = LoginStartResult(
             loginID: id, provider: provider.name, flow: .browser,
-            authorizationURL: request.url(endpoint: endpoint), expiresAt: Int64(deadline))
+            authorizationURL: request.url(endpoint: endpoint), expiresAt: Int64(deadline + started.offset))
         session.shown = shown
         do {
-            try logins.add(session, now: started)
+            try logins.add(session, now: started.boot)
         } catch {
             task.cancel()
             await listener.close()
@@ -113,7 +114,7 @@ final class BrowserSignIn: Sendable {
         let (arrived, unanswered) = await withTaskGroup(of: BrowserRedirect?.self) { group in
             group.addTask { await listener.redirect() }
             group.addTask {
-                try? await Task.sleep(for: .seconds(max(0, deadline - clock.now())))
+                try? await Task.sleep(for: .seconds(max(0, deadline - clock.boottime())))
                 return nil
             }
             let first = await group.next() ?? nil

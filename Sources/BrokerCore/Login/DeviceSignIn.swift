@@ -36,7 +36,8 @@ final class DeviceSignIn: Sendable {
             throw BrokerError.configuration(provider: provider.name, message: "\(provider.name) names no device authorization endpoint in its discovery document: set device_authorization_endpoint under [providers.\(provider.name)] in config.toml to the URL its documentation gives, or sign in with the browser (`authctl login` without --device)")
         }
         await logins.replace(provider: provider.name)
-        let started = clock.now()
+        // Deadlines count on CLOCK_BOOTTIME (`WallClock`); the wire gets the wall clock's.
+        let started = clock.reading()
         let authorization: DeviceAuthorization
         do {
             authorization = try await provider.client.startDeviceAuthorization(
@@ -46,7 +47,7 @@ final class DeviceSignIn: Sendable {
             throw await provider.failed(error, doing: "device sign-in")
         }
         let id = SecureRandom.token(bytes: 16)
-        let expiresAt = started + Double(authorization.expiresIn)
+        let expiresAt = started.boot + Double(authorization.expiresIn)
         // A new sign-in gets a new DPoP key; the tokens it redeems are bound to it.
         let signer = try provider.newDPoPSigner(metadata: metadata)
         let task = Task<AccountInfo, any Error> {
@@ -57,10 +58,10 @@ final class DeviceSignIn: Sendable {
             loginID: id, provider: provider.name, flow: .device,
             verificationURI: authorization.verificationURI,
             verificationURIComplete: authorization.verificationURIComplete,
-            userCode: authorization.userCode, expiresAt: Int64(expiresAt))
+            userCode: authorization.userCode, expiresAt: Int64(expiresAt + started.offset))
         session.shown = shown
         do {
-            try logins.add(session, now: started)
+            try logins.add(session, now: started.boot)
         } catch {
             // Refused (too many running): nobody was shown its code, so nothing may poll with it.
             task.cancel()
@@ -86,7 +87,7 @@ final class DeviceSignIn: Sendable {
             // RFC 8628 §3.5: wait the interval between polls. A poll the interval would put
             // past the code's expiry is pointless (a provider may ask for more time between
             // polls than its code lives): the last poll comes a second before it expires.
-            let left = deadline - clock.now()
+            let left = deadline - clock.boottime()
             let lastChance = Double(interval) >= left - 1
             let wait = lastChance ? max(0, left - 1) : Double(interval)
             if !(lastChance && polledLastChance) {
@@ -96,7 +97,7 @@ final class DeviceSignIn: Sendable {
                     throw BrokerError.signInCancelled(name)
                 }
             }
-            if clock.now() >= deadline || (lastChance && polledLastChance) {
+            if clock.boottime() >= deadline || (lastChance && polledLastChance) {
                 if let failing {
                     throw BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) was abandoned because the provider failed until its code expired (\(failing)): \(again)")
                 }

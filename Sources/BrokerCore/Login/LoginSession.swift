@@ -6,6 +6,7 @@ import Synchronization
 final class LoginSession: Sendable {
     let id: String
     let provider: String
+    /// When it gives up, on CLOCK_BOOTTIME (`WallClock`); `shown` has it on the wall clock.
     let expiresAt: Double
     let task: Task<AccountInfo, any Error>
     /// The questions of a `terminal` sign-in; nil for the other flows.

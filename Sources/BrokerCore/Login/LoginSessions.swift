@@ -66,7 +66,7 @@ final class LoginSessions: Sendable {
             }
         }
         if session.isOnDemand && session.wasAbandoned {
-            abandonments.abandoned(provider: session.provider, now: clock.now())
+            abandonments.abandoned(provider: session.provider, now: clock.boottime())
         } else if session.cancelledBecause == nil {
             abandonments.finished(provider: session.provider)
         }

@@ -65,7 +65,7 @@ final class SignInOnDemand: SignInWaiting, Sendable {
     /// Starts a browser sign-in and announces it; the announcement goes when it ends.
     private func startAnnounced(_ provider: Provider, _ params: LoginStartParams) async throws(BrokerError) -> LoginStartResult {
         let name = provider.name
-        if let pause = logins.abandonments.pause(provider: name, now: clock.now()) {
+        if let pause = logins.abandonments.pause(provider: name, now: clock.boottime()) {
             logger.notice("sign-in on demand paused: programs abandoned the last ones", metadata: ["provider": "\(name)", "seconds_left": "\(Int(pause.rounded(.up)))"])
             throw BrokerError.loginRequired(provider: name, message: "not signed in to \(name), and sign-ins on demand are paused for \(Int(pause.rounded(.up))) s because programs abandoned the last ones: run `authctl login --provider \(name)`")
         }
@@ -98,7 +98,7 @@ final class SignInOnDemand: SignInWaiting, Sendable {
         let provider = try providers.provider(name)
         guard provider.config.grant == .user else { throw BrokerError.notSignedIn(name) }
         let start = try await joinSignIn(provider, LoginStartParams(provider: name, join: true))
-        let deadline = clock.now() + Double(seconds)
+        let deadline = clock.boottime() + Double(seconds)
         var id = start.loginID
         while true {
             guard let session = logins.find(id: id, provider: nil) else { throw BrokerError.notSignedIn(name) }
@@ -122,10 +122,10 @@ final class SignInOnDemand: SignInWaiting, Sendable {
     /// adds its own once its listener is bound, so it may take a moment to appear (at most
     /// `successorPatience` seconds, and never past the caller's deadline).
     private func successor(of id: String, provider name: String, until deadline: Double) async -> LoginSession? {
-        let giveUp = min(deadline, clock.now() + Self.successorPatience)
+        let giveUp = min(deadline, clock.boottime() + Self.successorPatience)
         while !Task.isCancelled {
             if let newer = logins.pending(provider: name), newer.id != id { return newer }
-            guard clock.now() < giveUp else { return nil }
+            guard clock.boottime() < giveUp else { return nil }
             try? await Task.sleep(for: .milliseconds(50))
         }
         return nil
@@ -139,7 +139,7 @@ final class SignInOnDemand: SignInWaiting, Sendable {
         let first = FirstOf<Result<AccountInfo, BrokerError>?>()
         let clock = self.clock
         let sleeper = Task {
-            try? await Task.sleep(for: .seconds(max(0, deadline - clock.now())))
+            try? await Task.sleep(for: .seconds(max(0, deadline - clock.boottime())))
             first.offer(nil)
         }
         Task {

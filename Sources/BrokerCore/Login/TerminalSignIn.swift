@@ -43,8 +43,9 @@ final class TerminalSignIn: Sendable {
         // As every `authctl login`: the user gave up on the one in progress, which may wait
         // at a question nobody will answer (Ctrl-C there leaves no `login.wait` to cancel it).
         await logins.replace(provider: provider.name)
-        let started = clock.now()
-        let deadline = started + Double(timeout)
+        // Deadlines count on CLOCK_BOOTTIME (`WallClock`); the wire gets the wall clock's.
+        let started = clock.reading()
+        let deadline = started.boot + Double(timeout)
         let id = SecureRandom.token(bytes: 16)
         let conversation = Conversation()
         let resource = params.resource
@@ -56,12 +57,12 @@ final class TerminalSignIn: Sendable {
             return try await self.passwordSignIn(provider, metadata: metadata, conversation: conversation, resource: resource)
         }
         let session = LoginSession(id: id, provider: provider.name, expiresAt: deadline, task: task, conversation: conversation)
-        let shown = LoginStartResult(loginID: id, provider: provider.name, flow: .terminal, expiresAt: Int64(deadline))
+        let shown = LoginStartResult(loginID: id, provider: provider.name, flow: .terminal, expiresAt: Int64(deadline + started.offset))
         // What a program that joins the sign-in gets (login.start with join): without it,
         // the join would start a browser sign-in in its place.
         session.shown = shown
         do {
-            try logins.add(session, now: started)
+            try logins.add(session, now: started.boot)
         } catch {
             task.cancel()
             throw error

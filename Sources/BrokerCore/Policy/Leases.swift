@@ -83,17 +83,21 @@ public final class LeaseTable: Sendable {
         var audience: String?
         /// The rule it was given under, as it was then.
         var rule: AllowRule
+        /// When it was given, on the wall clock (shown).
         var granted: Double
+        /// When it ends, on CLOCK_BOOTTIME: a wall clock stepped back by NTP or by hand
+        /// lengthens no lease (`WallClock`).
         var expires: Double
 
         func answers(_ question: ConfirmQuestion, holder: LeaseHolder) -> Bool {
             provider == question.provider && resource == question.resource && audience == question.audience && self.holder == holder
         }
 
-        var info: GrantInfo {
+        /// As listed; `offset` turns its boot-time end into the wall clock's (`ClockReading.offset`).
+        func info(offset: Double) -> GrantInfo {
             GrantInfo(id: String(id), program: holder.path, forwarded: holder.forward != nil, pid: holder.forward?.pid,
                       uid: holder.uid, provider: provider, resource: resource, audience: audience,
-                      grantedAt: granted, expiresAt: expires)
+                      grantedAt: granted, expiresAt: expires + offset)
         }
     }
 
@@ -121,14 +125,15 @@ public final class LeaseTable: Sendable {
     func give(_ question: ConfirmQuestion) -> (id: Int, seconds: Int)? {
         guard let offer = question.lease, let rule = offer.rules.max(by: { ($0.confirmFor ?? 0) < ($1.confirmFor ?? 0) }),
               let seconds = rule.confirmFor else { return nil }
-        let now = clock.now()
+        let reading = clock.reading()
+        let now = reading.boot
         let id = state.withLock { s -> Int in
             s.leases.removeAll { $0.answers(question, holder: offer.holder) || $0.expires <= now }
             if s.leases.count >= Self.capacity { s.leases.removeFirst() }
             let id = s.nextID
             s.nextID += 1
             s.leases.append(Lease(id: id, holder: offer.holder, provider: question.provider, resource: question.resource,
-                                  audience: question.audience, rule: rule, granted: now, expires: now + Double(seconds)))
+                                  audience: question.audience, rule: rule, granted: reading.wall, expires: now + Double(seconds)))
             return id
         }
         logger?.notice("lease given", metadata: [
@@ -143,7 +148,7 @@ public final class LeaseTable: Sendable {
     /// rule changed by a reload is another rule). Expired leases are dropped on the way.
     public func covering(_ question: ConfirmQuestion) -> Int? {
         guard let offer = question.lease else { return nil }
-        let now = clock.now()
+        let now = clock.boottime()
         return state.withLock { s -> Int? in
             s.leases.removeAll { $0.expires <= now }
             return s.leases.first { $0.answers(question, holder: offer.holder) && offer.rules.contains($0.rule) }?.id
@@ -152,7 +157,7 @@ public final class LeaseTable: Sendable {
 
     /// Whether `holder` has a lease of some token of `provider` (what events may tell it).
     func holdsSome(_ holder: LeaseHolder, provider: String, rules: [AllowRule]) -> Bool {
-        let now = clock.now()
+        let now = clock.boottime()
         return state.withLock { s in
             s.leases.contains { $0.holder == holder && $0.provider == provider && $0.expires > now && rules.contains($0.rule) }
         }
@@ -160,10 +165,10 @@ public final class LeaseTable: Sendable {
 
     /// The leases in force, the oldest first.
     public func list() -> [GrantInfo] {
-        let now = clock.now()
+        let now = clock.reading()
         return state.withLock { s in
-            s.leases.removeAll { $0.expires <= now }
-            return s.leases.map(\.info)
+            s.leases.removeAll { $0.expires <= now.boot }
+            return s.leases.map { $0.info(offset: now.offset) }
         }
     }
 
@@ -188,7 +193,7 @@ public final class LeaseTable: Sendable {
     public func keep(rules: [AllowRule]) -> Int { end("ended by a reload that changed its rule", { !rules.contains($0.rule) }) }
 
     private func end(_ how: String, _ which: (Lease) -> Bool) -> Int {
-        let now = clock.now()
+        let now = clock.boottime()
         let ended = state.withLock { s -> [Lease] in
             let ended = s.leases.filter { which($0) && $0.expires > now }
             s.leases.removeAll { which($0) || $0.expires <= now }
