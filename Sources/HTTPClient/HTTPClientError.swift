@@ -11,6 +11,10 @@ public enum HTTPClientError: Error, Sendable, Equatable {
     case connectionRefused(host: String)
     /// No route to the host or the network is down.
     case networkUnreachable(host: String)
+    /// This computer has no way to the host now (`HostNetwork`): no route to it, its
+    /// link is down, or no network to look its name up; `reason` is the sentence, naming
+    /// the host, with the next step.
+    case noNetwork(host: String, reason: String)
     /// The whole request, connection to last byte, did not finish within the time-out.
     case timedOut(host: String)
     /// The connection broke, or the server closed it before the answer was complete.
@@ -51,6 +55,7 @@ public enum HTTPClientError: Error, Sendable, Equatable {
         case .hostNotResolved(let host): return "cannot reach \(host): the host name could not be resolved"
         case .connectionRefused(let host): return "cannot reach \(host): connection refused"
         case .networkUnreachable(let host): return "cannot reach \(host): the network is unreachable"
+        case .noNetwork(_, let reason): return reason
         case .timedOut(let host): return "cannot reach \(host): no answer in time"
         case .connectionLost(let host): return "cannot reach \(host): the connection was lost"
         case .tlsNotSpoken(let host):

@@ -26,6 +26,9 @@ final class Socket {
             if status == EAI_SYSTEM || status == EAI_MEMORY {
                 throw .system(host: wire.host, reason: "the host name could not be looked up (\(String(cString: gai_strerror(status))))")
             }
+            if let why = HostNetwork.lookupFailure(host: wire.host, routeOut: HostNetwork.routeOut) {
+                throw .noNetwork(host: wire.host, reason: why)
+            }
             throw .hostNotResolved(host: wire.host)
         }
         defer { freeaddrinfo(list) }
@@ -33,8 +36,16 @@ final class Socket {
 
         var lastError: HTTPClientError = .hostNotResolved(host: wire.host)
         var entry: UnsafeMutablePointer<addrinfo>? = first
+        // Read once: nothing to look up per address while every link the watch saw is up.
+        let links = HostNetwork.links.flatMap { $0.loopbackUp && $0.otherRunning ? nil : $0 }
         while let address = entry {
             entry = address.pointee.ai_next
+            if let links, let text = HostNetwork.text(of: address.pointee.ai_addr, length: address.pointee.ai_addrlen),
+               let why = HostNetwork.unreachable(text, host: wire.host, links: links, isOwn: HostNetwork.isOwn) {
+                // Its link keeps its routes, so connect would not fail: its packets go nowhere.
+                lastError = .noNetwork(host: wire.host, reason: why)
+                continue
+            }
             let fd = socket(address.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             guard fd >= 0 else {
                 lastError = .system(host: wire.host, reason: "no socket could be made (errno \(errno))")
@@ -72,9 +83,10 @@ final class Socket {
     }
 
     static func error(_ code: Int32, host: String) -> HTTPClientError {
+        if let why = HostNetwork.connectFailure(code, host: host) { return .noNetwork(host: host, reason: why) }
         switch code {
         case ECONNREFUSED: return .connectionRefused(host: host)
-        case ENETUNREACH, EHOSTUNREACH, ENETDOWN, EHOSTDOWN, EADDRNOTAVAIL, EAFNOSUPPORT: return .networkUnreachable(host: host)
+        case ENETDOWN, EHOSTDOWN, EADDRNOTAVAIL, EAFNOSUPPORT: return .networkUnreachable(host: host)
         case ETIMEDOUT: return .timedOut(host: host)
         default: return .connectionLost(host: host)
         }

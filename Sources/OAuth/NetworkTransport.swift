@@ -53,6 +53,8 @@ public final class NetworkTransport: HTTPTransport {
             return .unreachable("cannot reach \(host): the host name could not be resolved")
         case .networkUnreachable(let host):
             return .unreachable("cannot reach \(host): the network is down")
+        case .noNetwork(_, let reason):
+            return .unreachable(reason)
         case .connectionLost(let host):
             return .unreachable("cannot reach \(host): the connection was lost")
         case .tlsHandshakeFailed(let host, let reason):

@@ -28,6 +28,20 @@ struct Lifecycle {
         case upgraded(path: String)
     }
 
+    /// Ends the back-offs of providers that could not be reached whenever this computer's
+    /// network changes (`NetworkWatch`).
+    private func watchNetwork() {
+        let (broker, logger) = (broker, logger)
+        let refused = NetworkWatch.start {
+            Task {
+                let ended = await broker.providers.networkChanged()
+                guard !ended.isEmpty else { return }
+                logger.notice("this computer's network changed: the next request to \(ended.joined(separator: ", ")) is sent at once, although \(ended.count == 1 ? "it" : "they") could not be reached a moment ago")
+            }
+        }
+        if let refused { logger.warning("\(refused)") }
+    }
+
     private enum Event {
         case signal(Int32)
         case idle
@@ -77,6 +91,7 @@ struct Lifecycle {
         let trims = trimmer.start()
         if trims == nil { logger.warning("cannot start the thread that hands freed memory back; the daemon keeps what it freed") }
         defer { trims?.signal() }
+        watchNetwork()
 
         // The STATUS line says the store is unavailable until its accounts are loaded.
         let storeTask = broker.accounts.storeFailure == nil ? nil : Task {

@@ -22,8 +22,9 @@ actor Provider {
     private var document: (metadata: ProviderMetadata, fetchedAt: Double)?
     private var discovery: Task<ProviderMetadata, any Error>?
     private var failures = 0
-    /// When the back-off ends, on boot time (`WallClock.boottime`).
-    private var retryAt: Double = 0
+    /// When the back-off ends, on boot time (`WallClock.boottime`), and whether it began
+    /// because the provider could not be reached (`networkChanged` ends such a one).
+    private var backoff: (until: Double, unreachable: Bool) = (0, false)
     /// An endpoint answered 404 and the document has been read again since: another 404
     /// is backed off like any broken answer instead of reading the document once more.
     private var notFoundAfterRereading = false
@@ -79,7 +80,7 @@ actor Provider {
             // Not `succeeded()`: an endpoint that answered 404 is still suspect.
             if failures > 0 { events.emit(BrokerEvent(kind: .providerBack, provider: config.name)) }
             failures = 0
-            retryAt = 0
+            backoff = (0, false)
             return merged
         case .failure(let error as OAuthError):
             throw failed(error, doing: "discovery")
@@ -92,8 +93,8 @@ actor Provider {
     /// back-off counts on boot time: a wall clock stepped back never lengthens it.
     func checkBackoff() throws(BrokerError) {
         let now = clock.boottime()
-        if now < retryAt {
-            let wait = Int((retryAt - now).rounded(.up))
+        if now < backoff.until {
+            let wait = Int((backoff.until - now).rounded(.up))
             throw BrokerError.providerUnreachable(
                 provider: config.name, retryAfter: wait,
                 message: "\(config.name) did not answer recently: try again in \(wait) s")
@@ -104,8 +105,18 @@ actor Provider {
     func succeeded() {
         if failures > 0 { events.emit(BrokerEvent(kind: .providerBack, provider: config.name)) }
         failures = 0
-        retryAt = 0
+        backoff = (0, false)
         notFoundAfterRereading = false
+    }
+
+    /// This computer's network changed (a link came up, an address or a route was added):
+    /// a back-off begun because the provider could not be reached ends, so the next request
+    /// goes to the provider at once. One begun for a provider's own answer (busy, broken)
+    /// stays. True when one ended.
+    func networkChanged() -> Bool {
+        guard backoff.unreachable, backoff.until > clock.boottime() else { return false }
+        backoff = (0, false)
+        return true
     }
 
     /// Turns an OAuth failure into the broker's error and, for an unreachable provider,
@@ -114,7 +125,10 @@ actor Provider {
     func failed(_ error: OAuthError, doing what: String) -> BrokerError {
         let name = config.name
         switch error {
-        case .unreachable(let m), .invalidResponse(let m):
+        case .unreachable(let m):
+            let delay = backOff(unreachable: true)
+            return .providerUnreachable(provider: name, retryAfter: delay, message: "\(name): \(m); try again in \(delay) s")
+        case .invalidResponse(let m):
             let delay = backOff()
             return .providerUnreachable(provider: name, retryAfter: delay, message: "\(name): \(m); try again in \(delay) s")
         case .endpointNotFound(let m) where notFoundAfterRereading:
@@ -160,11 +174,11 @@ actor Provider {
     /// after five minutes, so that a mistaken header cannot stop refreshes for hours.
     static let longestRetryAfter = 300
 
-    private func backOff(atLeast asked: Int = 0) -> Int {
+    private func backOff(atLeast asked: Int = 0, unreachable: Bool = false) -> Int {
         failures += 1
         if failures == 1 { events.emit(BrokerEvent(kind: .providerUnreachable, provider: config.name)) }
         let delay = max(asked, min(30, 1 << min(failures - 1, 5)))
-        retryAt = clock.boottime() + Double(delay)
+        backoff = (clock.boottime() + Double(delay), unreachable)
         return delay
     }
 }

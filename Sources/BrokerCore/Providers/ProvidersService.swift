@@ -140,6 +140,16 @@ public final class ProvidersService: PolicySource, RegistersMethods, Sendable {
         }
     }
 
+    /// This computer's network changed (the daemon's netlink watch): every back-off begun
+    /// because a provider could not be reached ends (`Provider.networkChanged`), so the
+    /// next request goes to it at once. The names of the providers whose back-off ended.
+    public func networkChanged() async -> [String] {
+        let all = table.withLock { Array($0.providers.values) }
+        var ended: [String] = []
+        for provider in all where await provider.networkChanged() { ended.append(provider.name) }
+        return ended.sorted()
+    }
+
     /// Verifies an ID token (signature by the provider's key, iss, aud, azp, exp, iat, nonce).
     /// Its `exp` and `iat` are read with `[daemon] clock_skew` of tolerance; a refusal for
     /// either names both clocks and the setting.

@@ -4,6 +4,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include "file_identity.h"
+#include "route_watch.h"
 
 /// prctl(PR_SET_DUMPABLE, 0): no core dumps, no ptrace attach by other processes of the user.
 int clinux_set_nondumpable(void);

@@ -76,9 +76,11 @@ def _int_b64(n):
 
 
 class StubProvider:
-    """An OIDC provider STUB on 127.0.0.1; `start()` it, `stop()` it."""
+    """An OIDC provider STUB on 127.0.0.1 (or another loopback address, `host`); `start()`
+    it, `stop()` it."""
 
-    def __init__(self, client_id="authbroker", access_token_life=60, subject="stub-user-1"):
+    def __init__(self, client_id="authbroker", access_token_life=60, subject="stub-user-1", host="127.0.0.1"):
+        self.host = host
         self.client_id = client_id
         self.access_token_life = access_token_life
         self.subject = subject
@@ -143,7 +145,7 @@ class StubProvider:
 
     @property
     def issuer(self):
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def start(self):
         self._serve(port=self.port or 0)
@@ -155,7 +157,7 @@ class StubProvider:
         class Handler(_Handler):
             provider = stub
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.server = http.server.ThreadingHTTPServer((self.host, port), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_port
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
