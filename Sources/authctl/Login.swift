@@ -130,6 +130,8 @@ struct Login: ParsableCommand {
             Output.line("Signed in to \(Output.safe(account.provider)) as \(Output.safe(account.shownName)).")
             // What became of the refresh token of the sign-in this one replaced.
             if let replaced = account.replacedSignIn { Output.line(Output.safe(replaced.prefix(1).uppercased() + replaced.dropFirst()) + ".") }
+            // The store refused it after the sign-in began: held in memory until it takes it.
+            if let unsaved = account.unsaved { Output.note("Not saved yet: \(Output.safe(unsaved)).") }
             return
         }
         Output.line(try Output.json(Output.Beside(key: "event", value: "signed_in", body: SignedIn(account: account, resource: resource)), oneLine: true))

@@ -62,6 +62,35 @@ final class ReplacedSignInRevocationTests: XCTestCase {
         XCTAssertEqual(h.transport.revocations.count, 1)
     }
 
+    /// Issue 37 item 1: the store went away after `login.start` found it usable (the bus
+    /// restarted, the keyring locked, the disk filled): the sign-in the user approved is held
+    /// in memory, listed as not saved, served, and written when the store takes it; nothing
+    /// is revoked (before: "could not be stored", and what it issued was revoked).
+    func testASignInTheStoreRefusesIsHeldInMemoryAndWrittenWhenTheStoreIsBack() async throws {
+        let h = try await BrokerHarness()
+        h.transport.discoveryExtra = #","revocation_endpoint":"\#(StubTransport.issuer)/revoke""#
+        h.store.failSaves(true)
+        let info = try await signIn(h, refreshToken: "refresh-new")
+        XCTAssertEqual(info.state, .ready)
+        XCTAssertEqual(info.unsavedReason, "unavailable")
+        XCTAssertTrue(info.unsaved?.contains("a restart or reboot before then loses this sign-in") == true, info.unsaved ?? "nil")
+        XCTAssertEqual(h.transport.revocations, [], "neither the new sign-in nor the one it replaces is revoked")
+        XCTAssertEqual(info.replacedSignIn, "the refresh token of the sign-in it replaced was not revoked, because the store still holds it until this one is written")
+        XCTAssertEqual(h.broker.accounts.accountList().accounts.first?.unsavedReason, "unavailable")
+        let before = try await h.store.storedRefreshToken(subject: "sub-alice")
+        XCTAssertEqual(before, fingerprint("refresh-0"))
+        _ = try await h.token()
+
+        h.store.failSaves(false)
+        for _ in 0..<800 where h.broker.accounts.accountList().accounts.first?.unsaved != nil {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        XCTAssertNil(h.broker.accounts.accountList().accounts.first?.unsaved, "the background retry wrote it")
+        let after = try await h.store.storedRefreshToken(subject: "sub-alice")
+        XCTAssertEqual(after, fingerprint(h.broker.accounts[alice]?.refreshToken ?? ""))
+        XCTAssertNotEqual(after, fingerprint("refresh-0"))
+    }
+
     func testARefusedOrImpossibleRevocationIsSaidAndTheSignInStands() async throws {
         // No revocation endpoint: said, with the key that gives one.
         let without = try await BrokerHarness()

@@ -16,10 +16,8 @@ struct SignInIdentity: Sendable {
     var refreshToken: String?
 }
 
-/// Why a sign-in's account was not stored.
+/// Why a sign-in's account was not kept.
 private enum NotStored: Error {
-    /// The store refused the write.
-    case store(StoreError)
     /// A reload while the sign-in ran removed its provider, or gave it another issuer or client.
     case providerChanged(removed: Bool)
 }
@@ -105,7 +103,12 @@ final class SignInCompletion: Sendable {
             do throws(StoreError) {
                 try await self.accounts.store.save(AccountSecret.credential(for: account))
             } catch {
-                return .failure(.store(error))
+                // The store went away (bus restarted, keyring locked, disk full) after
+                // `login.start` found it usable: the sign-in the user just approved is held
+                // in memory, listed as not saved, and written when the store takes it, as
+                // a rotation the store refused is; not revoked.
+                account.unsaved = true
+                account.unsavedBecause = error
             }
             self.cachedTokens.dropCached(account.key)
             self.accounts.put(account)
@@ -116,19 +119,25 @@ final class SignInCompletion: Sendable {
         switch stored {
         case .success(let saved):
             (account, replaced) = saved
-        case .failure(.store(let error)):
-            let revocation = await revokeRefused(issued, provider: provider, metadata: metadata)
-            throw BrokerError.storeUnavailable(message: "signed in to \(name), but the refresh token could not be stored (\(error.message)); \(revocation)", reason: error.reason)
         case .failure(.providerChanged(let removed)):
             let revocation = await revokeRefused(issued, provider: provider, metadata: metadata)
             let change = removed ? "was removed from config.toml" : "now has another issuer or client_id in config.toml"
             logger.notice("a sign-in finished for a provider the configuration changed meanwhile; not kept", metadata: ["provider": "\(name)"])
             throw BrokerError.loginFailed(provider: name, message: "the configuration was reloaded while signing in: [providers.\(name)] \(change), so this sign-in was not kept (\(revocation))\(removed ? "" : ": run `authctl login --provider \(name)` to sign in under the new one")")
         }
-        logger.info("signed in", metadata: ["account": "\(account.key)"])
+        if account.unsaved {
+            logger.error("signed in, but the secret store refused the refresh token: held in memory and written when the store takes it", metadata: ["account": "\(account.key)", "error": "\(account.unsavedBecause?.message ?? "-")"])
+            cachedTokens.keepWriting(account.key)
+        } else {
+            logger.info("signed in", metadata: ["account": "\(account.key)"])
+        }
         events.emit(BrokerEvent(kind: .signedIn, provider: name, account: account.displayName, subject: account.key.subject))
         var info = account.info
-        if let replaced {
+        if let replaced, account.unsaved {
+            // The store still holds the replaced sign-in: revoked, a restart before the new
+            // one is written would find neither.
+            info.replacedSignIn = "the refresh token of the sign-in it replaced was not revoked, because the store still holds it until this one is written"
+        } else if let replaced {
             info.replacedSignIn = await revokeReplaced(replaced, of: account, provider: provider, metadata: metadata)
         }
         return info
