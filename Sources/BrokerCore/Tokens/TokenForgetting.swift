@@ -37,6 +37,11 @@ struct TokenForgetting: Sendable {
         return await refresher.queue(for: account).exclusive { await refresher.storeUnsaved(account) }
     }
 
+    /// Writes the account's newest refresh token in the background, in turn with its
+    /// refreshes, until the store takes it (a sign-in the store refused: held in memory, as
+    /// a rotation the store refused is).
+    func keepWriting(_ account: AccountKey) { ahead.refresher.retrySave(account) }
+
     /// Runs `operation` in turn with the account's refreshes, never beside one (sign-out: a
     /// refresh that ended after it would put the account and its rotated refresh token back).
     func inTurnWithRefreshes<T: Sendable>(of account: AccountKey, _ operation: @escaping @Sendable () async -> T) async -> T {
