@@ -5,7 +5,8 @@ import Synchronization
 /// one request per connection, no redirects, no cookies, no cache, no compression.
 ///
 /// Each request runs on its own thread under one deadline (`timeout` seconds from the
-/// first connect to the last byte) and stops at once when its task is cancelled.
+/// first connect to the last byte; a request given an `answerTimeout` may read its answer
+/// longer, once it is written) and stops at once when its task is cancelled.
 /// Proxies come from the environment as curl reads them (see `ProxySettings`); loopback
 /// hosts are never proxied. Errors name the host, never the path or query.
 public struct HTTPClient: Sendable {
@@ -55,13 +56,17 @@ public struct HTTPClient: Sendable {
     ///   - headers: extra header fields; Host, Content-Length and Connection are the client's.
     ///   - body: the body to send, with a Content-Length.
     ///   - timeout: seconds for this request, when not the client's `timeout`.
+    ///   - answerTimeout: seconds from now the answer may take once the request is written
+    ///     (longer than `timeout`: a provider that has the request may still act on it);
+    ///     connecting and writing stay bounded by `timeout`. Nil: `timeout` throughout.
     public func send(method: String, url: String, headers: [String: String] = [:], body: [UInt8]? = nil,
-                     timeout: Double? = nil) async throws(HTTPClientError) -> Response {
+                     timeout: Double? = nil, answerTimeout: Double? = nil) async throws(HTTPClientError) -> Response {
         let endpoint = try Endpoint(url)
         guard let signal = CancelSignal() else {
             throw .system(host: endpoint.displayName, reason: "the process is out of file descriptors")
         }
-        let wire = Wire(host: endpoint.displayName, deadline: Deadline(secondsFromNow: timeout ?? self.timeout), cancel: signal)
+        let deadlines = RequestDeadlines(sendSeconds: timeout ?? self.timeout, answerSeconds: answerTimeout)
+        let wire = Wire(host: endpoint.displayName, deadlines: deadlines, cancel: signal)
         let result: Result<Response, HTTPClientError> = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<Response, HTTPClientError>, Never>) in
                 let started = WorkerThread.start {
@@ -133,6 +138,7 @@ public struct HTTPClient: Sendable {
         var request = head + (body ?? [])
         defer { request.withUnsafeMutableBytes { if let start = $0.baseAddress { OPENSSL_cleanse(start, $0.count) } } }
         try stream.write(request)
+        wire.deadlines.requestWritten()
         var parser = ResponseParser(stream: stream, host: wire.host, limit: maximumBodySize)
         return try parser.readResponse(method: method)
     }

@@ -30,9 +30,9 @@ extension OAuthClient {
     /// POSTs `parameters` as a form to `endpoint` with client authentication; `name`
     /// names the endpoint in sentences.
     /// A `secret` pair (a typed password) is encoded last, straight into the body, and the
-    /// body is wiped once the request is sent. `timeout` as in `HTTPRequest`.
+    /// body is wiped once the request is sent. `timeout` and `answerTimeout` as in `HTTPRequest`.
     func postForm(_ parameters: [(String, String)], secret: (String, SecretBytes)? = nil, to endpoint: String, name: String,
-                  authMethods: [String]?, timeout: Double? = nil) async throws(OAuthError) -> HTTPResponse {
+                  authMethods: [String]?, timeout: Double? = nil, answerTimeout: Double? = nil) async throws(OAuthError) -> HTTPResponse {
         try EndpointPolicy.check(endpoint, what: "the provider's \(name)")
         var pairs = parameters
         var headers = ["Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"]
@@ -43,21 +43,24 @@ extension OAuthClient {
         }
         var body = FormEncoding.encode(pairs)
         guard let (name, value) = secret else {
-            return try await transport.send(HTTPRequest(method: "POST", url: endpoint, headers: headers, body: body, timeout: timeout))
+            return try await transport.send(HTTPRequest(method: "POST", url: endpoint, headers: headers, body: body, timeout: timeout,
+                                                    answerTimeout: answerTimeout))
         }
         FormEncoding.append(name: name, secret: value, to: &body)
         // Wiped in its storage once sent, whoever still holds it (the HTTP client's worker
         // thread may let go of it a moment later); the client wipes the bytes it wrote.
         defer { SecretBytes.wipe(body) }
-        return try await transport.send(HTTPRequest(method: "POST", url: endpoint, headers: headers, body: body, timeout: timeout))
+        return try await transport.send(HTTPRequest(method: "POST", url: endpoint, headers: headers, body: body, timeout: timeout,
+                                                    answerTimeout: answerTimeout))
     }
 
-    /// Sends a token request and reads the token answer; `timeout` as in `HTTPRequest`.
-    /// `keepingRefreshToken` reads the answer with `ProviderAnswer.refreshedTokens`.
-    func tokenRequest(_ metadata: ProviderMetadata, _ parameters: [(String, String)],
-                      timeout: Double? = nil, keepingRefreshToken: Bool = false) async throws(OAuthError) -> TokenResponse {
+    /// Sends a token request and reads the token answer; `timeout` and `answerTimeout` as in
+    /// `HTTPRequest`. `keepingRefreshToken` reads the answer with `ProviderAnswer.refreshedTokens`.
+    func tokenRequest(_ metadata: ProviderMetadata, _ parameters: [(String, String)], timeout: Double? = nil,
+                      answerTimeout: Double? = nil, keepingRefreshToken: Bool = false) async throws(OAuthError) -> TokenResponse {
         let response = try await postForm(parameters, to: metadata.tokenEndpoint, name: "token endpoint",
-                                          authMethods: metadata.tokenEndpointAuthMethodsSupported, timeout: timeout)
+                                          authMethods: metadata.tokenEndpointAuthMethodsSupported, timeout: timeout,
+                                          answerTimeout: answerTimeout)
         let json = try ProviderAnswer.object(response, place: "token endpoint", sent: secrets(in: parameters))
         var tokens = keepingRefreshToken ? try ProviderAnswer.refreshedTokens(json) : try ProviderAnswer.tokens(json)
         if case .date(let date)? = response.headers["date"].flatMap(RetryAfter.init(header:)) { tokens.providerDate = date }

@@ -11,15 +11,20 @@ public struct HTTPRequest: Sendable, Equatable {
     /// Seconds the whole request may take, when it needs another deadline than the
     /// transport's own (a refresh: `refresh_timeout`); nil takes the transport's.
     public var timeout: Double?
+    /// Seconds from the start the answer may take once the request is written, when longer
+    /// than `timeout` (a refresh's late answer: the provider has the request and may act on
+    /// it); connecting and sending stay bounded by `timeout`. Nil: `timeout` throughout.
+    public var answerTimeout: Double?
 
     /// Makes a request.
     public init(method: String, url: String, headers: [String: String] = [:], body: [UInt8]? = nil,
-                timeout: Double? = nil) {
+                timeout: Double? = nil, answerTimeout: Double? = nil) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
         self.timeout = timeout
+        self.answerTimeout = answerTimeout
     }
 }
 

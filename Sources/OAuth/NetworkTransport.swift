@@ -24,16 +24,25 @@ public final class NetworkTransport: HTTPTransport {
     }
 
     /// Sends `request`; see the type's description for the rules. The request's own
-    /// `timeout`, when it has one, replaces the transport's.
+    /// `timeout`, when it has one, replaces the transport's; its `answerTimeout` lets the
+    /// answer to a written request come later.
     public func send(_ request: HTTPRequest) async throws(OAuthError) -> HTTPResponse {
         let deadline = request.timeout ?? timeout
+        let start = ContinuousClock.now
         do throws(HTTPClientError) {
             let answer = try await client.send(method: request.method, url: request.url, headers: request.headers, body: request.body,
-                                               timeout: deadline)
+                                               timeout: deadline, answerTimeout: request.answerTimeout)
             return HTTPResponse(status: answer.status, headers: answer.headers, body: answer.body)
         } catch {
-            throw Self.map(error, url: request.url, timeout: deadline)
+            // Which deadline passed: sending's, or (later) the answer's.
+            let waited = Self.seconds(ContinuousClock.now - start)
+            let passed = request.answerTimeout.map { waited > deadline + 0.5 ? max($0, deadline) : deadline } ?? deadline
+            throw Self.map(error, url: request.url, timeout: passed)
         }
+    }
+
+    private static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     static func seconds(_ interval: Double) -> String {

@@ -6,11 +6,13 @@ extension OAuthClient {
     /// parameters already checked against `TokenRequestParameters.reservedParameters`.
     /// With `keepingRefreshToken`, an answer whose access token cannot be used but that
     /// carries a new refresh token is returned with `unusable` set (`TokenResponse`).
+    /// `timeout` and `answerTimeout` as in `HTTPRequest`.
     public func refresh(_ metadata: ProviderMetadata, refreshToken: String, resource: String?,
                         scopes: [String]?, extra: [(String, String)] = [], timeout: Double? = nil,
-                        keepingRefreshToken: Bool = false) async throws(OAuthError) -> TokenResponse {
+                        answerTimeout: Double? = nil, keepingRefreshToken: Bool = false) async throws(OAuthError) -> TokenResponse {
         try await tokenRequest(metadata, [("grant_type", "refresh_token"), ("refresh_token", refreshToken)]
-            + resourceAndScope(resource, scopes) + extra, timeout: timeout, keepingRefreshToken: keepingRefreshToken)
+            + resourceAndScope(resource, scopes) + extra, timeout: timeout, answerTimeout: answerTimeout,
+                               keepingRefreshToken: keepingRefreshToken)
     }
 
     /// Gets tokens for the client itself (RFC 6749 §4.4), for machine accounts. Needs a

@@ -22,8 +22,12 @@ final class LateRotatingProvider: HTTPTransport {
         var slow = 0
         var expiresIn = 3600
         var refreshes: [String] = []
-        /// The deadline each request carried, by URL path ("-" for the transport's own).
+        /// The deadline each request carried, by URL path ("-" for the transport's own),
+        /// and its answer's when it had one.
         var deadlines: [String] = []
+        /// Real seconds the next refresh's answer is held after the refresh was taken (a
+        /// provider that stalled with it), without moving the test's clock.
+        var stall: Double = 0
     }
 
     let state = Mutex(State())
@@ -50,9 +54,12 @@ final class LateRotatingProvider: HTTPTransport {
 
     var deadlines: [String] { state.withLock { $0.deadlines } }
 
+    /// The next refresh is taken at once and answered `seconds` later, in real time.
+    func stallNext(_ seconds: Double) { state.withLock { $0.stall = seconds } }
+
     func send(_ request: HTTPRequest) async throws(OAuthError) -> HTTPResponse {
         let base = Self.issuer
-        state.withLock { $0.deadlines.append("\(request.url.dropFirst(base.count)) \(request.timeout.map { "\(Int($0))" } ?? "-")") }
+        state.withLock { $0.deadlines.append("\(request.url.dropFirst(base.count)) \(request.timeout.map { "\(Int($0))" } ?? "-")" + (request.answerTimeout.map { " \(Int($0))" } ?? "")) }
         switch request.url {
         case base + "/.well-known/openid-configuration":
             return Self.json(200, #"{"issuer":"\#(base)","token_endpoint":"\#(base)/token","jwks_uri":"\#(base)/jwks"}"#)
@@ -78,6 +85,11 @@ final class LateRotatingProvider: HTTPTransport {
                 return (next, true, false, s.expiresIn)
             }
             guard let issued = outcome.issued else { return Self.json(400, #"{"error":"invalid_grant"}"#) }
+            let stall = state.withLock { s in
+                defer { s.stall = 0 }
+                return s.stall
+            }
+            if stall > 0 { try? await Task.sleep(for: .seconds(stall)) }
             if outcome.late {
                 clock.advance(waited)
                 throw .unreachable("cannot reach idp.example: no answer within \(Int(waited)) s")
@@ -122,7 +134,33 @@ final class LateRefreshTests: XCTestCase {
             return made
         }
         _ = try await h.token()
-        XCTAssertEqual(try XCTUnwrap(stub).deadlines, ["/.well-known/openid-configuration -", "/token 40"])
+        XCTAssertEqual(try XCTUnwrap(stub).deadlines, ["/.well-known/openid-configuration -", "/token 40 120"],
+                       "the answer to a written refresh is read for lateAnswerWindow")
+    }
+
+    func testACallerStopsWaitingAtRefreshTimeoutAndTheLateAnswerIsKeptForTheNext() async throws {
+        var stub: LateRotatingProvider?
+        let h = try await BrokerHarness(daemonKeys: "refresh_timeout = 1") { clock in
+            let made = LateRotatingProvider(clock: clock, grace: 0, waited: 0)
+            stub = made
+            return made
+        }
+        let provider = try XCTUnwrap(stub)
+        // The provider takes the refresh (refresh-0 is spent) and answers 2 s later, in
+        // real time; the caller waits refresh_timeout (1 s) and a moment.
+        provider.stallNext(2)
+        let error = await h.tokenError()
+        guard case .providerUnreachable(_, _, let message) = error else {
+            return XCTFail("expected -32004 at the caller's deadline, got \(String(describing: error))")
+        }
+        XCTAssertTrue(message.contains("no answer within 1 s") && message.contains("still awaits its answer"), message)
+        // The next caller, while the answer is awaited, does not send the spent refresh
+        // token: it waits (its own 1.25 s) for the answer and is served what it brought.
+        let served = try await h.token()
+        XCTAssertEqual(provider.refreshes, ["refresh-0"], "one refresh: the spent refresh token is never sent again")
+        XCTAssertEqual(fingerprint(served.accessToken), fingerprint("access-refresh-1"))
+        let stored = try await h.store.storedRefreshToken(subject: "sub-alice")
+        XCTAssertEqual(stored, fingerprint(provider.current), "the rotated refresh token is stored: the sign-in lives on")
     }
 
     func testRefreshTimeoutIsFifteenSecondsUnlessSet() throws {

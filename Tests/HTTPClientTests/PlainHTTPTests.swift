@@ -129,6 +129,17 @@ final class PlainHTTPTests: XCTestCase {
         XCTAssertEqual(error, .timedOut(host: host), "a refresh's deadline (refresh_timeout) is its own")
     }
 
+    func testAnAnswerTimeoutReadsALateAnswerOnceTheRequestIsWritten() async throws {
+        // A refresh's caller waits refresh_timeout; the daemon reads the answer longer
+        // (Refresher.lateAnswerWindow): the request was written, the provider may act on it.
+        let late = try await testClient(timeout: 60).send(method: "GET", url: base + "/late", timeout: 0.5, answerTimeout: 10)
+        XCTAssertEqual(text(late), "late")
+        let error = await expectError { () async throws(HTTPClientError) in
+            try await testClient(timeout: 60).send(method: "GET", url: base + "/late", timeout: 0.5)
+        }
+        XCTAssertEqual(error, .timedOut(host: host), "without one, the request's own timeout bounds the answer")
+    }
+
     func testCancellationStopsAHangingRequest() async {
         let url = base + "/hang"
         let task = Task { () async -> HTTPClientError? in

@@ -17,8 +17,9 @@ import time
 
 import pytest
 
-from conftest import (API, AUTHCTL, RPC, Daemon, bare_bus, files_outside_the_keyring, fingerprint, signed_in_at_stub,
+from conftest import (API, AUTHCTL, RPC, Daemon, _provider, _stop_provider, bare_bus, files_outside_the_keyring, fingerprint, signed_in_at_stub,
                       stored_item, token)
+from glewlwyd_api import Glewlwyd
 from stub_provider import StubProvider
 
 LOGIN_COLLECTION = "/org/freedesktop/secrets/collection/login"
@@ -61,7 +62,10 @@ def stored_refresh_token(name):
     return payload["refresh_token"]
 
 
-FAULTS = ["refuse", "reset", "http500", "garbage", "slow", "hang"]
+# Not "slow": an answer later than refresh_timeout is no longer a failure but read late
+# and kept (test_a_rotating_provider_stopped_during_a_refresh_costs_a_retry_not_the_sign_in);
+# the STUB's "slow" answer carries a refresh token it never honours.
+FAULTS = ["refuse", "reset", "http500", "garbage", "hang"]
 
 
 @pytest.mark.parametrize("fault", FAULTS)
@@ -72,7 +76,6 @@ def test_provider_fault_serves_the_cached_token_then_fails_fast_and_backs_off(st
     good = stub.last_issued_refresh
     assert fingerprint(stored_refresh_token(d.name)) == fingerprint(good)
 
-    stub.delay = 4  # "slow": later than http_timeout (2 s)
     if fault == "refuse":
         stub.refuse()
     else:
@@ -89,7 +92,8 @@ def test_provider_fault_serves_the_cached_token_then_fails_fast_and_backs_off(st
     assert tried == before + (0 if fault == "refuse" else 1), "one refresh was attempted"
 
     # A caller that needs more life than the cached token has gets "provider unreachable" with
-    # a retry hint; within the back-off the provider is not asked again.
+    # a retry hint; within the back-off (or, "hang", while the answer is still awaited) the
+    # provider is not asked again.
     fail = token(d, min_ttl=90)
     assert fail["error"]["code"] == -32004, fail
     assert fail["error"]["data"]["retry_after"] >= 1
@@ -106,6 +110,10 @@ def test_provider_fault_serves_the_cached_token_then_fails_fast_and_backs_off(st
     assert d.proc.poll() is None
 
     # The provider comes back: after the back-off the next request refreshes, rotates, stores.
+    # A hung answer is still awaited (the daemon reads it up to 120 s): the STUB drops it.
+    if fault == "hang":
+        stub.release_hung()
+        wait_until(lambda: "refresh failed" in d.log_text(), 10, "the dropped answer was not noticed")
     stub.resume("ok")
     time.sleep(fail["error"]["data"]["retry_after"] + 0.2)
     fresh = token(d)
@@ -680,6 +688,49 @@ def test_keyring_killed_and_back_keeps_the_sign_in_with_rotation(glewlwyd):
         assert "result" in after, after
     finally:
         d.cleanup()
+
+
+def test_a_rotating_provider_stopped_during_a_refresh_costs_a_retry_not_the_sign_in():
+    """Glewlwyd with rotation (an instance of this test's own: it is stopped) SIGSTOPped
+    for 6 s while a refresh is sent, longer than refresh_timeout (3 s here): the kernel
+    still takes the connection and the request, and Glewlwyd, once continued, commits the
+    rotation and answers. The caller gets -32004 at refresh_timeout with the daemon's
+    sentence (long before authctl's 15 s); the daemon keeps reading the answer and stores
+    the rotated refresh token, so the next request is served without a new sign-in and the
+    refresh token in the keyring is the one Glewlwyd honours."""
+    home = _provider("--refresh-token-one-use", "always")
+    gl = Glewlwyd(home)
+    with open(os.path.join(home, "glewlwyd.pid")) as f:
+        pid = int(f.read().strip())
+    d = Daemon(gl)
+    with open(d.config) as f:
+        text = f.read()
+    d.write_config(text=text.replace("[daemon]\n", "[daemon]\nrefresh_timeout = 3\n", 1))
+    try:
+        d.start()
+        d.login_device("alice")  # caches no access token: the first request refreshes
+        signed_in = stored_refresh_token(d.name)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            stalled = token(d, resource=API)
+            waited = time.monotonic() - started
+            time.sleep(max(0.0, 6 - waited))
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert stalled["error"]["code"] == -32004, stalled
+        assert "still awaits its answer" in stalled["error"]["message"], stalled["error"]["message"]
+        assert waited < 10, f"the caller waited {waited:.1f} s, past refresh_timeout (3 s) and near authctl's 15 s"
+        wait_until(lambda: stored_refresh_token(d.name) != signed_in, 20,
+                   "the rotated refresh token of the late answer never reached the keyring")
+        assert gl.refresh_token_enabled(stored_refresh_token(d.name)), "the stored refresh token is not the one Glewlwyd honours"
+        after = token(d, resource=API)
+        assert "result" in after, after
+        assert d.rpc("account.list")["result"]["accounts"][0]["state"] == "ready"
+        assert "answered a refresh" in d.log_text() and "what it brought is kept" in d.log_text()
+    finally:
+        d.cleanup()
+        _stop_provider(home)
 
 
 def test_a_restarted_session_bus_is_found_again_and_gets_the_rotated_refresh_token(stub):

@@ -28,7 +28,8 @@ public final class SignOutService: RegistersMethods, Sendable {
     /// Revokes the refresh token at the provider (RFC 7009) where it can, removes the item
     /// from the store, and forgets the account's cached tokens. Runs in turn with the
     /// account's refreshes: one in flight ends first (its rotated refresh token is the one
-    /// revoked), and none starts until the account is gone.
+    /// revoked), and none starts until the account is gone. One still reading a provider's
+    /// late answer gets `Refresher.lateAnswerAtStop`, then is cut off: the account goes.
     public func logout(_ params: LogoutParams) async throws(BrokerError) -> LogoutResult {
         let (provider, resolved) = try accounts.resolved(provider: params.provider, account: params.account)
         if resolved.machine {
@@ -36,6 +37,7 @@ public final class SignOutService: RegistersMethods, Sendable {
             return LogoutResult(provider: provider.name, account: resolved.key.subject, revoked: false,
                                 revocationNote: "\(provider.name) is a machine account: its cached tokens were dropped")
         }
+        await tokens.cutOffLateAnswers(of: resolved.key)
         let outcome = await tokens.inTurnWithRefreshes(of: resolved.key) { () async -> Result<LogoutResult, BrokerError> in
             // As the last refresh left it; gone when another sign-out came first.
             guard let account = self.accounts[resolved.key] else { return .failure(.notSignedIn(provider.name)) }

@@ -24,7 +24,7 @@ struct AccountIDTokens: Sendable {
         if lives(stored, minimumLife: minimumLife) { return stored }
         let key = CacheKey(account: account.key, resource: nil, scopes: [])
         let refresher = tokens.refresher
-        _ = try await refresher.queue(for: account.key).run(key) { () async throws(BrokerError) -> CachedToken in
+        _ = try await refresher.queue(for: account.key).run(key, waiting: refresher.callerWait(provider)) { () async throws(BrokerError) -> CachedToken in
             try await refresher.servableRefresh(key, provider: provider)
         }
         if let renewed = accounts[account.key]?.idToken, lives(renewed, minimumLife: minimumLife) { return renewed }

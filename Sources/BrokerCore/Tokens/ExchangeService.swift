@@ -61,7 +61,7 @@ public final class ExchangeService: RegistersMethods, Sendable {
         } else {
             subjectToken = try await tokens.token(TokenGetParams(provider: provider.name, account: account.key.subject)).accessToken
         }
-        let token = try await refresher.queue(for: account.key).run(key) { () async throws(BrokerError) -> CachedToken in
+        let token = try await refresher.queue(for: account.key).run(key, waiting: refresher.callerWait(provider)) { () async throws(BrokerError) -> CachedToken in
             if let token = self.cache.lookup(key, now: self.clock.reading(), minimumLife: minimumLife) { return token }
             try self.refresher.checkRoom(for: key, provider: provider, account: account)
             return try await self.exchange(subjectToken, key: key, target: target, provider: provider)

@@ -26,7 +26,8 @@ public enum RequestOrigin {
 /// connection, one turn per connection in the round. A connection that asks for thousands
 /// of keys makes only itself wait behind them; another caller's refresh runs next.
 actor RefreshQueue {
-    private var inflight: [CacheKey: Task<CachedToken, any Error>] = [:]
+    private var inflight: [CacheKey: (id: UInt64, task: Task<CachedToken, any Error>)] = [:]
+    private var nextID: UInt64 = 0
     /// True while a refresh (or an exclusive operation) runs.
     private var busy = false
     /// Waiting turns per origin, first come first served.
@@ -39,37 +40,90 @@ actor RefreshQueue {
     /// Callers that joined a refresh in flight so far (for tests).
     private(set) var joins = 0
 
-    func run(_ key: CacheKey, origin: UInt64 = RequestOrigin.current,
+    /// How long a caller waits for its refresh, and what it hears when that passes first.
+    /// The refresh itself goes on (`Refresher.lateAnswerWindow`): a provider that answers
+    /// late still gets its rotated refresh token kept, and the account's next refreshes
+    /// wait for it in this queue instead of sending the refresh token it spent.
+    struct CallerWait: Sendable {
+        var seconds: Double
+        var late: BrokerError
+    }
+
+    func run(_ key: CacheKey, origin: UInt64 = RequestOrigin.current, waiting wait: CallerWait? = nil,
              _ operation: @escaping @Sendable () async throws(BrokerError) -> CachedToken) async throws(BrokerError) -> CachedToken {
         let task: Task<CachedToken, any Error>
         let joined = inflight[key] != nil
         if let shared = inflight[key] {
-            task = shared
+            task = shared.task
             joins += 1
         } else {
+            nextID &+= 1
+            let id = nextID
             task = Task {
                 await self.turn(origin)
                 let result: Result<CachedToken, BrokerError>
-                do throws(BrokerError) {
-                    result = .success(try await operation())
-                } catch {
-                    result = .failure(error)
+                if Task.isCancelled {
+                    // `cancelAll` (the daemon stops, the account signs out): a refresh that has
+                    // not started is not sent.
+                    result = .failure(.internalError("the refresh was cancelled because authbrokerd is stopping or the account signed out: ask again"))
+                } else {
+                    do throws(BrokerError) {
+                        result = .success(try await operation())
+                    } catch {
+                        result = .failure(error)
+                    }
                 }
+                // Here, not by the caller: a caller that stopped waiting must not let the
+                // next one start a second refresh of the key beside this one.
+                if self.inflight[key]?.id == id { self.inflight[key] = nil }
                 self.done()
                 return try result.get()
             }
-            inflight[key] = task
+            inflight[key] = (id, task)
         }
-        let result = await task.result
-        if inflight[key] == task { inflight[key] = nil }
+        let result: Result<CachedToken, any Error>
+        if let wait {
+            guard let answered = await Self.result(of: task, within: wait.seconds) else { throw wait.late }
+            result = answered
+        } else {
+            result = await task.result
+        }
         switch result {
         case .success(let token): return token
         case .failure(BrokerError.providerRequestsSpent) where joined:
             // The caller that started the shared refresh had spent its allowance of
             // requests to the provider (`ProviderRequests`); this one may still have its own.
-            return try await run(key, origin: origin, operation)
+            return try await run(key, origin: origin, waiting: wait, operation)
         case .failure(let error as BrokerError): throw error
         case .failure: throw BrokerError.internalError("a refresh failed unexpectedly")
+        }
+    }
+
+    /// True while a refresh (or an exclusive operation) runs or waits its turn.
+    var isBusy: Bool { busy || !inflight.isEmpty }
+
+    /// Cancels every refresh of the account in flight or waiting (the daemon stops, the
+    /// account signs out): one
+    /// waiting for a provider's answer stops reading it. True when there was one.
+    func cancelAll() -> Bool {
+        for entry in inflight.values { entry.task.cancel() }
+        return !inflight.isEmpty
+    }
+
+    /// `task`'s result, or nil when `seconds` pass first (the task runs on).
+    private static func result(of task: Task<CachedToken, any Error>, within seconds: Double) async -> Result<CachedToken, any Error>? {
+        let answer = FirstAnswer()
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Result<CachedToken, any Error>?, Never>) in
+            answer.set(continuation)
+            let timer = Task {
+                guard (try? await Task.sleep(for: .seconds(seconds))) != nil else { return }
+                answer.resume(nil)
+            }
+            Task {
+                let result = await task.result
+                timer.cancel()
+                answer.resume(result)
+            }
         }
     }
 
@@ -132,5 +186,22 @@ struct FIFO<Element> {
             head = 0
         }
         return element
+    }
+}
+
+/// One waiter's continuation, resumed by whichever comes first: the refresh's result or
+/// the caller's deadline.
+private final class FirstAnswer: Sendable {
+    private let slot = Mutex<CheckedContinuation<Result<CachedToken, any Error>?, Never>?>(nil)
+
+    func set(_ continuation: CheckedContinuation<Result<CachedToken, any Error>?, Never>) {
+        slot.withLock { $0 = continuation }
+    }
+
+    func resume(_ result: Result<CachedToken, any Error>?) {
+        slot.withLock { slot in
+            defer { slot = nil }
+            return slot
+        }?.resume(returning: result)
     }
 }

@@ -105,7 +105,7 @@ final class Refresher: Sendable {
             } else {
                 response = try await refreshRequest(
                     client, metadata: metadata, refreshToken: refreshToken, resource: key.resource, scopes: scopes,
-                    extra: extra, sent: sent, provider: provider, account: account)
+                    extra: extra, sent: sent, provider: provider, account: (account, chain, revoked))
             }
         } catch {
             counters.providerErrors.increment()
@@ -243,24 +243,70 @@ final class Refresher: Sendable {
                       metadata: ["provider": "\(provider.name)", "clock_difference": "\(Int(skew.seconds.rounded()))"])
     }
 
-    /// One refresh request, under `refresh_timeout`. When it gets no answer and the
-    /// provider has a reuse grace period that is not over yet, it is sent once more with the
-    /// same refresh token: the provider may have taken the first one and rotated the
-    /// refresh token, and the answer to the retry carries the newest one.
+    /// How long a refresh request written to the provider may wait for its answer, counted
+    /// from the send: its caller stops waiting at `refresh_timeout` (-32004, `callerWait`),
+    /// the request does not. A rotating provider that took the refresh and answers late
+    /// (stalled, overloaded) has spent the refresh token the daemon holds; the answer
+    /// carries the only one that works, so it is read and kept (docs/configuration.md,
+    /// `refresh_timeout`). Connecting and sending stay bounded by `refresh_timeout`.
+    static let lateAnswerWindow: Double = 120
+    /// How long a stop waits for late answers before it cuts them off (systemd gives the
+    /// whole stop 20 s, `TimeoutStopSec`).
+    static let lateAnswerAtStop: Double = 5
+
+    /// A caller's wait for a refresh of `provider`: `refresh_timeout` and a moment (so that a
+    /// provider that could not be reached says so itself), then -32004 saying the answer is
+    /// still awaited. Shorter than every client's own deadline (authctl's 15 s).
+    func callerWait(_ provider: Provider) -> RefreshQueue.CallerWait {
+        let timeout = providers.config.daemon.refreshTimeout
+        let window = Int(Self.lateAnswerWindow)
+        return RefreshQueue.CallerWait(
+            seconds: Double(timeout) + 0.25,
+            late: .providerUnreachable(provider: provider.name, retryAfter: 1, message: "\(provider.name) is slow: no answer within \(timeout) s (refresh_timeout); authbrokerd still awaits its answer (up to \(window) s) and keeps the refresh token it brings, so the sign-in is kept: try again in a few seconds"))
+    }
+
+    /// One refresh request: sent within `refresh_timeout`, its answer read for up to
+    /// `lateAnswerWindow` (the caller has stopped waiting by then; the account's queue has
+    /// not, so no other refresh sends the spent refresh token meanwhile). When the provider
+    /// has a reuse grace period, the first request waits `refresh_timeout` only and, with
+    /// no answer and the grace not over, is sent once more with the same refresh token: the
+    /// provider may have taken the first one, and the answer to the retry (read as long as
+    /// a late answer) carries the newest one.
+    ///
+    /// `revoked`, the chain's tokens dropped at the send, are put back while no answer has
+    /// come by the caller's deadline (its fallback is a cached token, as when the provider
+    /// cannot be reached) and dropped again when a late answer comes.
     private func refreshRequest(_ client: OAuthClient, metadata: ProviderMetadata, refreshToken: String, resource: String?,
                              scopes: [String]?, extra: [(String, String)], sent: ClockReading, provider: Provider,
-                             account: Account) async throws(OAuthError) -> TokenResponse {
+                             account chained: (Account, chain: String?, revoked: [CacheKey: CachedToken])) async throws(OAuthError) -> TokenResponse {
+        let (account, chain, revoked) = chained
         let timeout = Double(providers.config.daemon.refreshTimeout)
+        let grace = Double(provider.config.refreshTokenReuseGrace)
+        let answered = Mutex(false)
+        let restore = revoked.isEmpty ? nil : Task { [cache] in
+            // A little before the caller's deadline (`callerWait`), which counts from its ask.
+            guard (try? await Task.sleep(for: .seconds(max(0.5, timeout - 0.5)))) != nil else { return }
+            answered.withLock { if !$0 { cache.restore(revoked) } }
+        }
+        defer { restore?.cancel() }
+        let response: TokenResponse
         do {
-            return try await client.refresh(metadata, refreshToken: refreshToken, resource: resource, scopes: scopes,
-                                            extra: extra, timeout: timeout, keepingRefreshToken: true)
+            response = try await client.refresh(metadata, refreshToken: refreshToken, resource: resource, scopes: scopes, extra: extra,
+                                                timeout: timeout, answerTimeout: grace > 0 ? nil : Self.lateAnswerWindow,
+                                                keepingRefreshToken: true)
         } catch {
-            let grace = Double(provider.config.refreshTokenReuseGrace)
             guard error.isNoAnswer, grace > 0, clock.boottime() - sent.boot < grace - 1 else { throw error }
             logger.notice("no answer to a refresh; sending it once more with the same refresh token, inside \(provider.name)'s reuse grace period", metadata: ["account": "\(account.key)", "error": "\(error.message)"])
-            return try await client.refresh(metadata, refreshToken: refreshToken, resource: resource, scopes: scopes,
-                                            extra: extra, timeout: timeout, keepingRefreshToken: true)
+            response = try await client.refresh(metadata, refreshToken: refreshToken, resource: resource, scopes: scopes, extra: extra,
+                                                timeout: timeout, answerTimeout: Self.lateAnswerWindow, keepingRefreshToken: true)
         }
+        answered.withLock { $0 = true }
+        if !revoked.isEmpty { _ = cache.removeChain(chain, of: account.key) }
+        let took = clock.boottime() - sent.boot
+        if took > timeout {
+            logger.notice("\(provider.name) answered a refresh \(Int(took)) s after it was sent, after its caller stopped waiting (refresh_timeout); what it brought is kept", metadata: ["account": "\(account.key)"])
+        }
+        return response
     }
 
     /// The rotated refresh token goes into memory at once (so it is never lost) and into the
@@ -349,15 +395,17 @@ final class Refresher: Sendable {
         return nil
     }
 
-    /// Before the daemon stops: waits for each account's refresh in flight, then writes
-    /// once more every newest refresh token the store has not taken yet (the background
-    /// retry ends with the process, and a restart would read the older, rotated-away one).
-    /// Returns the accounts whose newest refresh token is still not stored.
+    /// Before the daemon stops: waits for each account's refresh in flight (one reading a
+    /// provider's late answer for at most `lateAnswerAtStop`, then cut off, said in the
+    /// log), then writes once more every newest refresh token the store has not taken yet
+    /// (the background retry ends with the process, and a restart would read the older,
+    /// rotated-away one). Returns the accounts whose newest refresh token is still not stored.
     func saveUnsaved() async -> [AccountKey] {
         let all = queues.withLock { $0 }
         return await withTaskGroup(of: AccountKey?.self) { group in
             for (key, queue) in all {
                 group.addTask {
+                    await self.settle(queue, of: key, stopping: true)
                     guard let error = await queue.exclusive({ await self.storeUnsaved(key) }) else { return nil }
                     self.logger.error("stopping with the newest refresh token only in memory: the store did not take it, so after a restart this account may need a new sign-in", metadata: ["account": "\(key)", "error": "\(error.message)"])
                     return key
@@ -367,6 +415,21 @@ final class Refresher: Sendable {
             for await key in group { if let key { unsaved.append(key) } }
             return unsaved
         }
+    }
+
+    /// Gives the account's refresh in flight `lateAnswerAtStop` to end, then cancels it
+    /// (the daemon stops, or the account signs out).
+    func settle(_ queue: RefreshQueue, of key: AccountKey, stopping: Bool) async {
+        let until = ContinuousClock.now + .seconds(Self.lateAnswerAtStop)
+        while await queue.isBusy, ContinuousClock.now < until {
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        guard await queue.cancelAll() else { return }
+        guard stopping else {
+            logger.notice("signing out before \(key.provider) answered a refresh of this account: the refresh was cut off", metadata: ["account": "\(key)"])
+            return
+        }
+        logger.error("stopping before \(key.provider) answered a refresh of this account, which it may have taken: if it did, and it rotates refresh tokens, the stored one no longer works and the next start needs `authctl login --provider \(key.provider)`", metadata: ["account": "\(key)"])
     }
 
     /// The sentence for `invalid_target`: what is true about this resource and this account.

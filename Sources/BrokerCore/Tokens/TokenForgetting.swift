@@ -37,6 +37,13 @@ struct TokenForgetting: Sendable {
         return await refresher.queue(for: account).exclusive { await refresher.storeUnsaved(account) }
     }
 
+    /// Gives the account's refresh in flight `Refresher.lateAnswerAtStop` to end, then
+    /// cancels it (a sign-out needs no late answer).
+    func cutOffLateAnswers(of account: AccountKey) async {
+        let refresher = ahead.refresher
+        await refresher.settle(refresher.queue(for: account), of: account, stopping: false)
+    }
+
     /// Writes the account's newest refresh token in the background, in turn with its
     /// refreshes, until the store takes it (a sign-in the store refused: held in memory, as
     /// a rotation the store refused is).

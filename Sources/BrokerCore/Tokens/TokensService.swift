@@ -161,7 +161,7 @@ public final class TokensService: RegistersMethods, Sendable {
         }
         let token: CachedToken
         do {
-            token = try await refresher.queue(for: account.key).run(key) { () async throws(BrokerError) -> CachedToken in
+            token = try await refresher.queue(for: account.key).run(key, waiting: refresher.callerWait(provider)) { () async throws(BrokerError) -> CachedToken in
                 // Another request may have filled the cache while this one waited its turn.
                 if let token = self.cache.lookup(key, now: self.clock.reading(), minimumLife: minimumLife) { return token }
                 try self.refresher.checkRoom(for: key, provider: provider, account: account)

@@ -123,6 +123,10 @@ class Handler(socketserver.BaseRequestHandler):
             sock.sendall(b"SSH-2.0-OpenSSH_9.6\r\nnot an answer at all\r\n\r\n")
         elif path == "/truncated":
             sock.sendall(answer(b"200 OK", [b"Content-Length: 100"], b"only ten.."))
+        elif path == "/late":
+            # Reads the request, answers 1.5 s later (a provider that stalled with it).
+            time.sleep(1.5)
+            sock.sendall(answer(b"200 OK", [b"Content-Length: 4"], b"late"))
         elif path == "/hang":
             while not self.server.stopping.is_set():
                 time.sleep(0.05)
