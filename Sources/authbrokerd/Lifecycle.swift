@@ -7,8 +7,8 @@ import Logging
 import NIOCore
 
 /// The running daemon after start-up: tells systemd it is ready, then reacts to SIGHUP
-/// (reload), SIGTERM/SIGINT (stop) and, when socket-activated, to being idle or to its
-/// executable being replaced by an upgrade (exit).
+/// (reload), SIGTERM/SIGINT (stop), to its executable being removed (exit) and, when
+/// socket-activated, to being idle or to its executable being replaced by an upgrade (exit).
 struct Lifecycle {
     let broker: Broker
     let server: BrokerServer
@@ -26,6 +26,7 @@ struct Lifecycle {
         case signal(Int32)
         case idle(seconds: Int)
         case upgraded(path: String)
+        case removed(path: String)
     }
 
     /// Ends the back-offs of providers that could not be reached whenever this computer's
@@ -45,8 +46,10 @@ struct Lifecycle {
     private enum Event {
         case signal(Int32)
         case idle
-        case replaced(path: String)
-        case upgraded(path: String)
+        /// The executable was replaced or removed (`UpgradeWatch`).
+        case changed(path: String, UpgradeWatch.Change)
+        /// The first quiet moment after that: the daemon stops.
+        case quietAfterChange(Ending)
     }
 
     /// Runs until a stop signal or idle exit, then stops serving.
@@ -85,7 +88,7 @@ struct Lifecycle {
         MemoryTrim.trim()
         var trimmer = MemoryTrim(broker: broker, activity: server.activity)
         if let executable {
-            let watch = UpgradeWatch(executable) { continuation.yield(.replaced(path: executable.path)) }
+            let watch = UpgradeWatch(executable) { continuation.yield(.changed(path: executable.path, $0)) }
             trimmer.alsoAtEachLook = { watch.look() }
         }
         let trims = trimmer.start()
@@ -116,10 +119,11 @@ struct Lifecycle {
             case .idle:
                 ending = .idle(seconds: broker.config.daemon.idleExit)
                 break loop
-            case .replaced(let path):
-                upgradeTask = replaced(path) { continuation.yield(.upgraded(path: path)) }
-            case .upgraded(let path):
-                ending = .upgraded(path: path)
+            case .changed(let path, let change):
+                let end = change == .removed ? Ending.removed(path: path) : .upgraded(path: path)
+                upgradeTask = changed(path, change) { continuation.yield(.quietAfterChange(end)) }
+            case .quietAfterChange(let end):
+                ending = end
                 break loop
             }
         }
@@ -135,6 +139,9 @@ struct Lifecycle {
         case .upgraded(let path):
             logger.notice("\(path) was replaced (an upgrade): exiting so that the next connection starts the new one")
             notifier.stopping(status: "\(path) was replaced (an upgrade); systemd starts the new one on the next connection")
+        case .removed(let path):
+            logger.notice("\(path) was removed (authbroker uninstalled): exiting, so that a program no longer installed serves no tokens")
+            notifier.stopping(status: "\(path) was removed (authbroker uninstalled); install it again to be served")
         }
         await stopServing()
         return ending
@@ -144,7 +151,20 @@ struct Lifecycle {
     /// first quiet moment (`report`) and the socket starts the new executable on the next
     /// connection. Started by hand, nothing would start it again, and with the memory store
     /// a stop would forget every sign-in: then it only says in the log to restart it.
-    private func replaced(_ path: String, report: @escaping @Sendable () -> Void) -> Task<Void, Never>? {
+    /// After the executable was removed it stops at its first quiet moment however it was
+    /// started: nothing is installed to serve tokens any more.
+    private func changed(_ path: String, _ change: UpgradeWatch.Change, report: @escaping @Sendable () -> Void) -> Task<Void, Never>? {
+        let (activity, signIns) = (server.activity, broker.signIns)
+        let whenQuiet = {
+            Task {
+                await UpgradeWatch.waitForQuiet(activity, signIns: signIns)
+                if !Task.isCancelled { report() }
+            }
+        }
+        if change == .removed {
+            logger.notice("\(path) was removed (authbroker uninstalled): exiting once no request or sign-in is in progress")
+            return whenQuiet()
+        }
         guard socketActivated else {
             logger.notice("\(path) was replaced (an upgrade): restart authbrokerd to run the new one")
             return nil
@@ -155,11 +175,7 @@ struct Lifecycle {
             return nil
         }
         logger.info("\(path) was replaced (an upgrade): exiting once no request or sign-in is in progress")
-        let (activity, signIns) = (server.activity, broker.signIns)
-        return Task {
-            await UpgradeWatch.waitForQuiet(activity, signIns: signIns)
-            if !Task.isCancelled { report() }
-        }
+        return whenQuiet()
     }
 
     /// Re-reads the configuration file and puts it in force; an invalid file, or one whose

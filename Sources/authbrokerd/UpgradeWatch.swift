@@ -9,7 +9,9 @@ import Synchronization
 /// upgrade renames the new file over /usr/bin/authbrokerd, `scripts/install` puts a new one
 /// in ~/.local/bin — so that a socket-activated daemon stops at its next quiet moment and
 /// systemd starts the new executable on the next connection, rather than the old code
-/// running on until the user logs out (docs/systemd.md, "Upgrades").
+/// running on until the user logs out (docs/systemd.md, "Upgrades"); and that it was
+/// removed (`apt-get remove`, the file deleted), so that no daemon goes on serving tokens
+/// from a program that is no longer installed.
 ///
 /// One `stat` of the path at each look of the thread that trims memory (`MemoryTrim`, every
 /// 1–5 s): no wake-up of its own, and nothing per request. Not a task that sleeps on Swift's
@@ -34,11 +36,15 @@ final class UpgradeWatch: Sendable {
             return Executable(path: path, device: UInt64(running.st_dev), inode: UInt64(running.st_ino))
         }
 
-        /// True when the path now leads to another file than the one running. A path that
-        /// is gone (the package removed) is no replacement: nothing could be started from it.
-        var isReplaced: Bool {
-            guard let now = Self.identity(of: path) else { return false }
-            return now != (device, inode)
+        /// What became of the file at the path since start: another file is there (an
+        /// upgrade), nothing is (the package removed: the running file shows as "(deleted)"
+        /// in /proc/self/exe), or nil while it is the running file or cannot be told (a
+        /// folder on the way that cannot be searched, something that is no regular file).
+        var change: Change? {
+            var info = stat()
+            guard stat(path, &info) == 0 else { return errno == ENOENT || errno == ENOTDIR ? .removed : nil }
+            guard (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+            return (UInt64(info.st_dev), UInt64(info.st_ino)) == (device, inode) ? nil : .replaced
         }
 
         private static func identity(of path: String) -> (UInt64, UInt64)? {
@@ -48,21 +54,36 @@ final class UpgradeWatch: Sendable {
         }
     }
 
+    enum Change: Sendable, Equatable {
+        /// Another file at the path: the new version, which the next start runs.
+        case replaced
+        /// Nothing at the path, at two looks in a row (one installer that deletes before it
+        /// copies is not taken for a removal): nothing can start the daemon again from it.
+        case removed
+    }
+
     let executable: Executable
     private let noticed = Atomic<Bool>(false)
-    private let report: @Sendable () -> Void
+    /// The looks in a row that found nothing at the path.
+    private let goneLooks = Atomic<Int>(0)
+    private let report: @Sendable (Change) -> Void
 
-    /// Watches `executable`; `report` is called once, on the looking thread, when it was replaced.
-    init(_ executable: Executable, report: @escaping @Sendable () -> Void) {
+    /// Watches `executable`; `report` is called once, on the looking thread, when it was
+    /// replaced or removed.
+    init(_ executable: Executable, report: @escaping @Sendable (Change) -> Void) {
         self.executable = executable
         self.report = report
     }
 
-    /// One look: a `stat` of the path until it leads to another file, nothing after.
+    /// One look: a `stat` of the path until it leads to another file or to none, nothing after.
     func look() {
-        guard !noticed.load(ordering: .relaxed), executable.isReplaced else { return }
+        guard !noticed.load(ordering: .relaxed), let change = executable.change else {
+            goneLooks.store(0, ordering: .relaxed)
+            return
+        }
+        if change == .removed, goneLooks.add(1, ordering: .relaxed).newValue < 2 { return }
         noticed.store(true, ordering: .relaxed)
-        report()
+        report(change)
     }
 
     /// How long nothing must have happened on any connection before the daemon stops, at

@@ -263,3 +263,28 @@ def test_an_upgrade_while_the_daemon_runs_hands_over_to_the_new_daemon_signed_in
     assert r.stdout.strip() not in s.log_text()
     status = s.run("authctl", "status")
     assert status.returncode == 0 and "alice" in status.stdout, status.stdout + status.stderr
+
+
+def test_apt_get_remove_stops_the_users_daemon_and_its_socket(session):
+    """`apt-get remove authbroker` (no purge) while the user's daemon runs: the package's
+    prerm stops the socket and the daemon in the running user manager, so that nobody is
+    served tokens by a program that is no longer installed and the socket does not try to
+    start it again. Last in this file: the fixture's purge follows."""
+    s = session
+    r = s.run("authctl", "status")
+    assert r.returncode == 0, r.stdout + r.stderr + s.log_text()
+    pid = s.show("authbroker.service", "MainPID")["MainPID"]
+    assert pid != "0", s.log_text()
+    r = run("apt-get", "remove", "-y", "-q", "authbroker", env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert not os.path.exists("/usr/bin/authbrokerd")
+    deadline = time.monotonic() + 60
+    while (state := s.run("systemctl", "--user", "is-active", "authbroker.service", "authbroker.socket").stdout.split()) \
+            != ["inactive", "inactive"]:
+        assert time.monotonic() < deadline, f"service and socket: {state}\n{s.log_text()}"
+        time.sleep(0.2)
+    assert not os.path.exists(f"/proc/{pid}")
+    # Nothing listens: the next authctl says so instead of waiting on a socket whose
+    # daemon cannot start.
+    r = s.run("/bin/sh", "-c", f"test -S {s.env['XDG_RUNTIME_DIR']}/authbroker/socket")
+    assert r.returncode != 0, "the socket is still there after the removal"

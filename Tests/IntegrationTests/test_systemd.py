@@ -393,6 +393,62 @@ def test_an_upgraded_executable_stops_the_daemon_once_quiet_unless_its_sign_ins_
             holder.close()
 
 
+def test_a_removed_executable_stops_the_daemon_once_quiet_however_it_was_started(tmp_path, notify):
+    """`apt-get remove` (or `rm ~/.local/bin/authbrokerd`) while daemons run from the file: a
+    socket-activated one and one started by hand, both with the memory store (which an
+    upgrade leaves running), stop at a quiet moment although a client keeps its connection
+    open and asks every half second, and say why: no daemon goes on serving tokens from a
+    program that is no longer installed."""
+    runs, holders = {}, []
+    try:
+        for how in ("socket-activated", "by-hand"):
+            folder = tmp_path / how
+            folder.mkdir()
+            exe = str(folder / "authbrokerd")
+            shutil.copy2(AUTHBROKERD, exe)
+            config = folder / "config.toml"
+            config.write_text(IDLE_CONFIG.replace("idle_exit = 1", ""))
+            if how == "socket-activated":
+                holder = SocketHolder(str(folder), str(config), notify.path)
+                holders.append(holder)
+                proc, path, log = holder.spawn(exe), holder.path, holder.log
+                notify.wait_for("READY=1")
+            else:
+                path, log = str(folder / "sock"), str(folder / "daemon.log")
+                with open(log, "ab") as logf:
+                    proc = subprocess.Popen([exe, "--config", str(config)], stdout=logf, stderr=logf,
+                                            env=dict(os.environ, AUTHBROKER_SOCKET=path), stdin=subprocess.DEVNULL)
+                deadline = time.time() + 20
+                while not os.path.exists(path):
+                    assert time.time() < deadline and proc.poll() is None, open(log).read()
+                    time.sleep(0.05)
+            held = RPC(path)
+            assert held.call("daemon.status")["result"]["pid"] == proc.pid, open(log).read()
+            runs[how] = (proc, held, log)
+        for how in runs:
+            os.remove(str(tmp_path / how / "authbrokerd"))  # what dpkg does to a removed package's file
+
+        deadline = time.time() + 120
+        for how, (proc, held, log) in runs.items():
+            with pytest.raises(ConnectionError):
+                while True:
+                    assert time.time() < deadline, f"the {how} daemon runs on from a removed file\n" + open(log).read()
+                    assert held.call("daemon.status")["result"]["pid"] == proc.pid
+                    time.sleep(0.5)
+            assert proc.wait(timeout=20) == 0, open(log).read()
+            assert "authbrokerd was removed (authbroker uninstalled): exiting" in open(log).read()
+        stopping = notify.wait_for("STOPPING=1")
+        assert "was removed (authbroker uninstalled)" in stopping.get("STATUS", ""), stopping
+    finally:
+        for proc, held, _ in runs.values():
+            held.close()
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=10)
+        for holder in holders:
+            holder.close()
+
+
 def test_without_socket_activation_idle_exit_is_ignored():
     d = Daemon(None, name="corp")
     try:

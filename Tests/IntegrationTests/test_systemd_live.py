@@ -511,3 +511,50 @@ def test_a_kernel_keyring_daemon_under_the_shipped_unit_keeps_its_sign_in_across
         s.drop_in("no-keyring.conf", None)
         s.write(s.config, config(s.gl, [(PYTHON, [API])]))
         start_afresh(s)
+
+
+def wait_until_inactive(s, unit, timeout=90):
+    """Polls `systemctl --user is-active` until the unit is inactive (not failed, not stopping)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        state = s.systemctl("is-active", unit, check=False).stdout.strip()
+        if state == "inactive":
+            return
+        assert time.monotonic() < deadline, f"{unit} is {state}\n{s.log_text()}"
+        time.sleep(0.2)
+
+
+def test_a_removed_executable_stops_the_daemon_and_the_socket_serves_nothing_from_it(live):
+    """`rm ~/.local/bin/authbrokerd` (what `apt-get remove` does to /usr/bin/authbrokerd)
+    while the user's socket-activated daemon runs and a program holds an event subscription
+    open: the daemon stops by itself, saying why, rather than serving tokens on from a
+    program that is no longer installed; the next authctl is not served and is told where
+    to look."""
+    s = live
+    start_afresh(s)
+    assert s.ctl("status").returncode == 0, s.log_text()
+    pid = s.show("authbroker.service", "MainPID")["MainPID"]
+    assert pid != "0", s.log_text()
+    exe = os.path.join(s.home, ".local", "bin", "authbrokerd")
+    away = os.path.join(s.home, "authbrokerd.removed")
+    events = s.popen(os.path.join(s.home, ".local", "bin", "authctl"), "events", "--json")
+    try:
+        os.rename(exe, away)
+        wait_until_inactive(s, "authbroker.service")
+        assert not os.path.exists(f"/proc/{pid}")
+        assert s.show("authbroker.service", "Result")["Result"] == "success", s.log_text()
+        assert "authbrokerd was removed (authbroker uninstalled): exiting" in s.log_text()
+        _, err = events.communicate(timeout=20)
+        assert events.returncode != 0 and "closed the events connection" in err, err
+        # Nothing to start now: systemd fails to run the file (203/EXEC) until its start
+        # limit, and authctl says where to look.
+        r = s.ctl("status", timeout=120)
+        assert r.returncode == 3 and SERVICE_STATUS in r.stderr, r.stdout + r.stderr
+    finally:
+        if events.poll() is None:
+            events.kill()
+            events.wait()
+        if os.path.exists(away):
+            os.rename(away, exe)
+        start_afresh(s)
+    assert s.ctl("status").returncode == 0, s.log_text()
