@@ -91,6 +91,196 @@ typedef struct {
     GDBusConnection *connection;
 } AuthbrokerProxyPrivateHead;
 
+/* --- Prompts ------------------------------------------------------------------------
+ *
+ * A Secret Service answers some calls (CreateItem, Unlock, Delete) with a prompt object
+ * instead of a result; libsecret then calls Prompt() on it and waits for its Completed
+ * signal, which comes when the user answered the service's own dialog (KeePassXC's
+ * "Access Request", its database unlock dialog, gnome-keyring's unlock prompt), or
+ * never on a headless service. libsecret's sync calls run every prompt through the
+ * SecretService class's prompt_async/prompt_finish, so the store's proxy is a subclass
+ * that reports each prompt's start (with its object path) and end to `on_prompt`,
+ * on the thread that runs the libsecret call. */
+/* `locked`: whether the default collection was locked when the prompt began (1), not
+ * (0), or unknown (-1); only meaningful with `started`. */
+typedef void (*authbroker_prompt_fn)(void *user, gboolean started, const gchar *path, gint locked);
+
+typedef struct {
+    SecretService parent;
+    authbroker_prompt_fn on_prompt;
+    void *user;
+} AuthbrokerService;
+
+typedef struct {
+    SecretServiceClass parent_class;
+} AuthbrokerServiceClass;
+
+/* Whether the service's default collection is locked: 1 yes, 0 no, -1 unknown (no
+ * alias, no answer within timeout_ms). Two round trips: ReadAlias, then its Locked. */
+static inline gint authbroker_collection_locked(GDBusConnection *connection, const gchar *bus_name, gint timeout_ms)
+{
+    GVariant *alias = g_dbus_connection_call_sync(connection, bus_name, "/org/freedesktop/secrets",
+                                                  "org.freedesktop.Secret.Service", "ReadAlias",
+                                                  g_variant_new("(s)", SECRET_COLLECTION_DEFAULT), G_VARIANT_TYPE("(o)"),
+                                                  G_DBUS_CALL_FLAGS_NONE, timeout_ms, NULL, NULL);
+    if (alias == NULL)
+        return -1;
+    gchar *path = NULL;
+    g_variant_get(alias, "(o)", &path);
+    g_variant_unref(alias);
+    if (path == NULL || g_str_equal(path, "/")) {
+        g_free(path);
+        return -1;
+    }
+    GVariant *reply = g_dbus_connection_call_sync(connection, bus_name, path, "org.freedesktop.DBus.Properties", "Get",
+                                                  g_variant_new("(ss)", "org.freedesktop.Secret.Collection", "Locked"),
+                                                  G_VARIANT_TYPE("(v)"), G_DBUS_CALL_FLAGS_NONE, timeout_ms, NULL, NULL);
+    g_free(path);
+    if (reply == NULL)
+        return -1;
+    GVariant *value = NULL;
+    g_variant_get(reply, "(v)", &value);
+    gint locked = g_variant_is_of_type(value, G_VARIANT_TYPE_BOOLEAN) ? (g_variant_get_boolean(value) ? 1 : 0) : -1;
+    g_variant_unref(value);
+    g_variant_unref(reply);
+    return locked;
+}
+
+static inline gint authbroker_default_locked(SecretService *service, gint timeout_ms)
+{
+    return authbroker_collection_locked(g_dbus_proxy_get_connection(G_DBUS_PROXY(service)),
+                                        g_dbus_proxy_get_name(G_DBUS_PROXY(service)), timeout_ms);
+}
+
+/* The same on a connection of its own, for a thread other than the store's while a call
+ * of the store does not come back: KeePassXC answers SearchItems in a locked database
+ * only once the user unlocked it (its "unlock before search"), without a prompt object,
+ * but answers other calls meanwhile. Each D-Bus call waits at most timeout_ms. */
+static inline gint authbroker_probe_default_locked(gint timeout_ms)
+{
+    GError *error = NULL;
+    GDBusConnection *connection = authbroker_bus_open(NULL, &error);
+    if (connection == NULL) {
+        g_clear_error(&error);
+        return -1;
+    }
+    const gchar *bus_name = g_getenv("SECRET_SERVICE_BUS_NAME");
+    if (bus_name == NULL || bus_name[0] == '\0')
+        bus_name = "org.freedesktop.secrets";
+    gint locked = authbroker_collection_locked(connection, bus_name, timeout_ms);
+    g_dbus_connection_close_sync(connection, NULL, NULL);
+    g_object_unref(connection);
+    return locked;
+}
+
+/* The parent's (SecretService's) prompt functions, saved by class_init. */
+typedef struct {
+    void (*prompt_async)(SecretService *, SecretPrompt *, const GVariantType *, GCancellable *,
+                         GAsyncReadyCallback, gpointer);
+    GVariant *(*prompt_finish)(SecretService *, GAsyncResult *, GError **);
+    GVariant *(*prompt_sync)(SecretService *, SecretPrompt *, GCancellable *, const GVariantType *, GError **);
+} AuthbrokerPromptParent;
+
+static inline AuthbrokerPromptParent *authbroker_prompt_parent(void)
+{
+    static AuthbrokerPromptParent parent;
+    return &parent;
+}
+
+static inline void authbroker_service_prompt_async(SecretService *self, SecretPrompt *prompt,
+                                                   const GVariantType *return_type, GCancellable *cancellable,
+                                                   GAsyncReadyCallback callback, gpointer data)
+{
+    AuthbrokerService *service = (AuthbrokerService *)self;
+    if (service->on_prompt != NULL)
+        service->on_prompt(service->user, TRUE, g_dbus_proxy_get_object_path(G_DBUS_PROXY(prompt)),
+                           authbroker_default_locked(self, 1000));
+    authbroker_prompt_parent()->prompt_async(self, prompt, return_type, cancellable, callback, data);
+}
+
+static inline GVariant *authbroker_service_prompt_finish(SecretService *self, GAsyncResult *result, GError **error)
+{
+    GVariant *answer = authbroker_prompt_parent()->prompt_finish(self, result, error);
+    AuthbrokerService *service = (AuthbrokerService *)self;
+    if (service->on_prompt != NULL)
+        service->on_prompt(service->user, FALSE, NULL, -1);
+    return answer;
+}
+
+static inline GVariant *authbroker_service_prompt_sync(SecretService *self, SecretPrompt *prompt,
+                                                       GCancellable *cancellable, const GVariantType *return_type,
+                                                       GError **error)
+{
+    AuthbrokerService *service = (AuthbrokerService *)self;
+    if (service->on_prompt != NULL)
+        service->on_prompt(service->user, TRUE, g_dbus_proxy_get_object_path(G_DBUS_PROXY(prompt)),
+                           authbroker_default_locked(self, 1000));
+    GVariant *answer = authbroker_prompt_parent()->prompt_sync(self, prompt, cancellable, return_type, error);
+    if (service->on_prompt != NULL)
+        service->on_prompt(service->user, FALSE, NULL, -1);
+    return answer;
+}
+
+static inline void authbroker_service_class_init(gpointer klass, gpointer data)
+{
+    (void)data;
+    SecretServiceClass *service_class = klass;
+    AuthbrokerPromptParent *parent = authbroker_prompt_parent();
+    parent->prompt_async = service_class->prompt_async;
+    parent->prompt_finish = service_class->prompt_finish;
+    parent->prompt_sync = service_class->prompt_sync;
+    service_class->prompt_async = authbroker_service_prompt_async;
+    service_class->prompt_finish = authbroker_service_prompt_finish;
+    service_class->prompt_sync = authbroker_service_prompt_sync;
+}
+
+/* The subclass's GType, registered once (called on the store's queue only). */
+static inline GType authbroker_service_get_type(void)
+{
+    GType type = g_type_from_name("AuthbrokerSecretService");
+    if (type != 0)
+        return type;
+    return g_type_register_static_simple(SECRET_TYPE_SERVICE, "AuthbrokerSecretService",
+                                         sizeof(AuthbrokerServiceClass), authbroker_service_class_init,
+                                         sizeof(AuthbrokerService), NULL, 0);
+}
+
+/* The name of the process that owns `bus_name` on `connection` (/proc/PID/comm, as
+ * org.freedesktop.DBus.GetConnectionUnixProcessID gives its pid), or NULL; free it with
+ * g_free. Blocks for at most timeout_ms. */
+static inline gchar *authbroker_bus_owner_process(GDBusConnection *connection, const gchar *bus_name, gint timeout_ms)
+{
+    GVariant *reply = g_dbus_connection_call_sync(connection, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                                  "org.freedesktop.DBus", "GetConnectionUnixProcessID",
+                                                  g_variant_new("(s)", bus_name), G_VARIANT_TYPE("(u)"),
+                                                  G_DBUS_CALL_FLAGS_NONE, timeout_ms, NULL, NULL);
+    if (reply == NULL)
+        return NULL;
+    guint32 pid = 0;
+    g_variant_get(reply, "(u)", &pid);
+    g_variant_unref(reply);
+    gchar *path = g_strdup_printf("/proc/%u/comm", pid);
+    gchar *comm = NULL;
+    if (!g_file_get_contents(path, &comm, NULL, NULL))
+        comm = NULL;
+    g_free(path);
+    if (comm != NULL)
+        g_strstrip(comm);
+    return comm;
+}
+
+/* The bus name the store's proxy talks to. */
+static inline const gchar *authbroker_service_bus_name(SecretService *service)
+{
+    return g_dbus_proxy_get_name(G_DBUS_PROXY(service));
+}
+
+/* The connection the store's proxy uses. */
+static inline GDBusConnection *authbroker_service_connection(SecretService *service)
+{
+    return g_dbus_proxy_get_connection(G_DBUS_PROXY(service));
+}
+
 /* A SecretService proxy on `connection`, for the Secret Service's well-known name
  * (SECRET_SERVICE_BUS_NAME overrides it, as for libsecret's default proxy): what
  * secret_service_open_sync() builds, but on this connection instead of the shared
@@ -107,13 +297,15 @@ typedef struct {
  * out (the connection given, the flags given); anything else is an error, never a
  * fall-back to the shared connection. */
 static inline SecretService *authbroker_service_open(GDBusConnection *connection,
+                                                     authbroker_prompt_fn on_prompt,
+                                                     void *user,
                                                      GCancellable *cancellable,
                                                      GError **error)
 {
     const gchar *bus_name = g_getenv("SECRET_SERVICE_BUS_NAME");
     if (bus_name == NULL || bus_name[0] == '\0')
         bus_name = "org.freedesktop.secrets";
-    GObject *object = g_object_new(SECRET_TYPE_SERVICE,
+    GObject *object = g_object_new(authbroker_service_get_type(),
                                    "g-flags", G_DBUS_PROXY_FLAGS_NONE,
                                    "g-name", bus_name,
                                    "g-connection", connection,
@@ -130,6 +322,8 @@ static inline SecretService *authbroker_service_open(GDBusConnection *connection
         return NULL;
     }
     head->bus_type = G_BUS_TYPE_NONE;
+    ((AuthbrokerService *)object)->on_prompt = on_prompt;
+    ((AuthbrokerService *)object)->user = user;
     if (!g_initable_init(G_INITABLE(object), cancellable, error)) {
         g_object_unref(object);
         return NULL;
@@ -149,6 +343,59 @@ static inline void authbroker_context_drain(GMainContext *context)
 {
     while (g_main_context_iteration(context, FALSE)) {
     }
+}
+
+/* Gives the unlocked item with these four attributes (the first one found, in any
+ * collection) this label and secret with the item's own SetSecret, without CreateItem:
+ * KeePassXC 2.7.4 (Debian 12) answers CreateItem for an item that exists with its
+ * "Access Request" dialog for every new client even with ConfirmAccessItem off
+ * (KeePassXC issue 9255, fixed in 2.7.6), while SetSecret asks nothing then. Returns 1
+ * when an item was updated, 0 when there is no unlocked one (store it with
+ * authbroker_secret_store, which may prompt), -1 with *error set. */
+static inline gint authbroker_secret_update(SecretService *service,
+                                            const gchar *label,
+                                            const gchar *provider,
+                                            const gchar *issuer,
+                                            const gchar *client_id,
+                                            const gchar *subject,
+                                            const gchar *secret,
+                                            GCancellable *cancellable,
+                                            GError **error)
+{
+    GError *local = NULL;
+    GHashTable *attributes = authbroker_credential_attributes(provider, issuer, client_id, subject);
+    GList *found = secret_service_search_sync(service, authbroker_credential_schema(), attributes,
+                                              SECRET_SEARCH_ALL, cancellable, &local);
+    g_hash_table_unref(attributes);
+    SecretItem *item = NULL;
+    for (GList *node = found; node != NULL && item == NULL; node = node->next) {
+        if (SECRET_IS_ITEM(node->data) && !secret_item_get_locked(SECRET_ITEM(node->data)))
+            item = g_object_ref(SECRET_ITEM(node->data));
+    }
+    g_list_free_full(found, g_object_unref);
+    if (local != NULL) {
+        g_propagate_error(error, local);
+        return -1;
+    }
+    if (item == NULL)
+        return 0;
+    SecretValue *value = secret_value_new(secret, -1, "text/plain");
+    gboolean stored = secret_item_set_secret_sync(item, value, cancellable, &local);
+    secret_value_unref(value);
+    if (stored) {
+        gchar *current = secret_item_get_label(item);
+        if (current == NULL || !g_str_equal(current, label))
+            stored = secret_item_set_label_sync(item, label, cancellable, &local);
+        g_free(current);
+    }
+    g_object_unref(item);
+    if (!stored) {
+        if (local == NULL)
+            local = g_error_new_literal(SECRET_ERROR, SECRET_ERROR_PROTOCOL, "the item's secret was not set");
+        g_propagate_error(error, local);
+        return -1;
+    }
+    return 1;
 }
 
 /* Stores `secret` (UTF-8 text) in the default collection. An item of the

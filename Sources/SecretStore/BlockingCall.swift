@@ -39,6 +39,9 @@ private final class ResumeOnce<T: Sendable>: Sendable {
         self.continuation = Mutex(continuation)
     }
 
+    /// Whether the caller has its answer already.
+    var isDone: Bool { continuation.withLock { $0 == nil } }
+
     /// Returns whether this call resumed the continuation.
     @discardableResult
     func resume(with result: Result<T, StoreError>) -> Bool {
@@ -89,22 +92,35 @@ enum BlockingCall {
     /// `GCancellable`; the thread finishes in the background and its result is dropped.
     /// Cancelling the calling task cancels the call the same way (its result is then
     /// whatever libsecret reports, normally "cancelled").
+    ///
+    /// A call that waits on the Secret Service's own prompt is answered as such
+    /// (`SecretServicePrompts`): at once, with `.prompting` or `.locked`, and left running
+    /// for the user's answer; while that prompt is open, this answers the same at once.
+    /// A call whose caller has its answer before the call's turn comes is not made.
     static func run<T: Sendable>(
         timeout: Duration,
         _ body: @escaping @Sendable (OperationCancellation) -> Result<T, StoreError>
     ) async throws(StoreError) -> T {
+        let prompts = SecretServicePrompts.shared
+        if let asking = prompts.asking { throw asking }
         let cancellation = OperationCancellation()
         let seconds = wholeSeconds(timeout)
         let result: Result<T, StoreError> = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, StoreError>, Never>) in
                 let once = ResumeOnce(continuation)
                 let timer = TimeoutTimer(after: timeout, on: timerQueue) {
-                    if once.resume(with: .failure(.timedOut(seconds: seconds))) {
+                    if let asking = prompts.asking {
+                        // The prompt's own limit ends the call that waits on it.
+                        once.resume(with: .failure(asking))
+                    } else if once.resume(with: .failure(.timedOut(seconds: seconds))) {
                         cancellation.cancel()
                     }
                 }
                 queue.async {
+                    guard !once.isDone else { return }
+                    prompts.begin(.init(answer: { once.resume(with: .failure($0)) }, cancel: { cancellation.cancel() }))
                     let outcome = body(cancellation)
+                    prompts.end()
                     timer.cancel()
                     once.resume(with: outcome)
                 }

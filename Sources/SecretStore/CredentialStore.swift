@@ -51,12 +51,15 @@ public enum StoreError: Error, Sendable, Equatable {
     case locked(String)
     /// The Secret Service did not answer in time.
     case timedOut(seconds: Int)
+    /// The Secret Service is asking the user (its own access prompt, such as KeePassXC's
+    /// "Access Request") before it answers; the message names the store and what to allow.
+    case prompting(String)
     /// Anything else libsecret reported.
     case failed(String)
 
     public var message: String {
         switch self {
-        case .unavailable(let m), .locked(let m), .failed(let m): return m
+        case .unavailable(let m), .locked(let m), .failed(let m), .prompting(let m): return m
         case .timedOut(let s):
             return "the Secret Service did not answer within \(s) s: check that gnome-keyring (or another Secret Service) is running and not waiting on a prompt"
         }
@@ -70,6 +73,7 @@ extension StoreError {
         case .unavailable: return "unavailable"
         case .locked: return "locked"
         case .timedOut: return "timed_out"
+        case .prompting: return "prompt"
         case .failed: return "failed"
         }
     }

@@ -90,11 +90,16 @@ final class SecretServiceConnection: @unchecked Sendable {
             connection = opened
             connectionsOpened += 1
         }
-        guard let opened = authbroker_service_open(connection, cancellation.pointer, &error) else {
+        let prompts = Unmanaged.passUnretained(SecretServicePrompts.shared).toOpaque()
+        guard let opened = authbroker_service_open(connection, secretServicePromptCallback, prompts, cancellation.pointer, &error) else {
             return .failure(error.map { LibsecretError(taking: $0) } ?? LibsecretError(message: "could not connect to the Secret Service"))
         }
         service = opened
         servicesOpened += 1
+        // Which program serves the Secret Service, for the sentences about its prompts.
+        let process = authbroker_bus_owner_process(connection, authbroker_service_bus_name(opened), 1000)
+        SecretServicePrompts.shared.serving(process: process.map { String(cString: $0) })
+        g_free(process)
         return .success(opened)
     }
 

@@ -12,6 +12,14 @@ enum SecretServiceErrors {
         "no Secret Service is running on the session bus: start gnome-keyring-daemon (or KeePassXC/KWallet with Secret Service enabled), or set store = \"memory\" in config.toml"
     static let locked =
         "the keyring is locked: unlock it (for example by logging in to the desktop, or with `gnome-keyring-daemon --unlock`) and try again"
+    /// `locked` for gnome-keyring (and a store not named); another store's own words.
+    static func locked(in store: String) -> String {
+        switch store {
+        case "KeePassXC": return "KeePassXC's database is locked: unlock it in KeePassXC (authbrokerd reads and writes its items as soon as it is unlocked)"
+        case "KWallet": return "the wallet is closed: open it in KWallet (authbrokerd reads and writes its items as soon as it is open)"
+        default: return locked
+        }
+    }
     static let noDefaultCollection =
         "the Secret Service has no default keyring: create one (for example with Seahorse, or by logging in to the desktop once so that the login keyring exists), or set store = \"memory\" in config.toml"
     static let cancelled = "the Secret Service request was cancelled"

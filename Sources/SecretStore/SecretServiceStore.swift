@@ -51,7 +51,7 @@ public final class SecretServiceStore: CredentialStore {
             case .success(AUTHBROKER_STORE_READY):
                 return .success(())
             case .success(AUTHBROKER_STORE_LOCKED):
-                return .failure(.locked(SecretServiceErrors.locked))
+                return .failure(.locked(SecretServiceErrors.locked(in: SecretServicePrompts.shared.store)))
             case .success(AUTHBROKER_STORE_NO_DEFAULT):
                 return .failure(.unavailable(SecretServiceErrors.noDefaultCollection))
             case .success:
@@ -60,9 +60,12 @@ public final class SecretServiceStore: CredentialStore {
         }
     }
 
-    /// Stores the credential in the default collection. The item with the same four
-    /// attributes in that collection is replaced (label and secret), so there is at most
-    /// one item per key there. Never prompts: a locked default collection gives `.locked`.
+    /// Stores the credential: an unlocked item with the same four attributes gets the new
+    /// label and secret (SetSecret); otherwise the item is created in the default
+    /// collection, replacing one with the same attributes there. gnome-keyring never
+    /// prompts here (a locked default collection gives `.locked`); KeePassXC may ask the
+    /// user (its access confirmation, or its database unlock), which gives `.prompting`
+    /// or `.locked` at once (`SecretServicePrompts`).
     public func save(_ credential: StoredCredential) async throws(StoreError) {
         try Self.validate(credential.key)
         if credential.label.utf8.contains(0) {
@@ -76,6 +79,22 @@ public final class SecretServiceStore: CredentialStore {
                 var error: UnsafeMutablePointer<GError>?
                 // The Swift strings are handed to C as temporary C strings for the duration
                 // of the call; libsecret copies the secret into its secure memory.
+                // An unlocked item that is there already gets the secret with SetSecret
+                // (no prompt at KeePassXC without access confirmation); a new one, or one
+                // that is locked, goes through CreateItem, which may prompt.
+                let updated = authbroker_secret_update(
+                    service,
+                    credential.label,
+                    credential.provider,
+                    credential.issuer,
+                    credential.clientID,
+                    credential.subject,
+                    credential.secret,
+                    cancellation.pointer,
+                    &error
+                )
+                if let error { return .failure(LibsecretError(taking: error)) }
+                if updated > 0 { return .success(()) }
                 let stored = authbroker_secret_store(
                     service,
                     credential.label,
