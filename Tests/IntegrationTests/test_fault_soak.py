@@ -1,10 +1,12 @@
-"""The fault test (issue 24, "In the suite"): the real daemon, the real gnome-keyring and a
-real Glewlwyd whose access tokens live a few seconds with refresh-token rotation on, under
-several clients that check every token they get, while faults are injected on the real
-parts. After each fault:
+"""The fault test (issue 24, "In the suite"; issue 37 item 9): the real daemon on a session
+bus of its own (a dbus-daemon and gnome-keyring the test kills and starts again), a real
+Glewlwyd whose access tokens live a few seconds with refresh-token rotation on, both under
+libfaketime so the test can step their wall clocks, and several clients that check every
+token they get, while faults are injected on the real parts. After each fault:
 
-- no token was served at or after its `exp` (and no answer's `expires_at` is later than
-  the token's own `exp`), every token is for the resource asked for and the signed-in `sub`;
+- no token was served at or after its `exp` by the test's own clock, which is never
+  faked (and no answer's `expires_at` is later than the token's own `exp`), every token is
+  for the resource asked for and the signed-in `sub`;
 - no sign-in was lost: the account is `ready`, also after a daemon restart;
 - no caller heard -32001 ("not signed in") unless the provider refused the refresh token:
   the only refusals that can happen here are the windows of docs/security.md, Glewlwyd
@@ -14,7 +16,7 @@ parts. After each fault:
   refresh token Glewlwyd's database shows disabled is counted and printed, not failed;
 - tokens are served again within BACK_WITHIN seconds of the fault's end.
 
-The short run (the suite, CI) injects each fault once: about 40 s. The long
+The short run (the suite, CI) injects each fault once: about 70 s. The long
 run (`scripts/soak --minutes 15`) sets AUTHBROKER_SOAK_MINUTES and injects faults at random
 until the time is up (`test_soak`, skipped otherwise).
 
@@ -34,9 +36,10 @@ import time
 
 import pytest
 
-from conftest import API, AUTHCTL, RPC, Daemon, _provider, _stop_provider, fingerprint, stored_item
+from conftest import API, AUTHCTL, RPC, Daemon, _provider, _stop_provider, fingerprint
+from fake_clock import LIBFAKETIME, FakeClock
 from glewlwyd_api import Glewlwyd, decode_jwt
-from test_faults import LOGIN_COLLECTION, dbus, keyring_locked, keyring_pid, unlock_login_keyring
+from test_faults import UNLOCK, BareSession, stored_refresh_token_on, wait_until
 
 TOKEN_LIFE = 4  # seconds: Glewlwyd's access tokens
 BACK_WITHIN = 12  # seconds after a fault ends: http_timeout (2) + the longest back-off reached (8) + slack
@@ -45,6 +48,14 @@ SOAK_MINUTES = float(os.environ.get("AUTHBROKER_SOAK_MINUTES", "0") or 0)
 
 # The faults that can cost a sign-in through no fault of the daemon (docs/security.md).
 WINDOW_FAULTS = ("provider stopped", "daemon SIGKILL")
+STEP = 600  # seconds: the daemon's wall clock stepped back so far, then forward again (an NTP correction)
+SKEW = 180  # seconds: Glewlwyd's clock ahead of the host's, then behind
+# What shows a clock fault reached the process whose clock moved (Record.clock): without
+# it, a test that sees no token past `exp` proves nothing.
+CLOCK_EVIDENCE = {
+    "wall clock stepped": ["expires_at moved with the daemon's clock"],
+    "provider clock skew": ["iat ahead of the host's clock", "exp already past on arrival"],
+}
 
 
 # --- the real parts -------------------------------------------------------------------
@@ -57,6 +68,10 @@ class Provider:
         self.dir = directory
         self.gl = Glewlwyd(directory)
         self.config = self.gl.env["config"]
+        # Its wall clock is the test's to skew: started again under libfaketime.
+        self.clock = FakeClock(directory)
+        self.stop()
+        self.start()
 
     @property
     def pid(self):
@@ -73,11 +88,13 @@ class Provider:
             except ChildProcessError:
                 pass
             time.sleep(0.05)
+        FakeClock.forget(pid)
 
     def start(self):
         out = open(os.path.join(self.dir, "glewlwyd.stdout"), "ab")
         proc = subprocess.Popen([GLEWLWYD_BIN, f"--config-file={self.config}"], stdin=subprocess.DEVNULL,
-                                stdout=out, stderr=subprocess.STDOUT, cwd=self.dir, start_new_session=True)
+                                env=dict(os.environ, **self.clock.env()), stdout=out, stderr=subprocess.STDOUT,
+                                cwd=self.dir, start_new_session=True)
         out.close()
         with open(os.path.join(self.dir, "glewlwyd.pid"), "w") as f:
             f.write(str(proc.pid))
@@ -97,32 +114,27 @@ class Provider:
         os.kill(self.pid, signal.SIGCONT)
 
 
-def restart_keyring():
-    """SIGKILLs gnome-keyring and has it started again on the same session bus and keyring
-    file, as a desktop session does after a crash: the next Secret Service call (ours, or
-    the daemon's if it comes first) starts it through D-Bus activation, under a new unique
-    bus name and locked, and it is unlocked the way Seahorse does
-    (test_faults.unlock_login_keyring). Exactly one keyring runs afterwards, as before."""
-    pid = keyring_pid()
-    os.kill(pid, signal.SIGKILL)
-    deadline = time.time() + 10
-    while os.path.exists(f"/proc/{pid}") and time.time() < deadline:
-        time.sleep(0.05)
-    deadline = time.time() + 15
-    while time.time() < deadline:
-        answer = dbus("--dest=org.freedesktop.secrets", LOGIN_COLLECTION, "org.freedesktop.DBus.Properties.Get",
-                      "string:org.freedesktop.Secret.Collection", "string:Locked")
-        if answer.returncode == 0:
-            break
-        time.sleep(0.1)
-    if keyring_locked():
-        unlock_login_keyring()
+def restart_keyring(bus):
+    """SIGKILLs gnome-keyring and starts it again on the same session bus and keyring file,
+    as a desktop session does after a crash: under a new unique bus name and locked, then
+    unlocked the way Seahorse does (test_faults.UNLOCK, with BareSession's password).
+    Exactly one keyring runs afterwards, as before."""
+    os.kill(bus.owner_pid(), signal.SIGKILL)
+    wait_until(lambda: bus.owner_pid() is None, 10, "the killed keyring never left the bus")
+    time.sleep(0.5)  # the daemon's calls meet a bus without a Secret Service
+    subprocess.run(["timeout", "10", "gnome-keyring-daemon", "--start", "--daemonize", "--components=secrets"],
+                   env=bus.env, capture_output=True, check=True)
+    wait_until(lambda: bus.owner_pid() is not None, 10, "the keyring never came back on the bus")
+    r = subprocess.run(["timeout", "10", "/usr/bin/python3", "-c", UNLOCK], capture_output=True, text=True,
+                       env=dict(bus.env, AUTHBROKER_TEST_KEYRING_PASSWORD="bare-password"))
+    assert r.returncode == 0, r.stderr
 
 
 # --- what the clients see ---------------------------------------------------------------
 
 class Record:
-    """Every answer the clients got, checked as it arrives; violations by fault."""
+    """Every answer the clients got, checked as it arrives; violations by fault. `sent_at`
+    is the test's own clock (time.time() here, never under libfaketime): the true time."""
 
     def __init__(self, subject):
         self.subject = subject
@@ -135,6 +147,8 @@ class Record:
         # -32001 answers by phase: violations unless the provider refused the refresh token.
         self.login_required = collections.defaultdict(list)
         self.lost_to_the_provider = collections.Counter()
+        # What the answers showed of a clock fault, by phase (CLOCK_EVIDENCE).
+        self.clock = collections.defaultdict(collections.Counter)
 
     def violation(self, text):
         with self.lock:
@@ -148,6 +162,9 @@ class Record:
         code = answer.get("error", {}).get("code")
         with self.lock:
             self.errors[(self.phase, code)] += 1
+        if code == -32004 and "is past by this computer's clock" in answer["error"].get("message", ""):
+            with self.lock:
+                self.clock[self.phase]["exp already past on arrival"] += 1
         if code == -32001:
             with self.lock:
                 self.login_required[self.phase].append(f"{client}: -32001 without a refusal by the provider: "
@@ -172,6 +189,11 @@ class Record:
             self.violation(f"{client}: token for aud {claims.get('aud')!r}, not {API}")
         if claims.get("sub") != self.subject:
             self.violation(f"{client}: token for another sub")
+        with self.lock:
+            if claims["exp"] - result["expires_at"] > STEP / 2:  # the daemon's wall clock is behind
+                self.clock[self.phase]["expires_at moved with the daemon's clock"] += 1
+            if claims.get("iat", sent_at) - sent_at > SKEW / 2:  # Glewlwyd's clock is ahead
+                self.clock[self.phase]["iat ahead of the host's clock"] += 1
 
     def connection_lost(self, client):
         with self.lock:
@@ -274,9 +296,19 @@ class Clients:
 # --- the world: provider, daemon, signed-in account, clients --------------------------
 
 class World:
+    """The daemon on a session bus of its own at a fixed address (test_faults.BareSession:
+    the bus can be killed and started again there), with its keyring; confined as under
+    systemd (AUTHBROKER_SANDBOX=on), its wall clock under libfaketime (the offset file in its
+    configuration's folder, which the confinement lets it read). authctl, started with the
+    daemon's environment, reads the same stepped clock, as on a host whose clock stepped."""
+
     def __init__(self, provider):
         self.provider = provider
+        self.bus = BareSession(fixed_address=True)
+        self.bus.start_keyring()
         self.d = Daemon(provider.gl)
+        self.clock = FakeClock(self.d.dir)
+        self.d.env.update(self.clock.env(), DBUS_SESSION_BUS_ADDRESS=self.bus.address, AUTHBROKER_SANDBOX="on")
         self.write_config()
         self.d.start()
         self.d.login_device("alice")
@@ -326,8 +358,7 @@ class World:
             for text in refused:
                 self.record.violation(text)
             return True
-        item = stored_item(self.d.name)
-        stored = item[1].get("refresh_token") if item and isinstance(item[1], dict) else None
+        stored = stored_refresh_token_on(self.bus, self.d.name)
         honoured = self.provider.gl.refresh_token_enabled(stored) if stored else None
         if fault in WINDOW_FAULTS and honoured is False:
             with self.record.lock:
@@ -341,9 +372,37 @@ class World:
         self.d.login_device("alice")
         return False
 
+    def rotation_written(self, fault, after=None):
+        """The refresh token in the keyring once it is the one Glewlwyd honours (the newest
+        of the rotation) and not `after`; None, and a violation, if that takes 15 s (a
+        rotation happens every few seconds)."""
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            stored = stored_refresh_token_on(self.bus, self.d.name)
+            if stored and stored != after and self.provider.gl.refresh_token_enabled(stored):
+                return stored
+            time.sleep(0.2)
+        self.record.violation(f"after {fault}, no {'further ' if after else ''}rotated refresh token that Glewlwyd "
+                              f"honours reached the keyring within 15 s")
+        return None
+
+    def restart_bus(self, fault):
+        """The session bus and its keyring killed, the bus started again at the same address,
+        then the keyring on it (the same file). Rotations while it is gone are held in
+        memory; once it is back, they and the ones after reach the new keyring, and a daemon
+        restart afterwards reads the account back (`run` checks it is `ready` and served)."""
+        self.bus.restart_bus()
+        time.sleep(TOKEN_LIFE + 1)  # a rotation or two with no bus
+        self.bus.start_keyring()
+        first = self.rotation_written(fault)
+        if first:
+            self.rotation_written(fault, after=first)
+        self.restart_daemon(signal.SIGTERM)
+
     def restart_daemon(self, sig):
         self.d.proc.send_signal(sig)
         self.d.proc.wait(timeout=15)
+        FakeClock.forget(self.d.proc.pid)
         self.d.start()
 
     def inject(self, fault):
@@ -359,7 +418,7 @@ class World:
             finally:
                 p.resume()
         elif fault == "keyring restarted":
-            restart_keyring()
+            restart_keyring(self.bus)
             # At least one rotation must be written to the new keyring, then a restart of the
             # daemon (an update, idle_exit) reads the account back.
             time.sleep(TOKEN_LIFE + 1)
@@ -374,6 +433,31 @@ class World:
             self.restart_daemon(signal.SIGKILL)
         elif fault == "daemon SIGTERM":
             time.sleep(random.uniform(0, 2))
+            self.restart_daemon(signal.SIGTERM)
+        elif fault == "session bus restarted":
+            self.restart_bus(fault)
+        elif fault == "wall clock stepped":
+            # An NTP correction 10 minutes back, a few refreshes on it, then one forward.
+            self.clock.step(-STEP)
+            time.sleep(TOKEN_LIFE + 1)
+            self.clock.step(0)
+            time.sleep(TOKEN_LIFE - 1)
+        elif fault == "provider clock skew":
+            # Glewlwyd 3 minutes ahead (its tokens are served, and a sign-in is taken: its ID
+            # token's iat is within clock_skew), then behind (every 4-second token arrives
+            # past its exp: none may be served, and its rotated refresh token must be kept:
+            # the daemon restart shows it was).
+            p.clock.step(SKEW)
+            started = time.monotonic()
+            try:
+                self.d.login_device("alice")
+            except AssertionError:
+                self.record.violation(f"a sign-in while Glewlwyd's clock was {SKEW} s ahead failed "
+                                      f"(the daemon's log says why)")
+            time.sleep(max(0.0, TOKEN_LIFE + 1 - (time.monotonic() - started)))
+            p.clock.step(-SKEW)
+            time.sleep(TOKEN_LIFE + 1)
+            p.clock.step(0)
             self.restart_daemon(signal.SIGTERM)
         elif fault == "hang-ups":
             for _ in range(50):
@@ -390,6 +474,10 @@ class World:
         with self.record.lock:
             self.record.phase = fault
         self.inject(fault)
+        for seen in CLOCK_EVIDENCE.get(fault, []):
+            if not self.record.clock[fault][seen]:
+                self.record.violation(f"{fault} never reached the clients' answers (no answer showed {seen}): "
+                                      f"libfaketime did not move the clock (is the package faketime installed?)")
         took = self.back(fault)
         if not self.signed_in(fault):
             took = self.back(fault)
@@ -405,10 +493,13 @@ class World:
     def close(self):
         self.clients.stop()
         self.d.cleanup()
+        FakeClock.forget(self.d.proc.pid)
+        self.bus.close()
 
 
 @pytest.fixture(scope="module")
 def provider():
+    assert FakeClock.available(), f"{LIBFAKETIME} is missing: install the faketime package (scripts/setup does)"
     d = _provider("--access-token-duration", str(TOKEN_LIFE), "--refresh-token-one-use", "always")
     try:
         yield Provider(d)
@@ -436,7 +527,7 @@ def check(world, fault):
 
 
 FAULTS = ["provider stopped", "provider stalled", "hang-ups", "daemon SIGKILL", "daemon SIGTERM", "reload",
-          "keyring restarted"]
+          "keyring restarted", "session bus restarted", "wall clock stepped", "provider clock skew"]
 
 
 @pytest.mark.skipif(SOAK_MINUTES > 0, reason="the long run (scripts/soak) runs test_soak only")
