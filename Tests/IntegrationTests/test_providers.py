@@ -162,19 +162,6 @@ def test_stub_missing_device_endpoint_is_a_configuration_error_naming_the_key(st
     assert stub.live_tokens([refresh]) == [], "the sign-out did not revoke at the configured endpoint"
 
 
-def test_endpoint_keys_are_checked_like_the_issuer(stub):
-    d = Daemon(None)
-    try:
-        d.write_config(text=provider_config(d.name, stub, extra='userinfo_endpoint = "http://idp.example.test/userinfo"\n'))
-        d.start(wait=False)
-        assert d.proc.wait(timeout=20) != 0
-        log = d.log_text()
-        assert f"providers.{d.name}.userinfo_endpoint" in log
-        assert "must use https" in log
-    finally:
-        d.cleanup()
-
-
 # --- item 5: a userinfo endpoint that checks the token's audience ----------------------
 
 def test_stub_audience_checking_userinfo_gets_a_token_without_resource(stub, make_daemon):

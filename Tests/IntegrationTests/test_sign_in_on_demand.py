@@ -304,30 +304,6 @@ def test_authctl_login_replaces_a_pending_sign_in_and_its_waiters_follow(daemon_
     assert waiter.read()["result"]["access_token"]
 
 
-def test_the_python_example_client_waits_for_the_sign_in(daemon_factory, glewlwyd):
-    import sys
-    sys.path.insert(0, os.path.join(ROOT, "examples", "python"))
-    from authbroker_client import Broker, BrokerError
-
-    d = on_demand_daemon(daemon_factory)
-    with Broker(d.socket) as broker:
-        with pytest.raises(BrokerError) as refused:
-            broker.token(resource=API, provider=d.name)
-        assert refused.value.code == -32001
-    answers = []
-
-    def wait():
-        with Broker(d.socket) as broker:
-            answers.append(broker.token(resource=API, provider=d.name, wait_for_sign_in=120))
-
-    t = threading.Thread(target=wait)
-    t.start()
-    assert wait_until(lambda: "sign-in on demand started" in d.log_text()), d.log_text()
-    finish_in_browser(glewlwyd, pending_sign_in(d)["authorization_url"])
-    t.join(60)
-    assert answers and answers[0]["access_token"] and answers[0]["provider"] == d.name
-
-
 def test_notifications_off_in_config_show_nothing_and_authctl_opens_the_page(daemon_factory, glewlwyd, notifications):
     d = daemon_factory(extra_env={"BROWSER": ""})
     d.env.pop("INVOCATION_ID", None)
