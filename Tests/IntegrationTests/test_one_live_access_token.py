@@ -79,49 +79,6 @@ def test_the_default_never_serves_a_token_a_later_refresh_revoked(stub, daemon):
     assert stub.alive(fresh) and fingerprint(fresh) != fingerprint(api)
 
 
-def test_the_same_key_is_still_served_from_the_cache(stub, daemon):
-    first = get(daemon, API)
-    _, refreshes = stub.counts()
-    assert fingerprint(get(daemon, API)) == fingerprint(first)
-    assert stub.counts()[1] == refreshes, "the provider was asked again for a token still in the cache"
-
-
-def test_independent_serves_the_cached_token_the_provider_already_revoked(stub):
-    # What `access_tokens = "independent"` means, and what the broker did before it knew
-    # the behaviour: with this provider the API token it serves the second time is dead.
-    d = signed_in(stub, extra='access_tokens = "independent"')
-    try:
-        api = get(d, API)
-        get(d, GIT)
-        again = get(d, API)
-        assert fingerprint(again) == fingerprint(api) and not stub.alive(again)
-        # token.reject is the caller's way out: the next request refreshes.
-        assert d.rpc("token.reject", {"access_token": again})["result"] == {"dropped": True}
-        fresh = get(d, API)
-        assert fingerprint(fresh) != fingerprint(api) and stub.alive(fresh)
-    finally:
-        d.cleanup()
-
-
-def test_token_reject_by_token_or_by_key_makes_the_next_request_refresh(stub, daemon):
-    api = get(daemon, API)
-    stub.revoke(api)  # the provider revoked it behind the broker's back
-    assert fingerprint(get(daemon, API)) == fingerprint(api), "nothing told the broker yet"
-
-    answer = daemon.rpc("token.reject", {"access_token": api})
-    assert answer["result"] == {"dropped": True}
-    fresh = get(daemon, API)
-    assert fingerprint(fresh) != fingerprint(api) and stub.alive(fresh)
-    # The same token again: nothing left to drop.
-    assert daemon.rpc("token.reject", {"access_token": api})["result"] == {"dropped": False}
-
-    # By key: the same members as token.get.
-    stub.revoke(fresh)
-    answer = daemon.rpc("token.reject", {"provider": daemon.name, "resource": API})
-    assert answer["result"] == {"dropped": True}
-    assert stub.alive(get(daemon, API))
-
-
 def test_token_reject_never_echoes_the_token_and_refuses_mixed_params(stub, daemon):
     api = get(daemon, API)
     answer = daemon.rpc("token.reject", {"access_token": api, "resource": API})

@@ -53,13 +53,3 @@ def test_a_token_asked_for_once_is_refreshed_in_the_background_before_the_margin
         watcher.close()
     finally:
         d.cleanup()
-
-
-def test_refresh_ahead_where_a_refresh_revokes_the_programs_tokens_is_refused_at_start(stub):
-    d = daemon_with(stub, 'refresh_ahead = true\n')
-    try:
-        d.start(wait=False)
-        assert d.proc.wait(timeout=20) != 0
-        assert 'needs access_tokens = "independent"' in d.log_text()
-    finally:
-        d.cleanup()
