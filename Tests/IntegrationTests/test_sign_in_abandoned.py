@@ -84,9 +84,14 @@ def test_stub_a_device_sign_in_refused_for_the_cap_polls_nothing(stub):
             answers = list(pool.map(lambda _: d.rpc("login.start", {"provider": d.name, "flow": "device"}), range(5)))
         refused = [a["error"]["message"] for a in answers if "error" in a]
         assert len(refused) == 1 and "already waiting" in refused[0], answers
-        time.sleep(4)  # every sign-in still running has polled by now (interval 1 s)
-        with stub.lock:
-            polled = len({f["device_code"][0] for f in stub.token_forms if "device_code" in f})
-        assert polled == 4, f"{polled} device codes polled for 4 sign-ins"
+
+        def polls():
+            with stub.lock:
+                codes = [f["device_code"][0] for f in stub.token_forms if "device_code" in f]
+            return {code: codes.count(code) for code in codes}
+        # Each sign-in still running polls once a second. Once four codes have been polled
+        # twice, a code left polling (all five were asked for at once) has had its turn too.
+        assert wait_until(lambda: sum(n >= 2 for n in polls().values()) >= 4, 20), sorted(polls().values())
+        assert len(polls()) == 4, f"{len(polls())} device codes polled for 4 sign-ins"
     finally:
         d.cleanup()
