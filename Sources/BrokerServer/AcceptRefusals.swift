@@ -4,13 +4,12 @@ import Glibc
 import CLinux
 import Logging
 
-/// What the front door keeps for refusing connections: the log of refusals past
-/// `max_connections` or for want of descriptors (one line per interval with a count,
-/// however many there are), and a descriptor held in reserve: when the process runs out,
-/// it is given up for the one `accept` that takes a queued caller, who hears why it is
-/// refused. Used on the front door's thread only.
+/// What the front door keeps for refusing connections: a descriptor held in reserve: when
+/// the process runs out, it is given up for the one `accept` that takes a queued caller,
+/// who hears why it is refused (the refusals are logged in the server's `RefusalLog`, one
+/// line per interval with a count, however many there are). Used on the front door's
+/// thread only.
 final class AcceptRefusals {
-    let log = RefusalLog()
     private var spare: CInt
     private var lastAcceptError: UInt64 = 0
 

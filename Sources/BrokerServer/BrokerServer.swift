@@ -75,30 +75,17 @@ public final class BrokerServer: Sendable {
         // connection from its first byte (WriterCheck); not otherwise: it costs nothing then.
         recordWriters(!broker.gate.policy.isOpen)
         let table = MethodTable.broker(broker, inspector: inspector)
-        let limits = broker.config.daemon
-        let stall = TimeAmount.seconds(Int64(limits.requestLineTimeout))
-        let idle = TimeAmount.seconds(Int64(limits.connectionIdleTimeout))
+        let limits = ConnectionLimits(broker.config.daemon)
         // The user's namespaces, taken now while the daemon's parent is the one that started it.
         _ = PeerCredentials.userNamespaces
-        let counters = broker.counters
-        let events = broker.events.hub
-        let activity = self.activity
-        let logger = self.logger
-        let refusals = RefusalLog()
-        let inspector = self.inspector
+        let (group, logger) = (self.group, self.logger)
+        let server = ServerContext(counters: broker.counters, activity: activity, logger: logger, events: broker.events.hub,
+                                   inspector: inspector)
         let pipeline: ConnectionPipeline = { operations, handover in
-            try Self.addHandlers(
-                to: operations, stall: stall, idle: idle, table: table, counters: counters, logger: logger,
-                activity: activity, maxConnections: limits.maxConnections, maxInFlightTotal: limits.maxRequestsInFlight,
-                refusals: refusals, events: events, handover: handover, inspector: inspector)
+            try Self.addHandlers(to: operations, table: table, limits: limits, server: server, handover: handover)
         }
-        let group = self.group
         let door = try FrontDoor(
-            listening: fd, table: table, counters: counters, activity: activity, logger: logger,
-            limits: .init(maxConnections: limits.maxConnections,
-                          idleTimeout: UInt64(idle.nanoseconds), stallTimeout: UInt64(stall.nanoseconds),
-                          maxRequestsInFlight: limits.maxRequestsInFlight),
-            inspector: inspector,
+            listening: fd, table: table, limits: limits, server: server,
             handOver: { fd, handover in Self.handOver(fd, handover, to: group, pipeline, logger: logger) })
         try door.start()
         self.door.withLock { $0 = door }
@@ -139,21 +126,14 @@ public final class BrokerServer: Sendable {
     /// One connection's pipeline: limits, line framing, the JSON-RPC handler. The handler
     /// tests build the same pipeline on an `EmbeddedChannel`, with their own `identify`.
     static func addHandlers(
-        to pipeline: ChannelPipeline.SynchronousOperations, stall: TimeAmount, idle: TimeAmount, table: MethodTable,
-        counters: BrokerCounters, logger: Logger, activity: ServerActivity, maxConnections: Int,
-        maxInFlightTotal: Int = DaemonSettings().maxRequestsInFlight,
-        refusals: RefusalLog = RefusalLog(), events: EventHub? = nil, handover: Handover = Handover(),
-        identify: @escaping PeerIdentifier = PeerCredentials.credentials(of:), inspector: ProcessInspector = .direct
+        to pipeline: ChannelPipeline.SynchronousOperations, table: MethodTable, limits: ConnectionLimits, server: ServerContext,
+        handover: Handover = Handover(), identify: @escaping PeerIdentifier = PeerCredentials.credentials(of:)
     ) throws {
         // One codec for the connection: the guard's answers and the handler's alike.
         let codec = RPCCodec()
-        try pipeline.addHandler(ConnectionGuard(stallTimeout: stall, idleTimeout: idle, codec: codec))
+        try pipeline.addHandler(ConnectionGuard(limits: limits, codec: codec))
         try pipeline.addHandler(LineFrameDecoder(maxLength: maxLineLength))
-        try pipeline.addHandler(
-            RPCHandler(table: table, counters: counters, logger: logger, activity: activity, maxConnections: maxConnections,
-                       maxInFlight: DaemonSettings.maxRequestsInFlightPerConnection, maxInFlightTotal: maxInFlightTotal,
-                       refusals: refusals, events: events, handover: handover, identify: identify, inspector: inspector,
-                       codec: codec))
+        try pipeline.addHandler(RPCHandler(table: table, limits: limits, server: server, handover: handover, identify: identify, codec: codec))
     }
 
     /// Switches the kernel's record of each message's writer (`SO_PASSCRED`) on or off for

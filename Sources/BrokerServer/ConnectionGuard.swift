@@ -54,15 +54,12 @@ final class ConnectionGuard: ChannelDuplexHandler {
     private let codec: RPCCodec
 
     /// - Parameters:
-    ///   - stallTimeout: how long a started request line may take to finish, and how long
-    ///     answers may wait unread (`[daemon] request_line_timeout`).
-    ///   - idleTimeout: how long a connection may stay open with nothing to do
-    ///     (`[daemon] connection_idle_timeout`).
+    ///   - limits: the connection's timeouts: how long a started request line may take to
+    ///     finish and answers may wait unread (`stallTimeout`), how long it may stay open
+    ///     with nothing to do (`idleTimeout`).
     ///   - codec: the connection's codec (the RPC handler's).
-    init(stallTimeout: TimeAmount, idleTimeout: TimeAmount, codec: RPCCodec) {
+    init(limits: ConnectionLimits, codec: RPCCodec) {
         self.codec = codec
-        let limits = ConnectionLifecycle.Limits(idleTimeout: UInt64(max(idleTimeout.nanoseconds, 0)),
-                                                stallTimeout: UInt64(max(stallTimeout.nanoseconds, 0)))
         life = ConnectionLifecycle(limits: limits, now: 0)
     }
 

@@ -21,15 +21,6 @@
 ///   is owed to it;
 /// - `idle`: between requests; closed after the idle timeout.
 struct ConnectionLifecycle: Sendable {
-    /// How long a connection may wait for each thing, in nanoseconds.
-    struct Limits: Sendable, Equatable {
-        /// With nothing to do (`[daemon] connection_idle_timeout`).
-        var idleTimeout: UInt64
-        /// For a started line to finish, and for the peer to take any of its answers
-        /// (`[daemon] request_line_timeout`).
-        var stallTimeout: UInt64
-    }
-
     enum State: Equatable, Sendable {
         case idle, reading, answering, waitingToWrite, halfClosed, closed, handedOver
     }
@@ -58,7 +49,8 @@ struct ConnectionLifecycle: Sendable {
         case close(CloseReason)
     }
 
-    let limits: Limits
+    /// Its timeouts (`idleTimeout`, `stallTimeout`).
+    let limits: ConnectionLimits
     /// When the connection last read or wrote.
     private(set) var lastActive: UInt64
     /// When the request line not yet finished started (or when reads resumed, if they were
@@ -78,7 +70,7 @@ struct ConnectionLifecycle: Sendable {
     private(set) var closeWhenSent = false
     private var ended: State?
 
-    init(limits: Limits, now: UInt64) {
+    init(limits: ConnectionLimits, now: UInt64) {
         self.limits = limits
         self.lastActive = now
     }
@@ -185,8 +177,10 @@ struct ConnectionLifecycle: Sendable {
     /// The events of one wake-up are handled: closes a connection whose peer is done once
     /// nothing is owed to it.
     func settled() -> Action {
-        guard ended == nil, peerDone, !keepsOpenAfterPeerDone, !inputWaiting else { return .none }
-        return .close(.peerFinished)
+        guard ended == nil else { return .none }
+        let owing = ConnectionRules.Owing(answers: answersOwed, input: lineStarted != nil || readsHeld || inputWaiting,
+                                          unsent: blockedSince != nil)
+        return ConnectionRules.closesOncePeerDone(peerDone, owing: owing) ? .close(.peerFinished) : .none
     }
 
     /// Time passed (a timer fired, a sweep): closes what waited too long. A connection with

@@ -63,8 +63,7 @@ extension FrontDoor {
                }
                return true
            }, { head, id, rest in
-               counters.requests.increment()
-               activity.touch()
+               rules.countRequest()
                return send(connection.fd, head, id, rest)
            }) {
             return answered(connection, sent)
@@ -76,8 +75,7 @@ extension FrontDoor {
             give(connection, read: chunk)
             return false
         }
-        counters.requests.increment()
-        activity.touch()
+        rules.countRequest()
         // An answer to a sign-in's question may be a password: the read buffer keeps no copy.
         defer { if method == RPCMethod.loginAnswer.rawValue { SecretBytes.wipe(UnsafeMutableRawBufferPointer(mutating: chunk)) } }
         let id = scanned.id ?? .null

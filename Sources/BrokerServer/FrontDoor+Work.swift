@@ -87,21 +87,17 @@ extension FrontDoor {
     /// longer the front door's.
     func startWork(_ connection: Connection, _ work: @escaping @Sendable () async -> Data,
                    id: RequestID, answer: Bool, mints: Bool) -> Bool {
-        let limit = held.limits.maxRequestsInFlight
-        guard activity.requestsInFlight < limit else {
-            // Every connection's work together is capped, as on NIO's connections.
-            counters.errors.increment()
+        if let refusal = rules.startWork() {
             guard answer else { return true }
-            return self.answer(connection, scratch.codec.failure(id, LaterWork.overloaded(limit: limit)))
+            return self.answer(connection, scratch.codec.failure(id, refusal))
         }
         let now = ServerActivity.monotonicNanoseconds()
         connection.life.answersOwed(true, now: now)
-        activity.started()
         let allowance = mints ? connection.allowance(perMinute: table.cacheMissesPerMinute) : nil
         let origin = connection.origin
         let pid = connection.pid > 0 ? connection.pid : nil
         let later = self.later
-        let activity = self.activity
+        let activity = rules.server.activity
         let owed = Owed(connection: connection, answer: answer)
         Task {
             let data = await LaterWork.run(work, asker: pid, inspector: later.inspector, origin: origin, allowance: allowance)

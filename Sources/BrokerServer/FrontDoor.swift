@@ -33,18 +33,6 @@ import NIOCore
 /// All mutable state belongs to the front door's thread; `stop()` only signals it (an
 /// eventfd) and waits for it to end.
 final class FrontDoor: @unchecked Sendable {
-    /// Limits of the connections the front door holds: the same settings as NIO's
-    /// (`ConnectionGuard`), in nanoseconds.
-    struct Limits: Sendable {
-        var maxConnections: Int
-        var idleTimeout: UInt64
-        var stallTimeout: UInt64
-        /// Requests worked on at once, over all connections (`[daemon] max_requests_in_flight`).
-        var maxRequestsInFlight = DaemonSettings().maxRequestsInFlight
-
-        var lifecycle: ConnectionLifecycle.Limits { .init(idleTimeout: idleTimeout, stallTimeout: stallTimeout) }
-    }
-
     /// One connection the front door holds: between requests, or with an answer the socket
     /// did not take yet.
     final class Connection {
@@ -64,7 +52,7 @@ final class FrontDoor: @unchecked Sendable {
         /// cache miss (`allowance(perMinute:)`).
         var madeAllowance: ConnectionAllowance?
 
-        init(fd: CInt, limits: ConnectionLifecycle.Limits, now: UInt64) {
+        init(fd: CInt, limits: ConnectionLimits, now: UInt64) {
             self.fd = fd
             self.life = ConnectionLifecycle(limits: limits, now: now)
         }
@@ -87,9 +75,9 @@ final class FrontDoor: @unchecked Sendable {
     let listening: CInt
     private let poller: Poller
     let table: MethodTable
-    let counters: BrokerCounters
-    let activity: ServerActivity
-    let logger: Logger
+    /// The server's rules for connections (caps, counting), and what its connections
+    /// report to (`rules.server`: counters, activity, refusals, logger).
+    let rules: ConnectionRules
     /// Gives a connection to NIO (`BrokerServer.handOver`).
     let handOver: @Sendable (CInt, Handover) -> Void
     /// Answers worked on for connections the front door keeps (`startWork`).
@@ -98,22 +86,19 @@ final class FrontDoor: @unchecked Sendable {
     /// What requests are read and answered with, one at a time on the front door's thread.
     let scratch = Scratch()
     private var thread: pthread_t?
-    /// Refusals past the limits, and the descriptor held for them.
+    /// The descriptor held for refusals when the process runs out of them.
     private let refusals: AcceptRefusals
 
     /// - Parameter listening: a listening, non-blocking Unix stream socket.
-    init(listening: CInt, table: MethodTable, counters: BrokerCounters, activity: ServerActivity, logger: Logger,
-         limits: Limits, inspector: ProcessInspector = .direct,
+    init(listening: CInt, table: MethodTable, limits: ConnectionLimits, server: ServerContext,
          handOver: @escaping @Sendable (CInt, Handover) -> Void) throws(ServerError) {
         self.listening = listening
         self.table = table
-        self.counters = counters
-        self.activity = activity
-        self.logger = logger
+        rules = ConnectionRules(limits: limits, server: server)
         self.handOver = handOver
         held = HeldConnections(limits: limits)
         refusals = AcceptRefusals()
-        later = try LaterAnswers(inspector: inspector)
+        later = try LaterAnswers(inspector: server.inspector)
         poller = try Poller(listening: listening, finished: later.wake)
     }
 
@@ -161,7 +146,7 @@ final class FrontDoor: @unchecked Sendable {
     private func askForShortSlices() {
         let r = clinux_request_slice(Self.slice)
         if r != 0 {
-            logger.debug("the front door keeps the default time slice", metadata: ["error": "\(String(cString: strerror(-r)))"])
+            rules.server.logger.debug("the front door keeps the default time slice", metadata: ["error": "\(String(cString: strerror(-r)))"])
         }
     }
 
@@ -192,7 +177,7 @@ final class FrontDoor: @unchecked Sendable {
             let n = clinux_epoll_wait(poller.epoll, &fds, &events, 64, timeout)
             if n < 0 {
                 if errno == EINTR { continue }
-                logger.critical("cannot wait for connections; no more are accepted", metadata: ["error": "\(String(cString: strerror(errno)))"])
+                rules.server.logger.critical("cannot wait for connections; no more are accepted", metadata: ["error": "\(String(cString: strerror(errno)))"])
                 return
             }
             for i in 0..<Int(n) {
@@ -236,7 +221,7 @@ final class FrontDoor: @unchecked Sendable {
                 default:
                     // Out of descriptors (EMFILE, ENFILE) or memory: the queue stays full and
                     // the socket readable; pause briefly instead of spinning, say so rarely.
-                    refusals.acceptFailed(errno, logger: logger)
+                    refusals.acceptFailed(errno, logger: rules.server.logger)
                     usleep(10_000)
                     return
                 }
@@ -252,15 +237,10 @@ final class FrontDoor: @unchecked Sendable {
         // Another user's connection goes to NIO too, which refuses it.
         guard let peer = PeerCredentials.credentials(ofDescriptor: fd), peer.uid == PeerCredentials.daemonUID
         else { return handOver(fd, Handover(descriptor: fd)) }
-        // Over the limit, refused here and at once, rules or not: a flood of connections
-        // costs a write and a close each, and holds no descriptor.
-        guard activity.openConnections < held.limits.maxConnections else {
-            let max = held.limits.maxConnections
-            return refuse(fd, RPCError(.overloaded, "authbrokerd has \(max) connections open already; close some and try again", data: ErrorData(limit: max)),
-                          log: "connection limit reached; refusing connections", ["limit": "\(max)"])
-        }
+        // Over the limit, refused here and at once, rules or not: it holds no descriptor.
+        if let refusal = rules.refusal(connectingWith: rules.server.activity.openConnections) { return refuse(fd, refusal) }
         guard table.gate.isOpen else { return handOver(fd, Handover(descriptor: fd)) }
-        activity.opened()
+        rules.server.activity.opened()
         let connection = held.add(fd, now: ServerActivity.monotonicNanoseconds())
         connection.pid = peer.pid
         // The client has usually written its request by the time the daemon woke up.
@@ -277,8 +257,8 @@ final class FrontDoor: @unchecked Sendable {
         refusals.withSpareGivenUp {
             let fd = clinux_accept(listening)
             if fd >= 0 {
-                refuse(fd, RPCError(.overloaded, "authbrokerd is out of file descriptors; close some connections and try again, or raise its LimitNOFILE"),
-                       log: "out of file descriptors; refusing connections", [:])
+                rules.server.refusals.refused("out of file descriptors; refusing connections", [:], logger: rules.server.logger)
+                refuse(fd, RPCError(.overloaded, "authbrokerd is out of file descriptors; close some connections and try again, or raise its LimitNOFILE"))
             } else {
                 usleep(10_000)  // nothing to take after all: do not spin
             }
@@ -288,9 +268,8 @@ final class FrontDoor: @unchecked Sendable {
     /// Answers a connection it will not serve with one error line and closes it at once.
     /// What the caller already sent is read first, so that the close does not reset the
     /// connection before the caller has read the answer.
-    private func refuse(_ fd: CInt, _ error: RPCError, log message: Logger.Message, _ metadata: Logger.Metadata) {
-        counters.errors.increment()
-        refusals.log.refused(message, metadata, logger: logger)
+    private func refuse(_ fd: CInt, _ error: RPCError) {
+        rules.server.counters.errors.increment()
         var line = scratch.codec.failure(.null, error)
         line.append(UInt8(ascii: "\n"))
         _ = line.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, CInt(MSG_NOSIGNAL | MSG_DONTWAIT)) }
@@ -315,7 +294,7 @@ final class FrontDoor: @unchecked Sendable {
     func register(_ connection: Connection, events: UInt32) {
         let op = connection.registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD
         guard clinux_epoll_ctl(poller.epoll, op, connection.fd, events) == 0 else {
-            logger.error("cannot watch a connection; closing it", metadata: ["error": "\(String(cString: strerror(errno)))"])
+            rules.server.logger.error("cannot watch a connection; closing it", metadata: ["error": "\(String(cString: strerror(errno)))"])
             return hangUp(connection)
         }
         connection.registered = true
@@ -343,7 +322,7 @@ final class FrontDoor: @unchecked Sendable {
         case .read:
             return readRequest(connection)
         case .close(let reason):
-            if reason == .notReading { logger.info("closing a connection that does not read its answers") }
+            if reason == .notReading { rules.server.logger.info("closing a connection that does not read its answers") }
             hangUp(connection)
             return false
         }
@@ -354,7 +333,7 @@ final class FrontDoor: @unchecked Sendable {
         guard held.remove(connection) else { return }
         _ = Glibc.close(connection.fd)
         connection.life.closed()
-        activity.closed()
+        rules.server.activity.closed()
     }
 
     /// Gives a connection the front door holds to NIO, with what it did on it. Every such
@@ -367,7 +346,7 @@ final class FrontDoor: @unchecked Sendable {
         if connection.registered { _ = clinux_epoll_ctl(poller.epoll, EPOLL_CTL_DEL, connection.fd, 0) }
         connection.life.handedOver()
         // NIO counts it again when its pipeline becomes active.
-        activity.closed()
+        rules.server.activity.closed()
         handOver(connection.fd, handover)
     }
 }

@@ -1,8 +1,7 @@
 /// The connections the front door holds, by descriptor, and their limits. Used on the
 /// front door's thread only.
 final class HeldConnections {
-    let limits: FrontDoor.Limits
-    private let lifecycleLimits: ConnectionLifecycle.Limits
+    let limits: ConnectionLimits
     /// By descriptor: descriptors are small integers, and the slot of a request's connection
     /// is found without hashing (a dictionary's lookups were ~500 instructions a request).
     /// Grows to the highest descriptor held; a slot costs 8 bytes.
@@ -11,9 +10,8 @@ final class HeldConnections {
     /// When the connections' deadlines were last looked at (CLOCK_MONOTONIC ns).
     private var lastSweep: UInt64 = 0
 
-    init(limits: FrontDoor.Limits) {
+    init(limits: ConnectionLimits) {
         self.limits = limits
-        self.lifecycleLimits = limits.lifecycle
     }
 
     var isEmpty: Bool { count == 0 }
@@ -26,7 +24,7 @@ final class HeldConnections {
 
     /// A new connection, idle in its lifecycle.
     func add(_ fd: CInt, now: UInt64) -> FrontDoor.Connection {
-        let connection = FrontDoor.Connection(fd: fd, limits: lifecycleLimits, now: now)
+        let connection = FrontDoor.Connection(fd: fd, limits: limits, now: now)
         let i = Int(fd)
         if i >= slots.count { slots.append(contentsOf: repeatElement(nil, count: i + 1 - slots.count)) }
         if slots[i] == nil { count += 1 }

@@ -174,6 +174,7 @@ struct MethodTable: MethodRegistrar, Sendable {
         let scanned: (@Sendable (ScannedRequest) -> P?)? = Self.scanner(for: P.self)
         let question: (@Sendable (P) -> PolicyQuestion?)? = if case .checked(_, let ask) = spec.access { ask } else { nil }
         let (gate, empty, fast, fastFor, slow, cancelledOnClose) = (self.gate, spec.empty, spec.fast, spec.fastFor, spec.slow, spec.cancelledOnClose)
+        let counted = spec.counted
         // The audit trail, for the methods that give tokens out (those that say what a
         // decision is about), when the daemon keeps one.
         let audit: AuditRecorder<P, R>? = spec.audit.flatMap { about in gate.audit.map { AuditRecorder(trail: $0, about: about, program: self.program) } }
@@ -198,6 +199,8 @@ struct MethodTable: MethodRegistrar, Sendable {
                     return .now(codec.failure(id, error.rpcError))
                 }
             }
+            // Counted once the policy lets it through, before the paths that answer it.
+            counted?()
             // Why it may be served, for the audit line.
             var grant: AuditGrant = asked == nil ? (gate.isOpen ? .open : .rule) : .confirmed
             if let confirming = asked, answers?.allowed(confirming) == true {

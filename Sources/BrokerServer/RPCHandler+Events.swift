@@ -11,7 +11,7 @@ import NIOCore
 /// these are served here rather than through the method table.
 extension RPCHandler {
     func subscribe(_ context: ChannelHandlerContext, method: String, line: RequestLine, id: RequestID, answer: Bool) {
-        guard let events else {
+        guard let events = rules.server.events else {
             return fail(context, id, RPCError(.methodNotFound, "this server does not send events"), answer: answer)
         }
         if let subscription { events.unsubscribe(subscription) }
@@ -63,10 +63,10 @@ extension RPCHandler {
     private func send(_ context: ChannelHandlerContext, _ event: BrokerEvent) {
         guard let subscription, context.channel.isActive else { return }
         guard context.channel.isWritable else {
-            events?.unsubscribe(subscription)
+            rules.server.events?.unsubscribe(subscription)
             self.subscription = nil
-            counters.errors.increment()
-            logger.notice("an event subscriber stopped reading; its connection is closed")
+            rules.server.counters.errors.increment()
+            rules.server.logger.notice("an event subscriber stopped reading; its connection is closed")
             context.close(promise: nil)
             return
         }

@@ -27,16 +27,13 @@ final class RPCHandler: ChannelDuplexHandler {
     typealias OutboundOut = ByteBuffer
 
     let table: MethodTable
-    let counters: BrokerCounters
-    let logger: Logger
+    /// The server's rules for connections (caps, counting, closing once the peer is done),
+    /// and what its connections report to (`rules.server`: counters, activity, logger, events).
+    let rules: ConnectionRules
     /// The connection's codec, shared with its `ConnectionGuard`.
     let codec: RPCCodec
-    /// Where `events.subscribe` registers this connection; nil where events are not served.
-    let events: EventHub?
-    /// This connection's id at the hub while it is subscribed.
+    /// This connection's id at the events hub while it is subscribed.
     var subscription: Int?
-    /// The counts and limits of all connections, and the log of refusals past them.
-    private let server: ServerLimits
     /// Who is on the other end and whether it is served.
     private(set) var caller: ConnectionCaller
     /// Whether reading is held back, and the lines framed meanwhile.
@@ -47,19 +44,12 @@ final class RPCHandler: ChannelDuplexHandler {
     /// - Parameter identify: the peer of a new connection; production reads the kernel's
     ///   word (`PeerCredentials.credentials(of:)`). Tests on an `EmbeddedChannel`, which has
     ///   no peer, say who connects; the check of the uid stays the same.
-    init(table: MethodTable, counters: BrokerCounters, logger: Logger, activity: ServerActivity, maxConnections: Int,
-         maxInFlight: Int = 64, maxInFlightTotal: Int = 1024,
-         refusals: RefusalLog, events: EventHub? = nil, handover: Handover = Handover(),
-         identify: @escaping PeerIdentifier = PeerCredentials.credentials(of:), inspector: ProcessInspector = .direct,
-         codec: RPCCodec = RPCCodec()) {
+    init(table: MethodTable, limits: ConnectionLimits, server: ServerContext, handover: Handover = Handover(),
+         identify: @escaping PeerIdentifier = PeerCredentials.credentials(of:), codec: RPCCodec = RPCCodec()) {
         self.codec = codec
-        self.events = events
         self.table = table
-        self.counters = counters
-        self.logger = logger
-        server = ServerLimits(activity: activity, refusals: refusals, maxConnections: maxConnections,
-                              maxInFlight: maxInFlight, maxInFlightTotal: maxInFlightTotal)
-        caller = ConnectionCaller(identify: identify, inspector: inspector, handover: handover)
+        self.rules = ConnectionRules(limits: limits, server: server)
+        caller = ConnectionCaller(identify: identify, inspector: server.inspector, handover: handover)
         inFlight = InFlightWork(allowance: ConnectionAllowance(perMinute: table.cacheMissesPerMinute))
     }
 
@@ -72,24 +62,22 @@ final class RPCHandler: ChannelDuplexHandler {
             // Another user's connection is closed at once and not counted, so it can
             // neither hold connection slots nor fill the log.
             let uid = peer.credentials.map { String($0.uid) } ?? "unknown"
-            server.refusals.refused(uid: uid, pid: peer.credentials.map { String($0.pid) } ?? "unknown", logger: logger)
+            rules.server.refusals.refused(uid: uid, pid: peer.credentials.map { String($0.pid) } ?? "unknown", logger: rules.server.logger)
             caller.refused = true
-            counters.errors.increment()
+            rules.server.counters.errors.increment()
             context.writeAnswer(codec.failure(.null, RPCError(.forbidden, "connections from uid \(uid) are refused: authbrokerd serves only its own user (uid \(me))")), then: .close)
             return
         }
         caller.counted = true
-        server.activity.opened()
-        let maxConnections = server.maxConnections
-        if server.activity.openConnections > maxConnections {
-            refuse(context, RPCError(.overloaded, "authbrokerd has \(maxConnections) connections open already; close some and try again", data: ErrorData(limit: maxConnections)))
-            server.refusals.refused("connection limit reached; refusing connections", ["limit": "\(maxConnections)"], logger: logger)
+        rules.server.activity.opened()
+        if let refusal = rules.refusal(connectingWith: rules.server.activity.openConnections - 1) {
+            refuse(context, refusal)
         } else {
             let policy = table.callerPolicy()
             // Read who connected before it can run another program (docs/security.md); not
             // on a connection the front door accepted without rules: it is too late for that.
             if !policy.isOpen && !caller.handover.acceptedWithoutRules {
-                peer.bind(descriptor: caller.handover.descriptor, needsCgroup: policy.needsCgroup, logger: logger, counters: counters, codec: codec)
+                peer.bind(descriptor: caller.handover.descriptor, needsCgroup: policy.needsCgroup, logger: rules.server.logger, counters: rules.server.counters, codec: codec)
             }
         }
         context.fireChannelActive()
@@ -115,13 +103,13 @@ final class RPCHandler: ChannelDuplexHandler {
     /// after 5 s).
     private func refuse(_ context: ChannelHandlerContext, _ error: RPCError) {
         caller.refused = true
-        counters.errors.increment()
+        rules.server.counters.errors.increment()
         context.writeAnswer(codec.failure(.null, error), then: .closeOutput)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        if caller.counted { server.activity.closed() }
-        if let subscription { events?.unsubscribe(subscription) }
+        if caller.counted { rules.server.activity.closed() }
+        if let subscription { rules.server.events?.unsubscribe(subscription) }
         subscription = nil
         // A peer that hung up fully (not a half-close: that one still reads its answers).
         for task in inFlight.cancelledOnClose.values { task.cancel() }
@@ -164,7 +152,7 @@ final class RPCHandler: ChannelDuplexHandler {
     /// Reading stops while the peer does not drain its answers or while the connection has
     /// as many requests in flight as it may.
     private func paused(_ context: ChannelHandlerContext) -> Bool {
-        inFlight.pending >= server.maxInFlight || !context.channel.isWritable
+        inFlight.pending >= rules.limits.maxRequestsInFlightPerConnection || !context.channel.isWritable
     }
 
     func read(context: ChannelHandlerContext) {
@@ -199,8 +187,7 @@ final class RPCHandler: ChannelDuplexHandler {
 
     private func handle(_ context: ChannelHandlerContext, _ buffer: ByteBuffer) {
         if LineFraming.isBlank(buffer.readableBytesView) { return }
-        counters.requests.increment()
-        server.activity.touch()
+        rules.countRequest()
         // One pass over the bytes for the requests clients send; JSONDecoder for the rest.
         let scanned = buffer.withUnsafeReadableBytes { ScannedRequest.scan($0) }
         let line = RequestLine(scanned: scanned, bytes: buffer, asker: caller.peer?.credentials?.pid)
@@ -260,20 +247,12 @@ final class RPCHandler: ChannelDuplexHandler {
         case .now:
             return
         case .later(let work), .untilClosed(let work):
-            let maxInFlightTotal = server.maxInFlightTotal
-            guard server.activity.requestsInFlight < maxInFlightTotal else {
-                // Every connection's work together is capped; one caller pausing its own
-                // reads cannot protect the daemon from many connections.
-                counters.errors.increment()
-                logger.debug("requests in flight at the limit; refusing", metadata: ["limit": "\(maxInFlightTotal)"])
-                if answer {
-                    write(context, codec.failure(id, LaterWork.overloaded(limit: maxInFlightTotal)))
-                }
+            if let refusal = rules.startWork() {
+                if answer { write(context, codec.failure(id, refusal)) }
                 return
             }
             inFlight.pending += 1
-            let activity = server.activity
-            activity.started()
+            let activity = rules.server.activity
             let loop = context.eventLoop
             let bound = NIOLoopBound((self, context), eventLoop: loop)
             let key = inFlight.newKey()
@@ -302,7 +281,7 @@ final class RPCHandler: ChannelDuplexHandler {
             closeIfDone(context)
         } else if event is ConnectionNotReading {
             // Its answers have waited unread for too long: what is queued is dropped.
-            logger.info("closing a connection that does not read its answers", metadata: ["pid": "\(caller.peer?.credentials.map { String($0.pid) } ?? "unknown")"])
+            rules.server.logger.info("closing a connection that does not read its answers", metadata: ["pid": "\(caller.peer?.credentials.map { String($0.pid) } ?? "unknown")"])
             pressure.dropHeld()
             context.close(promise: nil)
         } else if event is ConnectionIdle {
@@ -316,26 +295,28 @@ final class RPCHandler: ChannelDuplexHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if let e = error as? LineFrameDecoder.LineTooLong {
-            counters.errors.increment()
-            logger.notice("request line over the size cap; closing the connection", metadata: ["limit": "\(e.limit)"])
+            rules.server.counters.errors.increment()
+            rules.server.logger.notice("request line over the size cap; closing the connection", metadata: ["limit": "\(e.limit)"])
             context.writeAnswer(codec.failure(.null, RPCError(.requestTooLarge, "the request line is longer than \(e.limit) bytes; the connection is closed", data: ErrorData(limit: e.limit))), then: .close)
             return
         }
-        logger.debug("connection error", metadata: ["error": "\(error)"])
+        rules.server.logger.debug("connection error", metadata: ["error": "\(error)"])
         context.close(promise: nil)
     }
 
-    /// Closes a connection whose peer closed its writing side once nothing is owed to it: no
-    /// answer in the works or held, and no subscription (its events go on until the peer hangs up).
+    /// Closes a connection whose peer closed its writing side once nothing is owed to it
+    /// (`ConnectionRules.closesOncePeerDone`): no answer in the works, no line held, and no
+    /// subscription (its events go on until the peer hangs up).
     private func closeIfDone(_ context: ChannelHandlerContext) {
-        if inFlight.inputClosed && inFlight.pending == 0 && pressure.held.isEmpty && subscription == nil && context.channel.isActive {
+        let owing = ConnectionRules.Owing(answers: inFlight.pending > 0 || subscription != nil, input: !pressure.held.isEmpty)
+        if ConnectionRules.closesOncePeerDone(inFlight.inputClosed, owing: owing) && context.channel.isActive {
             context.close(promise: nil)
         }
     }
 
     /// Counts an error, and answers it unless the request was a notification (`answer` false).
     func fail(_ context: ChannelHandlerContext, _ id: RequestID, _ error: RPCError, answer: Bool = true) {
-        counters.errors.increment()
+        rules.server.counters.errors.increment()
         if answer { write(context, codec.failure(id, error)) }
     }
 

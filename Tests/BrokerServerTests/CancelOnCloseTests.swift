@@ -34,8 +34,7 @@ final class CancelOnCloseTests: XCTestCase {
         })
         let channel = EmbeddedChannel()
         try BrokerServer.addHandlers(
-            to: channel.pipeline.syncOperations, stall: .seconds(5), idle: .seconds(60), table: table, counters: BrokerCounters(),
-            logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }, activity: ServerActivity(), maxConnections: 10,
+            to: channel.pipeline.syncOperations, table: table, limits: Handlers.limits(), server: Handlers.server(),
             identify: Handlers.me)
         try await channel.connect(to: SocketAddress(unixDomainSocketPath: "/stub/socket")).get()
         try channel.send(#"{"jsonrpc":"2.0","id":1,"method":"login.wait","params":{"login_id":"x"}}"# + "\n"

@@ -5,7 +5,7 @@ import XCTest
 /// are the test's own (seconds, as nanoseconds).
 final class ConnectionLifecycleTests: XCTestCase {
     private let s: UInt64 = 1_000_000_000
-    private var limits: ConnectionLifecycle.Limits { .init(idleTimeout: 60 * s, stallTimeout: 10 * s) }
+    private var limits: ConnectionLimits { .init(idleTimeout: 60 * s, stallTimeout: 10 * s) }
 
     private func fresh() -> ConnectionLifecycle { ConnectionLifecycle(limits: limits, now: 0) }
 

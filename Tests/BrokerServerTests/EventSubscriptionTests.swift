@@ -13,9 +13,8 @@ final class EventSubscriptionTests: XCTestCase {
     private func channel(_ hub: EventHub) throws -> EmbeddedChannel {
         let channel = EmbeddedChannel()
         try BrokerServer.addHandlers(
-            to: channel.pipeline.syncOperations, stall: .seconds(5), idle: .seconds(60), table: MethodTable(),
-            counters: BrokerCounters(), logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() },
-            activity: ServerActivity(), maxConnections: 10, events: hub, identify: Handlers.me)
+            to: channel.pipeline.syncOperations, table: MethodTable(), limits: Handlers.limits(),
+            server: Handlers.server(events: hub), identify: Handlers.me)
         try channel.connect(to: SocketAddress(unixDomainSocketPath: "/stub/socket")).wait()
         return channel
     }

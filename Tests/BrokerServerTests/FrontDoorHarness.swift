@@ -61,9 +61,10 @@ final class FrontDoorRig {
                              slow: { _ throws(BrokerError) in throw BrokerError.internalError("not here") }))
         let handovers = self.handovers
         door = try FrontDoor(
-            listening: fd, table: given ?? table, counters: counters, activity: activity, logger: Logger(label: "test"),
+            listening: fd, table: given ?? table,
             limits: .init(maxConnections: 100, idleTimeout: UInt64(idle * 1e9), stallTimeout: UInt64(stall * 1e9),
                           maxRequestsInFlight: maxRequestsInFlight),
+            server: ServerContext(counters: counters, activity: activity, logger: Logger(label: "test")),
             handOver: { fd, handover in
                 handovers.append(handover)
                 close(fd)

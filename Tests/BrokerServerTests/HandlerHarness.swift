@@ -57,9 +57,20 @@ enum Handlers {
     static func install(on pipeline: ChannelPipeline.SynchronousOperations, gate: Gate, identify: @escaping PeerIdentifier = me,
                         activity: ServerActivity = ServerActivity(), maxConnections: Int = 10) throws {
         try BrokerServer.addHandlers(
-            to: pipeline, stall: .seconds(5), idle: .seconds(60), table: table(gate: gate), counters: BrokerCounters(),
-            logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }, activity: activity,
-            maxConnections: maxConnections, identify: identify)
+            to: pipeline, table: table(gate: gate), limits: limits(maxConnections: maxConnections),
+            server: server(activity: activity), identify: identify)
+    }
+
+    /// The tests' limits: a 5 s stall, a 60 s idle timeout.
+    static func limits(maxConnections: Int = 10) -> ConnectionLimits {
+        ConnectionLimits(maxConnections: maxConnections, idleTimeout: 60_000_000_000, stallTimeout: 5_000_000_000)
+    }
+
+    /// What the tests' connections report to, logging nothing.
+    static func server(activity: ServerActivity = ServerActivity(), counters: BrokerCounters = BrokerCounters(),
+                       events: EventHub? = nil) -> ServerContext {
+        ServerContext(counters: counters, activity: activity, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() },
+                      events: events)
     }
 
     static func request(id: Int?, resource: String) -> String {

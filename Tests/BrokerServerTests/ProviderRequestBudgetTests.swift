@@ -94,9 +94,8 @@ final class ProviderRequestBudgetTests: XCTestCase {
         let table = MethodTable.broker(broker)
         try await channel.testingEventLoop.executeInContext {
             try BrokerServer.addHandlers(
-                to: channel.pipeline.syncOperations, stall: .seconds(5), idle: .seconds(60), table: table,
-                counters: BrokerCounters(), logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() },
-                activity: ServerActivity(), maxConnections: 10, identify: Handlers.me)
+                to: channel.pipeline.syncOperations, table: table, limits: Handlers.limits(), server: Handlers.server(),
+                identify: Handlers.me)
         }
         try await channel.connect(to: SocketAddress(unixDomainSocketPath: "/stub/socket"))
         return channel

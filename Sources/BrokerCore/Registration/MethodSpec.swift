@@ -23,6 +23,10 @@ public struct MethodSpec<P: Decodable & Sendable, R: Encodable & Sendable>: Send
     /// Whether an answer that comes later may cost a request to the provider: counted
     /// against the connection's `cache_misses_per_minute`.
     public var mints: Bool
+    /// Counts a request the caller policy lets through, once, whichever path then answers
+    /// it (`token.get`'s `token_requests`: from the cache, refreshed, or after the user was
+    /// asked). nil: the method has no count of its own.
+    public var counted: (@Sendable () -> Void)?
     /// The whole answer, which may wait for the provider, the store or the user.
     public var slow: @Sendable (P) async throws(BrokerError) -> R
     /// What a decision on this method's request is about, for the audit trail: methods that
@@ -35,6 +39,7 @@ public struct MethodSpec<P: Decodable & Sendable, R: Encodable & Sendable>: Send
                 fastFor: (@Sendable (CallerIdentification, ConfirmAnswers?, P) -> R?)? = nil,
                 cancelledOnClose: @escaping @Sendable (P) -> Bool = { _ in false },
                 mints: Bool = false,
+                counted: (@Sendable () -> Void)? = nil,
                 audit: (@Sendable (P, R?) -> AuditSubject)? = nil,
                 slow: @escaping @Sendable (P) async throws(BrokerError) -> R) {
         self.method = method
@@ -44,6 +49,7 @@ public struct MethodSpec<P: Decodable & Sendable, R: Encodable & Sendable>: Send
         self.fastFor = fastFor
         self.cancelledOnClose = cancelledOnClose
         self.mints = mints
+        self.counted = counted
         self.slow = slow
         self.audit = audit
     }

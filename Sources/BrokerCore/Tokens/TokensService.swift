@@ -52,7 +52,6 @@ public final class TokensService: RegistersMethods, Sendable {
     /// The answer from the cache, without waiting: nil when the token must be refreshed
     /// (or the request fails), in which case the caller goes on to `token(_:)`.
     public func cachedToken(_ request: TokenGetParams) -> TokenGetResult? {
-        counters.tokenRequests.increment()
         // Read before anything the answer rests on: a change after this makes the stamp stale.
         let generation = self.generation
         // Runs on the event loop for every request: short locks, no sorted copies, no
@@ -95,7 +94,7 @@ public final class TokensService: RegistersMethods, Sendable {
     /// Whether the request a cache hit answered (`cachedToken`'s `cacheHit`) would be
     /// answered with the same bytes now: nothing it rests on changed, and the token still
     /// has the life the request needs, by the same test as the cache's. Counts the request
-    /// and the hit when it would, as `cachedToken` does. Nothing in the answer depends on
+    /// and the hit when it would, as the method table and `cachedToken` do. Nothing in the answer depends on
     /// the time (`expires_at` is absolute): a stamp stays good across seconds until the
     /// token's life runs short, on either clock, or the wall clock steps (which moves
     /// `expires_at`).
@@ -339,6 +338,9 @@ public final class TokensService: RegistersMethods, Sendable {
             // A caller waiting for a sign-in is one of its waiters: gone, it stops waiting.
             cancelledOnClose: { $0.waitForSignIn != nil },
             mints: true,
+            // Every request the policy lets through, whichever path answers it (`stillServes`
+            // counts those the front door answers from its memo).
+            counted: { self.counters.tokenRequests.increment() },
             audit: { p, r in AuditSubject(method: .tokenGet, provider: r?.provider ?? p.provider, account: r?.account ?? p.account, resource: p.resource) },
             slow: { p throws(BrokerError) in try await self.token(p) }))
         registrar.add(MethodSpec(
