@@ -87,7 +87,7 @@ final class AccountChoiceTests: XCTestCase {
 
     private func subject(_ h: BrokerHarness, _ params: TokenGetParams) async throws -> (String, String?) {
         let answer = try await h.token(params)
-        let key = try XCTUnwrap(h.broker.tokens.cache.key(holding: answer.accessToken))
+        let key = try XCTUnwrap(h.broker.tokens.key(holding: answer.accessToken))
         return (key.account.subject, answer.chosenBy)
     }
 

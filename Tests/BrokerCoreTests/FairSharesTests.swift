@@ -118,9 +118,10 @@ final class FairSharesTests: XCTestCase {
         let first = await token(h, "git-0", as: git)
         XCTAssertNil(first, "another program's first token was refused")
         XCTAssertEqual(h.transport.tokenRequests.count, 5)
-        let key = { (org: String) in CacheKey(account: AccountKey(provider: "corp", subject: "sub-alice"), resource: "https://api", scopes: [], params: ["organization_id": org]) }
-        XCTAssertNil(h.broker.tokens.cache.lookup(key("flood-1"), now: h.clock.reading, minimumLife: 0), "the flooder's least recently used token went")
-        XCTAssertNotNil(h.broker.tokens.cache.lookup(key("flood-0"), now: h.clock.reading, minimumLife: 0), "the one it used again stays")
+        // Whether the key is still cached: the cache-hit path's answer (which a request at once gets).
+        let key = { (org: String) in TokenGetParams(resource: "https://api", params: ["organization_id": org]) }
+        XCTAssertNil(h.broker.tokens.cachedToken(key("flood-1")), "the flooder's least recently used token went")
+        XCTAssertNotNil(h.broker.tokens.cachedToken(key("flood-0")), "the one it used again stays")
         // Its second too (the flooder still holds more); at an equal share it is refused in turn.
         let second = await token(h, "git-1", as: git)
         XCTAssertNil(second)
@@ -128,7 +129,7 @@ final class FairSharesTests: XCTestCase {
         // And the flooder cannot take them back: it holds no more than an equal share either.
         guard case .overloaded? = await token(h, "flood-9", as: flooder) else { return XCTFail("the flooder took another program's token") }
         for org in ["git-0", "git-1"] {
-            XCTAssertNotNil(h.broker.tokens.cache.lookup(key(org), now: h.clock.reading, minimumLife: 0), org)
+            XCTAssertNotNil(h.broker.tokens.cachedToken(key(org)), org)
         }
         XCTAssertEqual(h.transport.tokenRequests.count, 6)
     }

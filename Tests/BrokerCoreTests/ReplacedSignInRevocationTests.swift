@@ -31,7 +31,7 @@ final class ReplacedSignInRevocationTests: XCTestCase {
         let idToken = try TestJWS.compact(header: #"{"alg":"ES256","kid":"k1"}"#, payload: claims) { try key.sign($0, .es256) }
         let completion = SignInCompletion(
             providers: h.broker.providers, accounts: h.broker.accounts,
-            tokens: TokenForgetting(cache: h.broker.tokens.cache, ahead: h.broker.tokens.ahead), events: h.broker.events.hub,
+            tokens: h.broker.forgetting, events: h.broker.events.hub,
             logger: h.logs.logger, clock: h.clock.wallClock)
         let provider = try h.broker.providers.provider("corp")
         let metadata = try await provider.discovered()

@@ -52,6 +52,8 @@ final class AnswerMemoTests: XCTestCase {
     let clock = Clock()
     let asked = Asked()
     var broker: Broker!
+    /// The broker's token cache, which `cache(_:for:)` fills as a refresh does.
+    let tokenCache = TokenCache()
     var rig: FrontDoorRig!
 
     /// A broker with alice signed in (from the store, as after a restart) and a token for
@@ -61,7 +63,7 @@ final class AnswerMemoTests: XCTestCase {
         let account = Account(key: Self.alice, issuer: "https://idp.example", clientID: "authbroker", username: "alice",
                               refreshToken: "refresh-0", idToken: nil, state: .ready)
         try await store.save(AccountSecret.credential(for: account))
-        broker = try testBroker(Self.config(margin: 60), store: store, clock: clock.wall)
+        broker = try testBroker(Self.config(margin: 60), store: store, clock: clock.wall, cache: tokenCache)
         await broker.start()
         cache("token-1", for: "https://api")
         var table = MethodTable.broker(broker)
@@ -85,8 +87,8 @@ final class AnswerMemoTests: XCTestCase {
 
     /// Puts a token that lives an hour (or `life` seconds) in the cache, as a refresh does.
     private func cache(_ token: String, for resource: String, life: Double = 3600) {
-        broker.tokens.cache.store(CachedToken(accessToken: token, tokenType: "Bearer", expiresAt: clock.now + life),
-                                  for: CacheKey(account: Self.alice, resource: resource, scopes: []), now: clock.now)
+        tokenCache.store(CachedToken(accessToken: token, tokenType: "Bearer", expiresAt: clock.now + life),
+                         for: CacheKey(account: Self.alice, resource: resource, scopes: []), now: clock.now)
     }
 
     private static func line(id: String, resource: String = "https://api") -> Data {

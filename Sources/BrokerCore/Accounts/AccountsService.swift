@@ -7,12 +7,17 @@ import SecretStore
 /// that could not be read, and the one reading of a request's `provider` and `account`.
 /// Registers `account.list`.
 ///
-/// Owns: the registry and the availability. Depends on the providers service (which
-/// providers exist, and where stored client secrets go) and the store.
+/// Owns: the registry, the availability, and the accounts' persistence rules and each
+/// account's turn (`writes`, `AccountWrites`: every write of an account to the store goes
+/// through it). Depends on the providers service (which providers exist, and where stored
+/// client secrets go) and the store.
 public final class AccountsService: RegistersMethods, Sendable {
-    private let registry = AccountRegistry()
+    private let registry: AccountRegistry
     private let availability = StoreAvailability()
-    let store: any CredentialStore
+    private let store: any CredentialStore
+    /// How an account reaches the store: memory first, unsaved, the background retry, in
+    /// turn with its refreshes (`AccountWrites`).
+    let writes: AccountWrites
     private let providers: ProvidersService
     private let logger: Logger
     /// How long the background watch for an unavailable store waits between tries, at most.
@@ -20,10 +25,13 @@ public final class AccountsService: RegistersMethods, Sendable {
 
     public init(providers: ProvidersService, store: any CredentialStore, logger: Logger,
                 storeRetryInterval: Duration = .seconds(5)) {
+        let registry = AccountRegistry()
+        self.registry = registry
         self.providers = providers
         self.store = store
         self.logger = logger
         self.storeRetryInterval = storeRetryInterval
+        self.writes = AccountWrites(registry: registry, store: store, logger: logger)
     }
 
     /// Loads the accounts the store holds for the configured providers. A store that
@@ -200,6 +208,9 @@ public final class AccountsService: RegistersMethods, Sendable {
     /// The store's failure while its accounts are not loaded (the daemon started without
     /// it), else nil.
     public var storeFailure: StoreError? { availability.failure }
+
+    /// What kind of store holds the sign-ins (`daemon.status`).
+    var storeKind: String { store.kind }
 
     /// The error for a request that needs an account of `provider` while the store's
     /// accounts are not loaded: not "not signed in", which would send the user to sign in

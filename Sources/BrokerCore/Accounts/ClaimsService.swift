@@ -9,15 +9,15 @@ import OAuth
 public final class ClaimsService: RegistersMethods, Sendable {
     private let accounts: AccountsService
     private let tokens: TokensService
+    private let counters: BrokerCounters
     private let clock: WallClock
 
-    init(accounts: AccountsService, tokens: TokensService, clock: WallClock) {
+    init(accounts: AccountsService, tokens: TokensService, counters: BrokerCounters, clock: WallClock) {
         self.accounts = accounts
         self.tokens = tokens
+        self.counters = counters
         self.clock = clock
     }
-
-    private var counters: BrokerCounters { tokens.counters }
 
     /// The claims of the account's ID token, verified when it was received.
     public func whoami(_ params: AccountParams) throws(BrokerError) -> ClaimsResult {

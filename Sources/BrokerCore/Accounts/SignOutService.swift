@@ -55,7 +55,7 @@ public final class SignOutService: RegistersMethods, Sendable {
     /// not revoked, rather than listed ready with a dead one.
     private func signOut(_ account: Account, at provider: Provider, _ params: LogoutParams) async throws(BrokerError) -> LogoutResult {
         do {
-            try await accounts.store.delete(CredentialKey(provider: account.key.provider, issuer: account.issuer, clientID: account.clientID, subject: account.key.subject))
+            try await accounts.writes.delete(account)
         } catch {
             throw BrokerError.storeUnavailable(message: "\(account.displayName) is still signed in to \(provider.name), and nothing was revoked: its sign-in could not be removed from the store (\(error.message))", reason: error.reason)
         }

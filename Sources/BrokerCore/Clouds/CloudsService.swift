@@ -10,17 +10,19 @@ import OAuth
 ///
 /// Owns the AWS credentials (`AWSCredentialCache`): never written anywhere, never logged.
 /// Depends on the tokens service (the access token for an audience, the account's ID token
-/// renewed by a refresh) and the daemon's HTTP transport (STS URLs follow the providers'
+/// renewed by a refresh), reached through the exchange service's `TokensForExchange`, and
+/// the daemon's HTTP transport (STS URLs follow the providers'
 /// rule, `EndpointPolicy`). Held by the exchange service, registered by the root.
 public final class CloudsService: RegistersMethods, Sendable {
-    private let tokens: TokensService
+    /// The exchange service's reach into the tokens service and the accounts.
+    private let tokens: TokensForExchange
     private let idTokens: AccountIDTokens
     private let transport: any HTTPTransport
     private let cache = AWSCredentialCache()
     private let clock: WallClock
     private let logger: Logger
 
-    init(tokens: TokensService, idTokens: AccountIDTokens, transport: any HTTPTransport, clock: WallClock, logger: Logger) {
+    init(tokens: TokensForExchange, idTokens: AccountIDTokens, transport: any HTTPTransport, clock: WallClock, logger: Logger) {
         self.tokens = tokens
         self.idTokens = idTokens
         self.transport = transport
@@ -28,17 +30,15 @@ public final class CloudsService: RegistersMethods, Sendable {
         self.logger = logger
     }
 
-    private var accounts: AccountsService { tokens.accounts }
-
     // MARK: aws.credentials
 
     /// Credentials for the role: from the cache while they have more than
     /// `AWSCredentialCache.margin` left, else from STS (one request for concurrent callers).
     public func awsCredentials(_ p: AWSCredentialsParams) async throws(BrokerError) -> AWSCredentialsResult {
-        let audience = try AWSPlan.audience(p, settings: tokens.providers.config.aws)
-        let (provider, account) = try accounts.resolved(provider: p.provider, account: p.account, resource: audience)
+        let audience = try AWSPlan.audience(p, settings: tokens.aws)
+        let (provider, account) = try tokens.resolved(provider: p.provider, account: p.account, resource: audience)
         guard account.state == .ready else { throw BrokerError.signInAgain(provider.name, account.displayName) }
-        let key = try AWSPlan.key(p, account: account, audience: audience, settings: tokens.providers.config.aws)
+        let key = try AWSPlan.key(p, account: account, audience: audience, settings: tokens.aws)
         if let hit = cache.lookup(key, now: clock.now()) { return result(hit, key: key, account: account, cached: true) }
         let minted = await cache.shared(key) { await self.mint(key, provider: provider, account: account) }
         switch minted {
@@ -50,10 +50,10 @@ public final class CloudsService: RegistersMethods, Sendable {
     /// The answer from the cache, without waiting: nil when STS must be asked (or the
     /// request fails), in which case the caller goes on to `awsCredentials(_:)`.
     public func cachedAWSCredentials(_ p: AWSCredentialsParams) -> AWSCredentialsResult? {
-        let settings = tokens.providers.config.aws
+        let settings = tokens.aws
         // Not `try?`, which would fold the ID token's nil audience into a failure.
         guard case .success(let audience) = Result(catching: { () throws(BrokerError) in try AWSPlan.audience(p, settings: settings) }),
-              case .found(_, let account) = accounts.resolve(provider: p.provider, account: p.account, resource: audience),
+              case .found(_, let account) = tokens.resolve(provider: p.provider, account: p.account, resource: audience),
               account.state == .ready,
               let key = try? AWSPlan.key(p, account: account, audience: audience, settings: settings),
               let hit = cache.lookup(key, now: clock.now())
@@ -79,7 +79,7 @@ public final class CloudsService: RegistersMethods, Sendable {
                                      sentIDToken: key.audience == nil, roleARN: key.request.roleARN, endpoint: key.request.endpoint)
             switch AWSSTS.read(response) {
             case .success(let credentials)?:
-                cache.store(credentials, for: key, now: clock.now()) { self.accounts[$0] != nil }
+                cache.store(credentials, for: key, now: clock.now()) { self.tokens.account($0) != nil }
                 logger.debug("assumed an AWS role", metadata: ["account": "\(account.key)", "role": "\(key.request.roleARN)",
                                                                "expires_at": "\(credentials.expiresAt)"])
                 return .success(credentials)
@@ -117,7 +117,7 @@ public final class CloudsService: RegistersMethods, Sendable {
     /// by a refresh first when it has less.
     public func idToken(_ p: IDTokenParams) async throws(BrokerError) -> IDTokenResult {
         try TokensService.checkMinTTL(p.minTTL)
-        let (provider, account) = try accounts.resolved(provider: p.provider, account: p.account)
+        let (provider, account) = try tokens.resolved(provider: p.provider, account: p.account)
         guard account.state == .ready else { throw BrokerError.signInAgain(provider.name, account.displayName) }
         let token = try await idTokens.live(of: account, provider: provider, minimumLife: Double(p.minTTL ?? 0),
                                             instead: "use an access token instead (`authctl token`, or `authctl gcloud-credential --resource URL`)")
@@ -127,7 +127,7 @@ public final class CloudsService: RegistersMethods, Sendable {
     /// The stored ID token when it lives long enough, without waiting.
     public func cachedIDToken(_ p: IDTokenParams) -> IDTokenResult? {
         guard p.minTTL.map(TokenGetParams.minTTLRange.contains) ?? true,
-              case .found(let provider, let account) = accounts.resolve(provider: p.provider, account: p.account),
+              case .found(let provider, let account) = tokens.resolve(provider: p.provider, account: p.account),
               account.state == .ready,
               let token = idTokens.stored(of: account, minimumLife: Double(p.minTTL ?? 0))
         else { return nil }
@@ -146,7 +146,7 @@ public final class CloudsService: RegistersMethods, Sendable {
         registrar.add(MethodSpec(
             .awsCredentials, empty: AWSCredentialsParams(),
             access: .checked("the token sent to STS: provider and audience (the ID token as the default audience)") { p in
-                let audience = try? AWSPlan.audience(p, settings: self.tokens.providers.config.aws)
+                let audience = try? AWSPlan.audience(p, settings: self.tokens.aws)
                 return .token(provider: p.provider, targets: [audience], scopes: [], params: [])
             },
             fast: { self.cachedAWSCredentials($0) },

@@ -101,7 +101,7 @@ final class SignInCompletion: Sendable {
                 }
             }
             do throws(StoreError) {
-                try await self.accounts.store.save(AccountSecret.credential(for: account))
+                try await self.accounts.writes.store(account)
             } catch {
                 // The store went away (bus restarted, keyring locked, disk full) after
                 // `login.start` found it usable: the sign-in the user just approved is held
@@ -127,7 +127,7 @@ final class SignInCompletion: Sendable {
         }
         if account.unsaved {
             logger.error("signed in, but the secret store refused the refresh token: held in memory and written when the store takes it", metadata: ["account": "\(account.key)", "error": "\(account.unsavedBecause?.message ?? "-")"])
-            cachedTokens.keepWriting(account.key)
+            accounts.writes.retrySave(account.key)
         } else {
             logger.info("signed in", metadata: ["account": "\(account.key)"])
         }

@@ -62,7 +62,7 @@ public final class SignInService: RegistersMethods, Sendable {
         // Loaded once is not usable now (a keyring locked since): asked before the user
         // approves anything, not after, when the refresh token would have nowhere to go.
         do {
-            try await accounts.store.check()
+            try await accounts.writes.checkStore()
         } catch {
             throw BrokerError.storeUnavailable(
                 message: "cannot sign in to \(provider.name) now: the secret store that keeps sign-ins cannot be used (\(error.message)); nothing was sent to \(provider.name)",

@@ -9,18 +9,16 @@ import OAuth
 /// account from before DPoP was turned on, by the refresher, and kept in the store).
 ///
 /// Owns no state. Depends on the tokens service (the token), the accounts (the key) and
-/// the providers (whether DPoP is on).
+/// the providers (whether DPoP is on), reached only through `TokensForProofs`, which the
+/// composition root builds.
 public final class ProofsService: RegistersMethods, Sendable {
-    private let tokens: TokensService
+    private let tokens: TokensForProofs
     private let clock: WallClock
 
-    init(tokens: TokensService, clock: WallClock) {
+    init(tokens: TokensForProofs, clock: WallClock) {
         self.tokens = tokens
         self.clock = clock
     }
-
-    private var accounts: AccountsService { tokens.accounts }
-    private var providers: ProvidersService { tokens.providers }
 
     /// `dpop.proof`: the token `token.get` would give, and a proof for one request with it
     /// (`ath` is the token's hash), signed with the account's key inside the daemon.
@@ -28,14 +26,14 @@ public final class ProofsService: RegistersMethods, Sendable {
         try Self.checkProofTarget(request)
         // A provider known now is checked before a token is minted; a resource found by
         // discovery finds its provider with the token.
-        if let known = providers.provider(orDefault: request.token.provider, resource: request.token.resource) {
+        if let known = tokens.knownProvider(request.token.provider, resource: request.token.resource) {
             try Self.checkUsesDPoP(known)
         }
         let token = try await tokens.token(request.token)
-        let provider = try providers.provider(request.token.provider, resource: request.token.resource)
+        let provider = try tokens.provider(request.token.provider, resource: request.token.resource)
         try Self.checkUsesDPoP(provider)
         // Read after the token: a refresh may just have given the account its key.
-        let (_, account) = try accounts.resolved(provider: provider.name, account: request.token.account)
+        let (_, account) = try tokens.resolved(provider: provider.name, account: request.token.account)
         guard let signer = account.dpop else {
             throw BrokerError.internalError("the account has no DPoP key although its provider uses DPoP")
         }
@@ -57,7 +55,7 @@ public final class ProofsService: RegistersMethods, Sendable {
     public func cachedDPoPProof(_ request: DPoPProofParams) -> DPoPProofResult? {
         guard (try? Self.checkProofTarget(request)) != nil,
               let token = tokens.cachedToken(request.token), token.tokenType == "DPoP",
-              case .found(let provider, let account) = accounts.resolve(provider: request.token.provider, account: request.token.account,
+              case .found(let provider, let account) = tokens.resolve(provider: request.token.provider, account: request.token.account,
                                                           resource: request.token.resource),
               provider.config.dpop != nil, let signer = account.dpop,
               let proof = try? signer.proof(method: request.htm, url: request.htu, now: clock.now(), nonce: request.nonce,

@@ -74,7 +74,7 @@ struct ConfigurationReload: Sendable {
     /// when the store does not take one: the reload is refused, the account kept.
     private func saveUnsaved(of forgotten: Set<String>) async throws(BrokerError) {
         for key in accounts.list().filter({ forgotten.contains($0.key.provider) && $0.unsaved }).map(\.key) {
-            if let failure = await tokens.storeUnsaved(key) {
+            if let failure = await accounts.writes.storeUnsavedInTurn(key) {
                 throw BrokerError.storeUnavailable(
                     message: "the newest refresh token of \(self.accounts[key]?.displayName ?? key.subject) at \(key.provider) is only in memory and the secret store did not take it (\(failure.message)); the new configuration would forget it and leave \(key.provider) with an older one that no longer works: once the store takes it (unlock the keyring), reload again",
                     reason: failure.reason)

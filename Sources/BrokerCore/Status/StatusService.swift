@@ -8,25 +8,25 @@ import BrokerProtocol
 /// itself (which resources other programs use, and when, is theirs to know).
 ///
 /// Owns: when the daemon started. Reads the providers, the accounts, the token cache's
-/// entries (through the tokens service) and the counters.
+/// entries and the counters through `StatusReadings`, which the composition root builds.
 public final class StatusService: RegistersMethods, Sendable {
-    private let tokens: TokensService
+    private let readings: StatusReadings
     /// The caller policy, which decides what a caller may see; the root hands it to the server.
     let gate: CallerGate
     private let socketPath: String
     private let startedAt: Double
     private let clock: WallClock
 
-    init(tokens: TokensService, gate: CallerGate, socketPath: String, clock: WallClock) {
-        self.tokens = tokens
+    init(readings: StatusReadings, gate: CallerGate, socketPath: String, clock: WallClock) {
+        self.readings = readings
         self.gate = gate
         self.socketPath = socketPath
         self.clock = clock
         self.startedAt = clock.boottime()
     }
 
-    private var providers: ProvidersService { tokens.providers }
-    private var accounts: AccountsService { tokens.accounts }
+    /// The daemon's counters, which `daemon.status` shows (the root hands them to the server).
+    var counters: BrokerCounters { readings.counters }
 
     public func status() -> DaemonStatusResult {
         status(showing: { _, _ in true })
@@ -44,22 +44,21 @@ public final class StatusService: RegistersMethods, Sendable {
 
     private func status(showing shown: (_ provider: String, _ resource: String?) -> Bool) -> DaemonStatusResult {
         let reading = clock.reading()
-        let cache = tokens.cache
-        let providerStatus = providers.config.providers.map { p in
+        let providerStatus = readings.providerConfigs.map { p in
             ProviderStatus(
                 name: p.name, issuer: p.issuer, clientID: p.clientID,
-                accounts: accounts.list(provider: p.name).map { a in
-                    AccountStatus(account: a.info, tokens: cache.entries(for: a.key, now: reading).filter { shown(p.name, $0.key.resource) }.map {
+                accounts: readings.accounts(of: p.name).map { a in
+                    AccountStatus(account: a.info, tokens: readings.cachedEntries(for: a.key, now: reading).filter { shown(p.name, $0.key.resource) }.map {
                         CachedTokenInfo(resource: $0.key.resource, scopes: $0.key.scopes, expiresAt: Int64($0.token.expiresAt(at: reading)))
                     })
                 })
         }
-        let failure = accounts.storeFailure
+        let failure = readings.storeFailure
         return DaemonStatusResult(
             version: BrokerVersion.current, pid: Int32(getpid()), uptimeSeconds: (reading.boot - startedAt),
-            store: accounts.store.kind, socket: socketPath, providers: providerStatus, counters: tokens.counters.snapshot(),
+            store: readings.storeKind, socket: socketPath, providers: providerStatus, counters: readings.counters.snapshot(),
             storeUnavailable: failure.map { StoreUnavailableStatus(reason: $0.reason, message: $0.message) },
-            reloadRefused: providers.reloadRefusal)
+            reloadRefused: readings.reloadRefusal)
     }
 
     public func register(into registrar: inout some MethodRegistrar) {

@@ -8,32 +8,27 @@ import OAuth
 /// a new one from providers that send one with a refresh (OIDC Core §12.2); others need a
 /// sign-in.
 struct AccountIDTokens: Sendable {
-    let tokens: TokensService
+    /// The exchange service's reach into the tokens service (`TokensForExchange`).
+    let tokens: TokensForExchange
     let clock: WallClock
-
-    private var accounts: AccountsService { tokens.accounts }
 
     /// The account's ID token with more than `minimumLife` seconds (and more than
     /// `refresh_margin`) left; `instead`, what the caller may do without one, ends the
     /// sentences of a provider that sent none or no new one.
     func live(of account: Account, provider: Provider, minimumLife: Double = 0,
               instead: String) async throws(BrokerError) -> String {
-        guard let stored = accounts[account.key]?.idToken else {
+        guard let stored = tokens.account(account.key)?.idToken else {
             throw BrokerError.invalidRequest(message: "\(provider.name) gave no ID token for \(account.displayName): \(instead)")
         }
         if lives(stored, minimumLife: minimumLife) { return stored }
-        let key = CacheKey(account: account.key, resource: nil, scopes: [])
-        let refresher = tokens.refresher
-        _ = try await refresher.queue(for: account.key).run(key, waiting: refresher.callerWait(provider)) { () async throws(BrokerError) -> CachedToken in
-            try await refresher.servableRefresh(key, provider: provider)
-        }
-        if let renewed = accounts[account.key]?.idToken, lives(renewed, minimumLife: minimumLife) { return renewed }
+        try await tokens.refreshInTurn(account.key, provider: provider)
+        if let renewed = tokens.account(account.key)?.idToken, lives(renewed, minimumLife: minimumLife) { return renewed }
         throw BrokerError.loginRequired(provider: provider.name, message: "the ID token of \(account.displayName) at \(provider.name) has expired, and \(provider.name) sent no new one with a refresh: run `authctl login --provider \(provider.name)` for a new one, or \(instead)")
     }
 
     /// The stored ID token when it lives long enough, without waiting: the cache-hit path.
     func stored(of account: Account, minimumLife: Double = 0) -> String? {
-        guard let stored = accounts[account.key]?.idToken, lives(stored, minimumLife: minimumLife) else { return nil }
+        guard let stored = tokens.account(account.key)?.idToken, lives(stored, minimumLife: minimumLife) else { return nil }
         return stored
     }
 
@@ -41,7 +36,7 @@ struct AccountIDTokens: Sendable {
     /// `exp` (one without a readable `exp` is taken as it is: the other side judges it).
     func lives(_ idToken: String, minimumLife: Double = 0) -> Bool {
         guard let exp = Self.expiry(idToken) else { return true }
-        return exp - clock.now() > max(Double(tokens.providers.refreshMargin), TokenCache.reserve, minimumLife)
+        return exp - clock.now() > max(Double(tokens.refreshMargin), TokenCache.reserve, minimumLife)
     }
 
     /// The token's `exp`, when it has a readable one.

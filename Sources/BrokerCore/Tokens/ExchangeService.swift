@@ -6,20 +6,21 @@ import OAuth
 /// minted from the account's access token (or ID token) and cached under its own key.
 ///
 /// Owns no state of its own: its tokens go into the tokens service's cache under keys
-/// with an exchange target. Depends on the tokens service (the subject token, the cache,
-/// how answers look) and its refresher (the account's queue, its DPoP key).
+/// with an exchange target. Reaches the tokens service (the subject token, the cache, how
+/// answers look), its refresher (the account's queue, its DPoP key) and the accounts only
+/// through `TokensForExchange`, which the composition root builds.
 ///
 /// Holds the clouds service too (`clouds`, which the composition root registers): the other
 /// exchanges of the account's tokens, at the clouds' own STS instead of the provider.
 public final class ExchangeService: RegistersMethods, Sendable {
-    private let tokens: TokensService
+    private let tokens: TokensForExchange
     private let logger: Logger
     private let clock: WallClock
     private let idTokens: AccountIDTokens
     /// AWS credentials and the ID token for the clouds' STS (Clouds/).
     public let clouds: CloudsService
 
-    init(tokens: TokensService, transport: any HTTPTransport, clock: WallClock, logger: Logger) {
+    init(tokens: TokensForExchange, transport: any HTTPTransport, clock: WallClock, logger: Logger) {
         self.tokens = tokens
         self.clock = clock
         self.logger = logger
@@ -27,18 +28,12 @@ public final class ExchangeService: RegistersMethods, Sendable {
         self.clouds = CloudsService(tokens: tokens, idTokens: idTokens, transport: transport, clock: clock, logger: logger)
     }
 
-    private var cache: TokenCache { tokens.cache }
-    private var refresher: Refresher { tokens.refresher }
-    private var accounts: AccountsService { tokens.accounts }
-    private var providers: ProvidersService { tokens.providers }
-    private var counters: BrokerCounters { tokens.counters }
-
     /// A token for a downstream service (RFC 8693), minted at the provider's token endpoint
     /// from the account's access token (or ID token), and cached under its own key.
     public func exchangeToken(_ request: TokenExchangeParams) async throws(BrokerError) -> TokenGetResult {
         let target = try Self.exchangeTarget(request)
         try TokensService.checkMinTTL(request.minTTL)
-        let (provider, account) = try accounts.resolved(provider: request.provider, account: request.account)
+        let (provider, account) = try tokens.resolved(provider: request.provider, account: request.account)
         guard account.state == .ready else { throw BrokerError.signInAgain(provider.name, account.displayName) }
         // As for token.get: each new resource costs a request to the provider.
         guard provider.config.serves(resource: request.resource) else {
@@ -48,8 +43,8 @@ public final class ExchangeService: RegistersMethods, Sendable {
         let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [], exchange: target)
         let minimumLife = tokens.minimumLife(request.minTTL)
         let now = clock.reading()
-        if let token = cache.lookup(key, now: now, minimumLife: minimumLife) {
-            counters.cacheHits.increment()
+        if let token = tokens.lookup(key, now: now, minimumLife: minimumLife) {
+            tokens.countCacheHit()
             return tokens.result(token, key: key, account: account, at: now)
         }
         // Got before the account's queue is entered: a refresh of the subject token runs
@@ -61,9 +56,9 @@ public final class ExchangeService: RegistersMethods, Sendable {
         } else {
             subjectToken = try await tokens.token(TokenGetParams(provider: provider.name, account: account.key.subject)).accessToken
         }
-        let token = try await refresher.queue(for: account.key).run(key, waiting: refresher.callerWait(provider)) { () async throws(BrokerError) -> CachedToken in
-            if let token = self.cache.lookup(key, now: self.clock.reading(), minimumLife: minimumLife) { return token }
-            try self.refresher.checkRoom(for: key, provider: provider, account: account)
+        let token = try await tokens.inTurn(key, provider: provider) { () async throws(BrokerError) -> CachedToken in
+            if let token = self.tokens.lookup(key, now: self.clock.reading(), minimumLife: minimumLife) { return token }
+            try self.tokens.checkRoom(for: key, provider: provider, account: account)
             return try await self.exchange(subjectToken, key: key, target: target, provider: provider)
         }
         // Not in the cache when asked: exchanged for this request (or by the one it joined).
@@ -79,28 +74,28 @@ public final class ExchangeService: RegistersMethods, Sendable {
     public func cachedExchange(_ request: TokenExchangeParams) -> TokenGetResult? {
         guard let target = try? Self.exchangeTarget(request),
               request.minTTL.map(TokenGetParams.minTTLRange.contains) ?? true,
-              case .found(let provider, let account) = accounts.resolve(provider: request.provider, account: request.account),
+              case .found(let provider, let account) = tokens.resolve(provider: request.provider, account: request.account),
               provider.config.serves(resource: request.resource),
               provider.config.allows(scopes: request.scopes ?? []),
               account.state == .ready
         else { return nil }
         let key = CacheKey(account: account.key, resource: request.resource, scopes: request.scopes ?? [], exchange: target)
-        let margin = providers.refreshMargin
+        let margin = tokens.refreshMargin
         let now = clock.reading()
-        guard let token = cache.lookup(key, now: now, minimumLife: Double(max(margin, request.minTTL ?? 0))) else { return nil }
-        counters.cacheHits.increment()
+        guard let token = tokens.lookup(key, now: now, minimumLife: Double(max(margin, request.minTTL ?? 0))) else { return nil }
+        tokens.countCacheHit()
         return tokens.result(token, key: key, account: account, at: now)
     }
 
     /// One exchange at the provider, with a DPoP proof when the provider uses DPoP.
     private func exchange(_ subjectToken: String, key: CacheKey, target: ExchangeTarget,
                           provider: Provider) async throws(BrokerError) -> CachedToken {
-        guard var account = accounts[key.account] else { throw BrokerError.notSignedIn(provider.name) }
+        guard var account = tokens.account(key.account) else { throw BrokerError.notSignedIn(provider.name) }
         let metadata = try await provider.discovered()
         if provider.config.dpop != nil { try provider.checkOffersDPoP(metadata) }
         try await provider.checkBackoff()
         try ProviderRequests.charge()
-        account = try await refresher.withDPoPKey(account, provider: provider, metadata: metadata)
+        account = try await tokens.withDPoPKey(account, provider: provider, metadata: metadata)
         let client = provider.client(provider.signer(of: account), metadata: metadata, clock: clock)
         let sent = clock.reading()
         let response: TokenResponse
@@ -110,7 +105,7 @@ public final class ExchangeService: RegistersMethods, Sendable {
                 requestedTokenType: target.requestedTokenType, audience: target.audience,
                 resource: key.resource, scopes: key.scopes)
         } catch {
-            counters.providerErrors.increment()
+            tokens.countProviderError()
             if case .provider("unsupported_grant_type", _, _) = error {
                 await provider.succeeded()
                 throw BrokerError.configuration(provider: provider.name, message: "\(provider.name) does not offer token exchange (RFC 8693) to this client: ask its administrator to allow the grant \(OAuthClient.tokenExchangeGrant), or use `authctl token` for a token of the account itself")
@@ -126,7 +121,7 @@ public final class ExchangeService: RegistersMethods, Sendable {
             expiry: CachedToken.expiry(sent: sent, received: received, expiresIn: response.expiresIn,
                                        exp: CachedToken.jwtExpiry(response.accessToken)),
             scope: CachedToken.scope(answered: response.scope, asked: key.scopes))
-        cache.store(token, for: key, now: received)
+        tokens.store(token, for: key, now: received)
         logger.debug("exchanged", metadata: ["account": "\(account.key)", "audience": "\(target.audience ?? "-")", "resource": "\(key.resource ?? "-")"])
         return token
     }

@@ -5,14 +5,15 @@ import OAuth
 import SecretStore
 import Synchronization
 
-/// One refresh at the provider, and what it leaves behind: the account's `RefreshQueue`
-/// (one refresh per refresh token at a time), the rotated refresh token stored before the
-/// access token is served, a refused refresh token's consequences, an account's DPoP key.
-/// Used by the tokens and exchange services and the background refreshes; registers no
-/// method.
+/// One refresh at the provider, and what it leaves behind: the rotated refresh token kept
+/// (through the accounts' `AccountWrites`) before the access token is served, a refused
+/// refresh token's consequences, an account's DPoP key. Runs in the account's
+/// `RefreshQueue` (`AccountsService.writes.turn(of:)`: one refresh per refresh token at a
+/// time, in turn with the writes of its refresh token). Used by the tokens and exchange
+/// services and the background refreshes; registers no method.
 ///
-/// Owns: the refresh queues, the set of accounts whose newest refresh token is being
-/// written again. Writes the token cache (owned by the tokens service) and the accounts.
+/// Owns: the providers' `invalid_request` notes and clock-skew notes. Writes the token
+/// cache (owned by the tokens service); changes the accounts through the accounts service.
 final class Refresher: Sendable {
     let cache: TokenCache
     private let accounts: AccountsService
@@ -21,9 +22,6 @@ final class Refresher: Sendable {
     private let events: EventHub
     private let logger: Logger
     private let clock: WallClock
-    private let queues = Mutex<[AccountKey: RefreshQueue]>([:])
-    /// Accounts whose newest refresh token is being written again (see `retrySave`).
-    private let resaving = Mutex<Set<AccountKey>>([])
     /// The refresh tokens (fingerprints, by account and chain) a provider last answered
     /// `invalid_request` without naming them: a second such answer to the same one is
     /// taken as its refusal (`refusedAgain`).
@@ -42,17 +40,12 @@ final class Refresher: Sendable {
         self.clock = clock
     }
 
-    private var store: any CredentialStore { accounts.store }
+    /// The account's queue: every refresh of the account runs in it (`AccountWrites.turn`).
+    func queue(for key: AccountKey) -> RefreshQueue { accounts.writes.turn(of: key) }
 
-    /// The account's queue: every refresh of the account runs in it.
-    func queue(for key: AccountKey) -> RefreshQueue {
-        queues.withLock { all in
-            if let q = all[key] { return q }
-            let q = RefreshQueue()
-            all[key] = q
-            return q
-        }
-    }
+    /// Gives the account's refresh in flight `lateAnswerAtStop` to end, then cancels it (a
+    /// sign-out needs no late answer).
+    func cutOffLateAnswers(of key: AccountKey) async { await accounts.writes.cutOffLateAnswers(of: key) }
 
     /// A refresh whose token has life left to serve: a provider that answered so late (it
     /// stalled, or was overloaded) that the token, counted from when the request was sent,
@@ -64,22 +57,52 @@ final class Refresher: Sendable {
         return try await refresh(key, provider: provider)
     }
 
+    /// What one refresh sent: the account (with its DPoP key), the chain and refresh token
+    /// used, the chain's tokens dropped at the send, and when it was sent.
+    private struct Sent {
+        var account: Account
+        let chain: String?
+        let refreshToken: String
+        let revoked: [CacheKey: CachedToken]
+        let at: ClockReading
+    }
+
     /// One refresh at the provider. Runs inside the account's RefreshQueue, so it always
     /// uses the newest refresh token and never overlaps another refresh of the account.
+    /// In order: the account can refresh; the request is sent (a refusal handled there);
+    /// the rotation is kept before anything else; the answer must be usable; then the
+    /// token is cached and served.
     func refresh(_ key: CacheKey, provider: Provider) async throws(BrokerError) -> CachedToken {
-        guard var account = accounts[key.account] else { throw BrokerError.notSignedIn(provider.name) }
-        guard account.state == .ready else {
-            throw BrokerError.signInAgain(provider.name, account.displayName)
-        }
-        if account.machine && provider.config.clientSecret == nil {
-            // Neither config.toml nor the Secret Service holds one: asking would only be refused.
-            throw BrokerError.configuration(provider: provider.name, message: "\(provider.name) uses grant = \"client_credentials\", which needs the client's secret: store it with `authctl set-secret --provider \(provider.name) < FILE`, or set client_secret under [providers.\(provider.name)] in config.toml")
-        }
+        let account = try refreshable(key, provider: provider)
         let metadata = try await provider.discovered()
         try await provider.checkBackoff()
         if provider.config.dpop != nil { try provider.checkOffersDPoP(metadata) }
         // The caller pays for the request now that it will be sent, before any token is dropped.
         try ProviderRequests.charge()
+        let (response, sent) = try await send(key, account: account, provider: provider, metadata: metadata)
+        await keepAnswer(response, sent: sent, provider: provider, metadata: metadata, resource: key.resource)
+        try await checkUsable(response, of: sent.account, provider: provider)
+        return try await cachedToken(response, for: key, sent: sent, provider: provider)
+    }
+
+    /// The account of `key`, when it can be refreshed: signed in, ready, and a machine
+    /// account only with a client secret (neither config.toml nor the Secret Service holds
+    /// one: asking would only be refused).
+    private func refreshable(_ key: CacheKey, provider: Provider) throws(BrokerError) -> Account {
+        guard let account = accounts[key.account] else { throw BrokerError.notSignedIn(provider.name) }
+        guard account.state == .ready else {
+            throw BrokerError.signInAgain(provider.name, account.displayName)
+        }
+        if account.machine && provider.config.clientSecret == nil {
+            throw BrokerError.configuration(provider: provider.name, message: "\(provider.name) uses grant = \"client_credentials\", which needs the client's secret: store it with `authctl set-secret --provider \(provider.name) < FILE`, or set client_secret under [providers.\(provider.name)] in config.toml")
+        }
+        return account
+    }
+
+    /// Sends the refresh (a machine account's client-credentials grant) and returns the
+    /// answer with what was sent; a failure is handled (`failed`) and thrown.
+    private func send(_ key: CacheKey, account: Account, provider: Provider,
+                      metadata: ProviderMetadata) async throws(BrokerError) -> (TokenResponse, Sent) {
         let chain = account.chain(for: key.resource, rule: provider.config.refreshTokens)
         let refreshToken = account.refreshToken(of: chain)
         // A provider that keeps one live access token per refresh token revokes the chain's
@@ -89,60 +112,80 @@ final class Refresher: Sendable {
         if provider.config.accessTokens == .onePerRefreshToken && !account.machine {
             revoked = cache.removeChain(chain, of: account.key)
         }
-        let sent = clock.reading()
-        let sentAt = sent.wall
-        let response: TokenResponse
-        account = try await withDPoPKey(account, provider: provider, metadata: metadata)
-        let client = provider.client(provider.signer(of: account), metadata: metadata, clock: clock)
+        let at = clock.reading()
+        let keyed = try await withDPoPKey(account, provider: provider, metadata: metadata)
+        let sent = Sent(account: keyed, chain: chain, refreshToken: refreshToken, revoked: revoked, at: at)
+        let client = provider.client(provider.signer(of: keyed), metadata: metadata, clock: clock)
         // The provider's own parameters first; a caller's of the same name wins.
         let extra = provider.config.tokenParams.merging(key.params) { $1 }.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
         do {
             let scopes = key.scopes.isEmpty ? nil : key.scopes
-            if account.machine {
+            if keyed.machine {
                 // A machine account has no grant to fall back on: ask for the configured scopes.
-                response = try await client.clientCredentials(
+                let response = try await client.clientCredentials(
                     metadata, resource: key.resource, scopes: scopes ?? provider.config.scopes, extra: extra)
-            } else {
-                response = try await refreshRequest(
-                    client, metadata: metadata, refreshToken: refreshToken, resource: key.resource, scopes: scopes,
-                    extra: extra, sent: sent, provider: provider, account: (account, chain, revoked))
+                return (response, sent)
             }
+            let response = try await refreshRequest(
+                client, metadata: metadata, refreshToken: refreshToken, resource: key.resource, scopes: scopes,
+                extra: extra, sent: at, provider: provider, account: (keyed, chain, revoked))
+            return (response, sent)
         } catch {
-            counters.providerErrors.increment()
-            let refused = account.machine ? error.isInvalidGrant
-                : error.refusesRefreshToken || refusedAgain(error, refreshToken, of: account, chain: chain, asking: key)
-            if refused, let chain {
-                throw await dropChain(chain, of: account, provider: provider)
-            }
-            if refused {
-                accounts.update(account.key) { $0.state = .loginRequired }
-                cache.removeAll(for: account.key)
-                // Remembered in the item, so `account.list` says so after a restart too.
-                if let marked = accounts[account.key] { try? await store.save(AccountSecret.credential(for: marked)) }
-                logger.warning("refresh token refused: sign-in required", metadata: ["account": "\(account.key)"])
-                events.emit(BrokerEvent(kind: .loginRequired, provider: provider.name, account: account.displayName,
-                                        subject: account.key.subject))
-                throw BrokerError.signInAgain(provider.name, account.displayName)
-            }
-            if case .provider("invalid_target", _, _) = error {
-                throw invalidTarget(key.resource, account: account, chain: chain, provider: provider)
-            }
-            var failure = await provider.failed(error, doing: "token refresh")
-            if case .provider("invalid_request", _, _) = error, !account.machine {
-                // Some providers say invalid_request for a refresh token they no longer have
-                // without naming it: the next step, should the refusal stand (a second one
-                // to the same refresh token is taken as its refusal: `refusedAgain`).
-                failure = failure.appending("if \(provider.name) answers so again, the sign-in is taken as no longer valid: then run `authctl login --provider \(provider.name)`")
-            }
-            // The provider was not reached (or did not answer): it revoked nothing, so the
-            // chain's tokens, this key's and the other resources', are served while it is down.
-            if case .providerUnreachable = failure { cache.restore(revoked) }
-            logger.warning("refresh failed", metadata: ["account": "\(account.key)", "error": "\(failure.message)"])
-            throw failure
+            throw await failed(error, sent: sent, asking: key, provider: provider)
         }
+    }
+
+    /// A refresh that failed: a refused refresh token ends the sign-in (or the resource's
+    /// own sign-in); an unreachable provider's chain tokens are served again; every other
+    /// failure is the provider's, with its back-off. Returns the error to throw.
+    private func failed(_ error: OAuthError, sent: Sent, asking key: CacheKey, provider: Provider) async -> BrokerError {
+        let account = sent.account
+        counters.providerErrors.increment()
+        let refused = account.machine ? error.isInvalidGrant
+            : error.refusesRefreshToken || refusedAgain(error, sent.refreshToken, of: account, chain: sent.chain, asking: key)
+        if refused, let chain = sent.chain {
+            return await dropChain(chain, of: account, provider: provider)
+        }
+        if refused {
+            return await signInRequired(account, provider: provider)
+        }
+        if case .provider("invalid_target", _, _) = error {
+            return invalidTarget(key.resource, account: account, chain: sent.chain, provider: provider)
+        }
+        var failure = await provider.failed(error, doing: "token refresh")
+        if case .provider("invalid_request", _, _) = error, !account.machine {
+            // Some providers say invalid_request for a refresh token they no longer have
+            // without naming it: the next step, should the refusal stand (a second one
+            // to the same refresh token is taken as its refusal: `refusedAgain`).
+            failure = failure.appending("if \(provider.name) answers so again, the sign-in is taken as no longer valid: then run `authctl login --provider \(provider.name)`")
+        }
+        // The provider was not reached (or did not answer): it revoked nothing, so the
+        // chain's tokens, this key's and the other resources', are served while it is down.
+        if case .providerUnreachable = failure { cache.restore(sent.revoked) }
+        logger.warning("refresh failed", metadata: ["account": "\(account.key)", "error": "\(failure.message)"])
+        return failure
+    }
+
+    /// The account's refresh token was refused: the account needs a new sign-in.
+    private func signInRequired(_ account: Account, provider: Provider) async -> BrokerError {
+        accounts.update(account.key) { $0.state = .loginRequired }
+        cache.removeAll(for: account.key)
+        // Remembered in the item, so `account.list` says so after a restart too.
+        await accounts.writes.storeAsItIs(account.key)
+        logger.warning("refresh token refused: sign-in required", metadata: ["account": "\(account.key)"])
+        events.emit(BrokerEvent(kind: .loginRequired, provider: provider.name, account: account.displayName,
+                                subject: account.key.subject))
+        return BrokerError.signInAgain(provider.name, account.displayName)
+    }
+
+    /// The provider took the refresh: its back-off and outage end, and the rotated refresh
+    /// token (or a new, verified ID token) is kept before anything else is decided.
+    private func keepAnswer(_ response: TokenResponse, sent: Sent, provider: Provider, metadata: ProviderMetadata,
+                            resource: String?) async {
+        let account = sent.account
         await provider.succeeded()
-        invalidRequests.withLock { _ = $0.removeValue(forKey: Self.chainKey(account.key, chain)) }
-        noteClockSkew(of: provider, response: response, sentAt: sentAt)
+        invalidRequests.withLock { _ = $0.removeValue(forKey: Self.chainKey(account.key, sent.chain)) }
+        noteClockSkew(of: provider, response: response, sentAt: sent.at.wall)
         if let served = provider.outage.end() {
             logger.notice("\(provider.name) answers again; \(served == 1 ? "1 request was" : "\(served) requests were") served from the cache while it could not be reached")
         }
@@ -156,13 +199,18 @@ final class Refresher: Sendable {
                 idToken = received
             }
         }
-        if !account.machine, let rotated = response.refreshToken, rotated != refreshToken {
-            await persistRotation(rotated, idToken: idToken, of: account, chain: chain, resource: key.resource)
+        if !account.machine, let rotated = response.refreshToken, rotated != sent.refreshToken {
+            await accounts.writes.keepRotation(rotated, idToken: idToken, of: account, chain: sent.chain, resource: resource)
         } else if !account.machine, let idToken {
-            await keepIDToken(idToken, of: account.key)
+            await accounts.writes.keepIDToken(idToken, of: account.key)
         }
+    }
+
+    /// Refuses an answer whose access token cannot be served (after the rotated refresh
+    /// token is kept: the provider took the refresh): one it marked unusable, or a Bearer
+    /// token where DPoP is set.
+    private func checkUsable(_ response: TokenResponse, of account: Account, provider: Provider) async throws(BrokerError) {
         if let unusable = response.unusable {
-            // After the rotated refresh token is kept: the provider took the refresh.
             counters.providerErrors.increment()
             let failure = await provider.failed(unusable, doing: "token refresh")
             logger.warning("refresh answered with an access token that cannot be used; its refresh token was kept",
@@ -173,22 +221,18 @@ final class Refresher: Sendable {
             // After the rotated refresh token is kept: the refresh itself worked.
             throw BrokerError.configuration(provider: provider.name, message: "\(provider.name) issued a \(response.tokenType) token although dpop is set for it in config.toml, so the token is not bound to the daemon's key: enable DPoP for client \(provider.config.clientID) at the provider, or set dpop = false for \(provider.name)")
         }
+    }
+
+    /// The token the answer brought, cached under `key` and announced: refused when it is
+    /// spent on issue (the provider's fault, with its back-off).
+    private func cachedToken(_ response: TokenResponse, for key: CacheKey, sent: Sent,
+                             provider: Provider) async throws(BrokerError) -> CachedToken {
+        let account = sent.account
         let exp = CachedToken.jwtExpiry(response.accessToken)
         let received = clock.reading()
-        let expiry = CachedToken.expiry(sent: sent, received: received, expiresIn: response.expiresIn, exp: exp)
-        if expiry.life(at: sent) <= TokenCache.reserve {
-            // Spent on issue, however fast the answer came: asking again gets the same. The
-            // provider's fault, with its back-off, as for any token answer that cannot be used.
-            counters.providerErrors.increment()
-            let why: String
-            if let exp, exp < CachedToken.expiry(sentAt: sentAt, expiresIn: response.expiresIn) {
-                why = "it issued an access token whose exp, \(JWT.utc(exp)), is past by this computer's clock (\(JWT.utc(sentAt))), so resource servers would refuse it: \(provider.name)'s clock is behind this computer's or this one is ahead; correct whichever is wrong (timedatectl shows this computer's)"
-            } else {
-                why = "it issued an access token that lives \(response.expiresIn ?? 0) s, too short to be served (authbroker never serves a token with less than a second left): check the access token lifetime for client \(provider.config.clientID) at the provider"
-            }
-            let failure = await provider.failed(.invalidResponse(why), doing: "token refresh")
-            logger.warning("refresh answered with an access token that lives too short to be served", metadata: ["account": "\(account.key)", "error": "\(failure.message)"])
-            throw failure
+        let expiry = CachedToken.expiry(sent: sent.at, received: received, expiresIn: response.expiresIn, exp: exp)
+        if expiry.life(at: sent.at) <= TokenCache.reserve {
+            throw await spentOnIssue(response, exp: exp, sentAt: sent.at.wall, account: account, provider: provider)
         }
         // What was sent as `scope`: a machine account without scopes asked for the configured ones.
         let asked = key.scopes.isEmpty && account.machine ? provider.config.scopes : key.scopes
@@ -198,13 +242,30 @@ final class Refresher: Sendable {
         }
         let token = CachedToken(
             accessToken: response.accessToken, tokenType: response.tokenType,
-            expiry: expiry, scope: CachedToken.scope(answered: response.scope, asked: asked), chain: chain)
+            expiry: expiry, scope: CachedToken.scope(answered: response.scope, asked: asked), chain: sent.chain)
         cache.store(token, for: key, now: received)
         events.emit(BrokerEvent(kind: .tokenRefreshed, provider: key.account.provider, account: account.displayName,
                                 subject: key.account.subject, resource: key.resource, scopes: key.scopes,
                                 expiresAt: Int64(expiry.expiresAt)))
         logger.debug("refreshed", metadata: ["account": "\(account.key)", "resource": "\(key.resource ?? "-")", "expires_in": "\(response.expiresIn ?? 300)", "expires_at": "\(Int64(expiry.expiresAt))"])
         return token
+    }
+
+    /// An access token spent on issue, however fast the answer came: asking again gets the
+    /// same. The provider's fault, with its back-off, as for any token answer that cannot
+    /// be used. Returns the error to throw.
+    private func spentOnIssue(_ response: TokenResponse, exp: Double?, sentAt: Double, account: Account,
+                              provider: Provider) async -> BrokerError {
+        counters.providerErrors.increment()
+        let why: String
+        if let exp, exp < CachedToken.expiry(sentAt: sentAt, expiresIn: response.expiresIn) {
+            why = "it issued an access token whose exp, \(JWT.utc(exp)), is past by this computer's clock (\(JWT.utc(sentAt))), so resource servers would refuse it: \(provider.name)'s clock is behind this computer's or this one is ahead; correct whichever is wrong (timedatectl shows this computer's)"
+        } else {
+            why = "it issued an access token that lives \(response.expiresIn ?? 0) s, too short to be served (authbroker never serves a token with less than a second left): check the access token lifetime for client \(provider.config.clientID) at the provider"
+        }
+        let failure = await provider.failed(.invalidResponse(why), doing: "token refresh")
+        logger.warning("refresh answered with an access token that lives too short to be served", metadata: ["account": "\(account.key)", "error": "\(failure.message)"])
+        return failure
     }
 
     /// Whether `error` is the second `invalid_request` in a row to the same refresh token:
@@ -309,129 +370,6 @@ final class Refresher: Sendable {
         return response
     }
 
-    /// The rotated refresh token goes into memory at once (so it is never lost) and into the
-    /// store before the access token it came with is served.
-    private func persistRotation(_ refreshToken: String, idToken: String?, of account: Account,
-                                 chain: String?, resource: String?) async {
-        var updated = account
-        if let chain {
-            updated.resourceRefreshTokens[chain] = refreshToken
-        } else {
-            updated.refreshToken = refreshToken
-            updated.rotatedFor = resource ?? ""
-        }
-        if let idToken { updated.idToken = idToken }
-        updated.unsaved = true
-        guard accounts.replace(ifStill: updated) else {
-            // A reload while the refresh waited removed the provider, or moved it to another
-            // issuer or client: the account is not listed again. Its item (which stays) gets
-            // the rotated refresh token, so the provider put back is served.
-            logger.notice("a refresh answered after a reload forgot its account; the rotated refresh token is only stored", metadata: ["account": "\(account.key)"])
-            do {
-                try await store.save(AccountSecret.credential(for: updated))
-            } catch {
-                logger.error("the rotated refresh token of an account a reload forgot could not be written to the store", metadata: ["account": "\(account.key)", "error": "\(error.message)"])
-            }
-            return
-        }
-        do {
-            try await store.save(AccountSecret.credential(for: updated))
-            accounts.update(account.key) {
-                $0.unsaved = false
-                $0.unsavedBecause = nil
-            }
-        } catch {
-            // The new refresh token stays in memory and is written again until the store
-            // takes it; the caller still gets the token the provider issued.
-            logger.error("the rotated refresh token could not be written to the store; retrying in the background", metadata: ["account": "\(account.key)", "error": "\(error.message)"])
-            accounts.update(account.key) { $0.unsavedBecause = error }
-            retrySave(account.key)
-        }
-    }
-
-    /// A new ID token that came with a refresh without a rotated refresh token: kept in
-    /// memory, and in the store for after a restart (best effort: the one stored before
-    /// still names the same account).
-    private func keepIDToken(_ idToken: String, of key: AccountKey) async {
-        accounts.update(key) { $0.idToken = idToken }
-        guard let updated = accounts[key], !updated.unsaved else { return }  // the retry loop writes it
-        do {
-            try await store.save(AccountSecret.credential(for: updated))
-        } catch {
-            logger.notice("the new ID token could not be written to the store; the one stored before is kept there", metadata: ["account": "\(key)", "error": "\(error.message)"])
-        }
-    }
-
-    /// Writes an account whose newest refresh token is only in memory until the store takes
-    /// it (every 5 s), in turn with the account's refreshes. One retry loop per account.
-    func retrySave(_ key: AccountKey) {
-        guard resaving.withLock({ $0.insert(key).inserted }) else { return }
-        Task {
-            defer { _ = resaving.withLock { $0.remove(key) } }
-            while true {
-                try? await Task.sleep(for: .seconds(5))
-                let refused = await queue(for: key).exclusive { await self.storeUnsaved(key) }
-                if refused == nil { return }
-            }
-        }
-    }
-
-    /// Writes the account's newest refresh token when only memory holds it (the store
-    /// refused it at rotation); call in turn with the account's refreshes. Nil once it is
-    /// stored (or was already), else the store's refusal.
-    func storeUnsaved(_ key: AccountKey) async -> StoreError? {
-        guard let current = accounts[key], current.unsaved else { return nil }
-        do throws(StoreError) {
-            try await store.save(AccountSecret.credential(for: current))
-        } catch {
-            accounts.update(key) { $0.unsavedBecause = error }
-            return error
-        }
-        accounts.update(key) {
-            $0.unsaved = false
-            $0.unsavedBecause = nil
-        }
-        logger.notice("the newest refresh token is stored now", metadata: ["account": "\(key)"])
-        return nil
-    }
-
-    /// Before the daemon stops: waits for each account's refresh in flight (one reading a
-    /// provider's late answer for at most `lateAnswerAtStop`, then cut off, said in the
-    /// log), then writes once more every newest refresh token the store has not taken yet
-    /// (the background retry ends with the process, and a restart would read the older,
-    /// rotated-away one). Returns the accounts whose newest refresh token is still not stored.
-    func saveUnsaved() async -> [AccountKey] {
-        let all = queues.withLock { $0 }
-        return await withTaskGroup(of: AccountKey?.self) { group in
-            for (key, queue) in all {
-                group.addTask {
-                    await self.settle(queue, of: key, stopping: true)
-                    guard let error = await queue.exclusive({ await self.storeUnsaved(key) }) else { return nil }
-                    self.logger.error("stopping with the newest refresh token only in memory: the store did not take it, so after a restart this account may need a new sign-in", metadata: ["account": "\(key)", "error": "\(error.message)"])
-                    return key
-                }
-            }
-            var unsaved: [AccountKey] = []
-            for await key in group { if let key { unsaved.append(key) } }
-            return unsaved
-        }
-    }
-
-    /// Gives the account's refresh in flight `lateAnswerAtStop` to end, then cancels it
-    /// (the daemon stops, or the account signs out).
-    func settle(_ queue: RefreshQueue, of key: AccountKey, stopping: Bool) async {
-        let until = ContinuousClock.now + .seconds(Self.lateAnswerAtStop)
-        while await queue.isBusy, ContinuousClock.now < until {
-            try? await Task.sleep(for: .milliseconds(50))
-        }
-        guard await queue.cancelAll() else { return }
-        guard stopping else {
-            logger.notice("signing out before \(key.provider) answered a refresh of this account: the refresh was cut off", metadata: ["account": "\(key)"])
-            return
-        }
-        logger.error("stopping before \(key.provider) answered a refresh of this account, which it may have taken: if it did, and it rotates refresh tokens, the stored one no longer works and the next start needs `authctl login --provider \(key.provider)`", metadata: ["account": "\(key)"])
-    }
-
     /// The sentence for `invalid_target`: what is true about this resource and this account.
     func invalidTarget(_ resource: String?, account: Account, chain: String?, provider: Provider) -> BrokerError {
         let name = provider.name
@@ -462,7 +400,7 @@ final class Refresher: Sendable {
     func dropChain(_ chain: String, of account: Account, provider: Provider) async -> BrokerError {
         accounts.update(account.key) { $0.resourceRefreshTokens[chain] = nil }
         cache.removeAll(for: account.key)
-        if let changed = accounts[account.key] { try? await store.save(AccountSecret.credential(for: changed)) }
+        await accounts.writes.storeAsItIs(account.key)
         logger.warning("a resource's refresh token was refused: sign-in for it required",
                        metadata: ["account": "\(account.key)", "resource": "\(chain)"])
         events.emit(BrokerEvent(kind: .loginRequired, provider: provider.name, account: account.displayName,
@@ -477,21 +415,10 @@ final class Refresher: Sendable {
     /// provider may bind the next refresh token to it. Runs in the account's RefreshQueue.
     func withDPoPKey(_ account: Account, provider: Provider, metadata: ProviderMetadata) async throws(BrokerError) -> Account {
         guard provider.config.dpop != nil, account.dpop == nil else { return account }
-        var updated = account
-        updated.dpop = try provider.newDPoPSigner(metadata: metadata)
-        accounts.update(account.key) { $0.dpop = updated.dpop }
+        var made = account
+        made.dpop = try provider.newDPoPSigner(metadata: metadata)
+        let updated = await accounts.writes.keepDPoPKey(of: made)
         guard !account.machine else { return updated }  // machine accounts store nothing
-        do {
-            try await store.save(AccountSecret.credential(for: updated))
-        } catch {
-            updated.unsaved = true
-            accounts.update(account.key) {
-                $0.unsaved = true
-                $0.unsavedBecause = error
-            }
-            logger.error("the new DPoP key could not be written to the store; retrying in the background", metadata: ["account": "\(account.key)", "error": "\(error.message)"])
-            retrySave(account.key)
-        }
         logger.info("made a DPoP key", metadata: ["account": "\(account.key)", "alg": "\(updated.dpop?.key.algorithm.rawValue ?? "-")"])
         return updated
     }

@@ -30,24 +30,11 @@ struct TokenForgetting: Sendable {
     /// Ends every background refresh (reload, stop): the next requests start them again.
     func stopRefreshingAhead() { ahead.stop() }
 
-    /// Writes the account's newest refresh token when only memory holds it, in turn with
-    /// its refreshes (a reload that forgets the account); nil once stored, else the refusal.
-    func storeUnsaved(_ account: AccountKey) async -> StoreError? {
-        let refresher = ahead.refresher
-        return await refresher.queue(for: account).exclusive { await refresher.storeUnsaved(account) }
-    }
-
     /// Gives the account's refresh in flight `Refresher.lateAnswerAtStop` to end, then
     /// cancels it (a sign-out needs no late answer).
     func cutOffLateAnswers(of account: AccountKey) async {
-        let refresher = ahead.refresher
-        await refresher.settle(refresher.queue(for: account), of: account, stopping: false)
+        await ahead.refresher.cutOffLateAnswers(of: account)
     }
-
-    /// Writes the account's newest refresh token in the background, in turn with its
-    /// refreshes, until the store takes it (a sign-in the store refused: held in memory, as
-    /// a rotation the store refused is).
-    func keepWriting(_ account: AccountKey) { ahead.refresher.retrySave(account) }
 
     /// Runs `operation` in turn with the account's refreshes, never beside one (sign-out: a
     /// refresh that ended after it would put the account and its rotated refresh token back).

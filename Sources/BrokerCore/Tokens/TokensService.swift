@@ -18,15 +18,17 @@ protocol SignInWaiting: Sendable {
 /// (scopes, params, `max_tokens_per_account`).
 ///
 /// Owns: the `TokenCache` and the `RefreshAhead` (built by the composition root, which
-/// hands the sign-in, sign-out and reload only `TokenForgetting` over them). Depends on
-/// providers, accounts, the refresher and, for `wait_for_sign_in`, `SignInWaiting`.
+/// hands the sign-in, sign-out and reload only `TokenForgetting` over them, the exchanges
+/// `TokensForExchange`, the proofs `TokensForProofs` and the status `StatusReadings`).
+/// Depends on providers, accounts, the refresher and, for `wait_for_sign_in`,
+/// `SignInWaiting`. Its state is private: the others reach it only through those values.
 public final class TokensService: RegistersMethods, Sendable {
-    let cache: TokenCache
-    let refresher: Refresher
-    let ahead: RefreshAhead
-    let accounts: AccountsService
-    let providers: ProvidersService
-    let counters: BrokerCounters
+    private let cache: TokenCache
+    private let refresher: Refresher
+    private let ahead: RefreshAhead
+    private let accounts: AccountsService
+    private let providers: ProvidersService
+    private let counters: BrokerCounters
     private let signIns: any SignInWaiting
     /// For a resource no provider in force lists (RFC 9728); nil: such resources are refused.
     private let discovery: (any ResourceDiscovering)?
@@ -285,6 +287,9 @@ public final class TokensService: RegistersMethods, Sendable {
             throw BrokerError.invalidRequest(message: "params may hold up to 16 names of up to 128 bytes, each with a value of up to 4096 bytes")
         }
     }
+
+    /// The cache key that holds `accessToken`, if it is cached: what a token is for.
+    func key(holding accessToken: String) -> CacheKey? { cache.key(holding: accessToken) }
 
     /// Drops the rejected token from the cache: the next `token.get` for its key refreshes.
     public func rejectToken(_ params: TokenRejectParams) throws(BrokerError) -> TokenRejectResult {
