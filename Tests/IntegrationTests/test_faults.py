@@ -123,25 +123,6 @@ def test_provider_fault_serves_the_cached_token_then_fails_fast_and_backs_off(st
     assert stub.last_issued_refresh != good
 
 
-def test_back_off_lengthens_while_the_provider_keeps_failing(stub, daemon):
-    d = daemon
-    assert "result" in token(d)
-    stub.mode = "http500"
-    hints = []
-    for _ in range(3):
-        before = stub.counts()[0]
-        fail = token(d, min_ttl=90)
-        assert fail["error"]["code"] == -32004, fail
-        assert stub.counts()[0] == before + 1, "after the back-off the provider is asked again, once"
-        hints.append(fail["error"]["data"]["retry_after"])
-        # inside the back-off nobody reaches the provider, however many ask
-        for _ in range(5):
-            assert token(d, min_ttl=90)["error"]["code"] == -32004
-        assert stub.counts()[0] == before + 1
-        time.sleep(hints[-1] + 0.2)
-    assert hints == sorted(hints) and hints[-1] > hints[0], f"the back-off did not grow: {hints}"
-
-
 @pytest.mark.parametrize("when", ["revocation", "discovery"])
 def test_logout_while_the_provider_is_down_says_the_refresh_token_stays_valid_there(stub, daemon, when):
     """STUB (a provider that refuses connections): the account is removed here all the same,
