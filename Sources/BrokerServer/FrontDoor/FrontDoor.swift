@@ -27,8 +27,9 @@ import NIOCore
 ///
 /// It is the fast path of the one connection lifecycle (`ConnectionLifecycle`), not a
 /// second server: each connection it holds carries that lifecycle's value, and the idle,
-/// stall, back-pressure and half-close rules are the lifecycle's; the front door reports
-/// the socket's events to it and carries out the actions it returns.
+/// stall, back-pressure and half-close rules are the lifecycle's, and the caps and the
+/// counting are in `ConnectionRules` (which NIO's pipeline calls too); the front door reports the socket's
+/// events to the lifecycle and carries out the actions it returns.
 ///
 /// All mutable state belongs to the front door's thread; `stop()` only signals it (an
 /// eventfd) and waits for it to end.
