@@ -298,13 +298,17 @@ final class ServicesAloneTests: XCTestCase {
                      "Status/StatusService.swift", "Clouds/CloudsService.swift", "Accounts/ClaimsService.swift",
                      "Accounts/AccountsService.swift", "Accounts/AccountWrites.swift", "Accounts/AccountTurns.swift",
                      "Tokens/Refresher.swift", "Tokens/TokensForExchange.swift", "Proofs/TokensForProofs.swift",
-                     "Status/StatusReadings.swift", "Tokens/TokenForgetting.swift"]
+                     "Status/StatusReadings.swift", "Tokens/TokenForgetting.swift", "Login/SignInService.swift",
+                     "Accounts/SignOutService.swift", "Discovery/DiscoveryService.swift", "Providers/ProvidersService.swift",
+                     "Events/EventsService.swift"]
         let allowed: Set<String> = [
             "ExchangeService.clouds",   // the clouds service it holds, which the root registers
             "StatusService.gate",       // the caller policy, which the root hands to the server
             "StatusReadings.counters",  // the daemon's counters, which the root hands to the server
             "AccountsService.writes",   // the accounts' own persistence rules (AccountWrites)
             "Refresher.cache",          // the tokens service's cache, which it writes
+            "SignInService.onDemand",   // the sign-in on demand, handed to the tokens service as `SignInWaiting`
+            "EventsService.hub",        // the hub every service emits into, handed to them by the root
         ]
         // A stored property at the type's top level that is not `private`: every `let`, and a
         // `var` without a body (`var x: T { ... }` is computed, a method by another name).
