@@ -86,28 +86,31 @@ def test_a_subscriber_that_does_not_read_is_dropped_and_memory_stays_bounded(stu
     client = RPC(d.socket, timeout=60)
 
     def refreshes(count, start):
-        # Each token.get names new scopes: a new cache key, so each one is a refresh. In
-        # steps of 200, after each of which the reading subscriber reads its events.
-        for step in range(start, start + count, 200):
-            for i in range(step, step + 200):
+        # Each token.get names a new scope: a new cache key, so each one is a refresh. The
+        # scope is long (1 KiB), so that each event is too and a few hundred fill what the
+        # socket and the daemon's high-water mark take. In steps of 100, after each of which
+        # the reading subscriber reads its events.
+        for step in range(start, start + count, 100):
+            for i in range(step, step + 100):
+                scope = f"s{i}." + "x" * 1024
                 client.send_line(json.dumps({"jsonrpc": "2.0", "id": i, "method": "token.get",
-                                             "params": {"provider": d.name, "scopes": [f"s{i}"]}}) + "\n")
-            for _ in range(200):
+                                             "params": {"provider": d.name, "scopes": [scope]}}) + "\n")
+            for _ in range(100):
                 assert "result" in client.read()
-            for _ in range(200):
+            for _ in range(100):
                 next_event(reader)
 
     sent = 0
-    while "stopped reading" not in d.log_text() and sent < 6000:
-        refreshes(200, sent)
-        sent += 200
+    while "stopped reading" not in d.log_text() and sent < 3000:
+        refreshes(100, sent)
+        sent += 100
     assert "stopped reading" in d.log_text(), f"the stalled subscriber was not dropped after {sent} events"
     dropped_after = sent
     before = rss_kib(pid)
-    refreshes(2000, sent)
-    sent += 2000
+    refreshes(500, sent)  # half a MiB of events after the drop
+    sent += 500
     after = rss_kib(pid)
-    print(f"dropped after {dropped_after} events; RSS {before} KiB -> {after} KiB over 2000 more events")
+    print(f"dropped after {dropped_after} events; RSS {before} KiB -> {after} KiB over 500 more events")
     assert after - before < 16 * 1024, "the daemon's memory grew with events after the drop"
 
     # The stalled subscriber finds what was sent before the drop, then the end of the connection.
