@@ -57,10 +57,9 @@ final class Socket {
             if failure == EINPROGRESS || failure == EINTR {
                 // An address that does not answer (an IPv6 route that swallows packets)
                 // may take half the time left when another address follows, as in curl.
-                do {
-                    try wire.wait(fd, for: Int16(POLLOUT), sooner: address.pointee.ai_next == nil ? nil : wire.deadline.halfway)
-                } catch .timedOut where !wire.deadline.hasPassed {
-                    lastError = .timedOut(host: wire.host)
+                let sooner = address.pointee.ai_next == nil ? nil : wire.deadline.halfway
+                if let stopped = try waitForConnect(fd, to: address.pointee, sooner: sooner, wire: wire) {
+                    lastError = stopped
                     continue
                 }
                 var value: Int32 = 0
@@ -75,6 +74,28 @@ final class Socket {
             lastError = Self.error(failure, host: wire.host)
         }
         throw lastError
+    }
+
+    /// Waits for a connect in progress; nil once it is done (or failed: SO_ERROR says), or
+    /// why this address is given up: its share of the time ran out, or its link went down
+    /// meanwhile. The watch reports a link going down a moment after the kernel does, so a
+    /// connect begun just before it (a cable pulled, `lo` taken down) looks again every
+    /// half second instead of waiting out the deadline with its packets going nowhere.
+    private static func waitForConnect(_ fd: Int32, to address: addrinfo, sooner: Deadline?,
+                                       wire: Wire) throws(HTTPClientError) -> HTTPClientError? {
+        while true {
+            let look = Deadline(secondsFromNow: 0.5)
+            do {
+                try wire.wait(fd, for: Int16(POLLOUT), sooner: sooner.map { $0.remainingMilliseconds < look.remainingMilliseconds ? $0 : look } ?? look)
+                return nil
+            } catch .timedOut where !wire.deadline.hasPassed {
+                if let links = HostNetwork.links, let text = HostNetwork.text(of: address.ai_addr, length: address.ai_addrlen),
+                   let why = HostNetwork.unreachable(text, host: wire.host, links: links, isOwn: HostNetwork.isOwn) {
+                    return .noNetwork(host: wire.host, reason: why)
+                }
+                if let sooner, sooner.hasPassed { return .timedOut(host: wire.host) }
+            }
+        }
     }
 
     private func disableNagle() {
