@@ -45,6 +45,9 @@ struct SetupGcloud: ParsableCommand {
             completion: Completions.resource)
     var resource: String?
 
+    @Flag(help: "Print what was done as JSON: file, audience, subject_token_type, command (docs/cli-json.md); with --output - the configuration itself.")
+    var json = false
+
     @Option(name: .customLong("timeout-millis"), help: ArgumentHelp("How long the libraries let gcloud-credential run, 5000 to 120000 ms; default 30000.", valueName: "ms"))
     var timeoutMillis = 30_000
 
@@ -71,16 +74,21 @@ struct SetupGcloud: ParsableCommand {
         do {
             text = try Output.json(configurationFile())
         } catch {
-            throw Failure.report(error.description, status: .failure, json: false)
+            throw Failure.report(error.description, status: .failure, json: json)
         }
         if output == "-" { return Output.line(text) }
         guard let path = output ?? UserFiles.home().map({ $0 + "/.config/gcloud/authbroker-credentials.json" }) else {
-            throw Failure.report("cannot find your home folder (HOME is not set): give the file with --output", status: .usage, json: false)
+            throw Failure.report("cannot find your home folder (HOME is not set): give the file with --output", status: .usage, json: json)
         }
         do throws(UserFileError) {
             try UserFiles.replace(path, with: text + "\n", mode: 0o600)
         } catch {
-            throw Failure.report(error.sentence, status: .failure, json: false)
+            throw Failure.report(error.sentence, status: .failure, json: json)
+        }
+        if json {
+            let written = configurationFile()
+            return Output.line(try Output.json(SetupGcloudReport(file: path, audience: written.audience, subjectTokenType: written.subjectTokenType,
+                                                                 command: written.credentialSource.executable.command)))
         }
         let shown = Output.safe(path)
         Output.line("Wrote the credential configuration \(shown) (no token in it): `export GOOGLE_APPLICATION_CREDENTIALS=\(shown) GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES=1` for the client libraries, `gcloud auth login --cred-file=\(shown)` for gcloud.")
@@ -139,5 +147,18 @@ struct ExternalAccountConfiguration: Encodable {
         case serviceAccountImpersonationURL = "service_account_impersonation_url"
         case workforcePoolUserProject = "workforce_pool_user_project"
         case credentialSource = "credential_source"
+    }
+}
+
+/// `authctl setup-gcloud --json`: the file written and what it makes the libraries run.
+struct SetupGcloudReport: Encodable {
+    var file: String
+    var audience: String
+    var subjectTokenType: String
+    var command: String
+
+    enum CodingKeys: String, CodingKey {
+        case file, audience, command
+        case subjectTokenType = "subject_token_type"
     }
 }

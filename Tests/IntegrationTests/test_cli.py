@@ -435,3 +435,50 @@ def test_print_kubeconfig_gives_debians_kubectl_the_token_over_v1beta1(broker, k
     assert r.returncode == 64 and "v1beta1" in r.stderr
     r = ctl(broker.env, "kube-credential", "--server", url)
     assert r.returncode == 64 and "--print-kubeconfig" in r.stderr
+
+
+def test_setup_aws_and_setup_gcloud_say_what_they_wrote_as_json(tmp_path):
+    """`--json` on the cloud set-ups (issue 39): what a script or a provisioning tool needs
+    to check the set-up, the settings taken out of the profile, and the warning about a
+    shared credentials file whose keys would be used first. Writes files only: no daemon."""
+    home = tmp_path / "home"
+    (home / ".aws").mkdir(parents=True)
+    (home / ".aws" / "config").write_text("[profile dev]\nrole_arn = arn:aws:iam::1:role/old\noutput = json\n")
+    (home / ".aws" / "credentials").write_text("[dev]\naws_access_key_id = AKIAEXAMPLE\n")
+    env = dict(os.environ, HOME=str(home))
+    env.pop("AWS_CONFIG_FILE", None)
+    env.pop("AWS_SHARED_CREDENTIALS_FILE", None)
+    role = "arn:aws:iam::123456789012:role/dev"
+    r = subprocess.run([AUTHCTL, "setup-aws", "--role-arn", role, "--profile", "dev", "--region", "eu-west-1", "--json"],
+                       env=env, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    report = json.loads(r.stdout)
+    assert report["profile"] == "dev" and report["file"] == str(home / ".aws" / "config")
+    assert report["credential_process"] == f"{AUTHCTL} aws-credentials --role-arn {role} --region eu-west-1"
+    assert report["region"] == "eu-west-1" and report["dry_run"] is False
+    assert report["removed"] == ["role_arn"], report
+    assert any("credentials" in w and "[dev]" in w for w in report["warnings"]), report
+    written = (home / ".aws" / "config").read_text()
+    assert f"credential_process = {report['credential_process']}" in written and "output = json" in written
+    assert "role_arn" not in written
+
+    dry = subprocess.run([AUTHCTL, "setup-aws", "--role-arn", role, "--profile", "other", "--dry-run", "--json"],
+                         env=env, capture_output=True, text=True, timeout=30)
+    assert dry.returncode == 0 and json.loads(dry.stdout)["dry_run"] is True
+    assert "[profile other]" not in (home / ".aws" / "config").read_text(), "a dry run wrote the profile"
+
+    out = tmp_path / "gcloud.json"
+    audience = "//iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/corp/providers/idp"
+    g = subprocess.run([AUTHCTL, "setup-gcloud", "--audience", audience, "--output", str(out), "--json"],
+                       env=env, capture_output=True, text=True, timeout=30)
+    assert g.returncode == 0, g.stderr
+    said = json.loads(g.stdout)
+    config = json.loads(out.read_text())
+    assert said == {"file": str(out), "audience": audience, "subject_token_type": config["subject_token_type"],
+                    "command": config["credential_source"]["executable"]["command"]}
+
+    # A file that cannot be written (its folder is a file): the failure as the JSON error object.
+    broken = subprocess.run([AUTHCTL, "setup-aws", "--role-arn", role, "--profile", "dev", "--json",
+                             "--config-file", str(out / "config")], env=env, capture_output=True, text=True, timeout=30)
+    assert broken.returncode != 0 and broken.stdout == ""
+    assert str(out) in json.loads(broken.stderr)["error"]["message"], broken.stderr
