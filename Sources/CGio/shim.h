@@ -164,6 +164,21 @@ static inline guint32 authbroker_notifier_notify(AuthbrokerNotifier *notifier, c
                                       expire_ms, call_timeout_ms, error);
 }
 
+/* Shows a notice: no action, normal urgency. Blocks for at most call_timeout_ms. Returns
+ * the notification's id, 0 with *error set when no server answered. */
+static inline guint32 authbroker_notifier_tell(AuthbrokerNotifier *notifier, const gchar *app_name,
+                                               const gchar *summary, const gchar *body,
+                                               gint expire_ms, gint call_timeout_ms, GError **error)
+{
+    GVariantBuilder actions;
+    g_variant_builder_init(&actions, G_VARIANT_TYPE("as"));
+    GVariantBuilder hints;
+    g_variant_builder_init(&hints, G_VARIANT_TYPE("a{sv}"));
+    g_variant_builder_add(&hints, "{sv}", "urgency", g_variant_new_byte(1));
+    return authbroker_notifier_send(notifier, app_name, "dialog-password", summary, body, &actions, &hints,
+                                      expire_ms, call_timeout_ms, error);
+}
+
 /* Shows a question with the actions "allow" and, when `lease_label` is not NULL,
  * "allow-lease" ("Allow for N minutes"), then "deny" (labelled `allow_label`,
  * `lease_label` and `deny_label`), and no default action: a click on the body answers

@@ -54,6 +54,22 @@ public final class DesktopNotifier: SignInAnnouncing, CallerConfirming, ServerTr
         self.logger = logger
     }
 
+    /// Shows a notice the user need not answer (the secret store waiting on its own
+    /// prompt); whether a notification server showed it. Text is escaped here.
+    @discardableResult
+    public func tell(summary: String, body: String, seconds: Int = 60) async -> Bool {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            queue.async {
+                guard let notifier = self.connected() else { return continuation.resume(returning: false) }
+                var error: UnsafeMutablePointer<GError>?
+                let id = authbroker_notifier_tell(notifier, "authbroker", SignInPage.escape(summary), SignInPage.escape(body),
+                                                  Int32(seconds * 1000), Self.callTimeoutMilliseconds, &error)
+                if let error { g_error_free(error) }
+                continuation.resume(returning: id != 0)
+            }
+        }
+    }
+
     public func announce(_ signIn: PendingSignIn) async -> (any SignInAnnouncement)? {
         await withCheckedContinuation { (continuation: CheckedContinuation<(any SignInAnnouncement)?, Never>) in
             queue.async { continuation.resume(returning: self.show(signIn)) }

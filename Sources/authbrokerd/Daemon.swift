@@ -107,7 +107,7 @@ struct Daemon {
             prepared.logger, prepared.notifier, prepared.path, prepared.settings, prepared.inherited, prepared.socketPath,
             prepared.inspector)
 
-        let store: any CredentialStore
+        var store: any CredentialStore
         switch settings.daemon.store {
         case .secretService: store = SecretServiceStore(timeout: .seconds(settings.daemon.storeTimeout))
         case .kernelKeyring:
@@ -126,6 +126,8 @@ struct Daemon {
             ? ["systemd-run", "--user", "--collect", "--quiet", "--property=KillMode=process", "--"] : []
         // One notifier (one bus connection) announces sign-ins and asks confirm rules' questions.
         let desktop = DesktopNotifier(launcher: launcher, logger: logger)
+        // A store that waits on its own prompt (KeePassXC) is also told at the desktop.
+        if settings.daemon.store == .secretService { store = StorePromptNotices(store, desktop: desktop) }
         let auditSink: any AuditSink = prepared.auditFile.map { AuditFileSink(path: $0, logger: logger) } ?? JournalAuditSink()
         let broker = Broker(config: settings, store: store, transport: transport, socketPath: socketPath, logger: logger,
                             redirects: LoopbackRedirects(group: loops), announcer: desktop, confirmer: desktop,

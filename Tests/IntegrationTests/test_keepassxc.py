@@ -23,6 +23,9 @@ from conftest import Daemon, bare_bus, token
 from stub_provider import StubProvider
 from test_faults import stub_config, wait_until
 
+NOTIFICATIONS_STUB = os.path.join(os.path.dirname(__file__), "support", "stub_notifications.py")
+SYSTEM_PYTHON = "/usr/bin/python3"  # PyGObject is Debian's
+
 pytestmark = pytest.mark.skipif(shutil.which("keepassxc") is None or shutil.which("keepassxc-cli") is None,
                                 reason="KeePassXC is not installed (scripts/setup installs Debian's keepassxc)")
 
@@ -177,11 +180,28 @@ def test_keepassxc_access_confirmation_is_reported_as_its_prompt(stub):
     in the request's error, at once rather than after store_timeout (10 s) as a time-out."""
     session = KeePassXCSession(confirm_access=True)
     d = None
+    # The STUB notification server (support/stub_notifications.py) on KeePassXC's bus: the
+    # user at the desktop is told too, once, naming the store and what to allow.
+    record = os.path.join(session.dir, "notifications.jsonl")
+    notices = subprocess.Popen([SYSTEM_PYTHON, NOTIFICATIONS_STUB, record], env=session.env, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True)
     try:
+        assert notices.stdout.readline().strip() == "ready", "the STUB notification server did not start"
         d = daemon_on(session, stub)
         d.restart()
         wait_until(lambda: (d.status().get("store_unavailable") or {}).get("reason") == "prompt", 8,
                    "status never said the store waits on its prompt")
+
+        def told():
+            try:
+                with open(record) as f:
+                    return [n for n in map(json.loads, f) if n["call"] == "Notify"]
+            except FileNotFoundError:
+                return []
+        wait_until(lambda: told(), 8, "the desktop was not told that the store waits on its prompt")
+        [notice] = told()
+        assert "secret store" in notice["summary"], notice
+        assert "KeePassXC" in notice["body"] and "allow authbrokerd" in notice["body"], notice
         status = d.ctl("status")
         assert "waiting for KeePassXC's access prompt" in status.stdout, status.stdout
         assert "ConfirmAccessItem" in status.stdout, status.stdout
@@ -192,9 +212,12 @@ def test_keepassxc_access_confirmation_is_reported_as_its_prompt(stub):
         assert error and error["code"] == -32005 and error["data"]["reason"] == "prompt", answer
         assert "waiting for KeePassXC's access prompt: allow authbrokerd there" in error["message"], error
         assert "did not answer within" not in d.log_text()
+        assert len(told()) == 1, "the store's prompt was notified more than once"
     finally:
         if d:
             d.cleanup()
+        notices.stdin.close()
+        notices.wait(10)
         session.close()
 
 
