@@ -6,10 +6,10 @@ import CSecret
 /// buses and services); secrets are never passed here.
 enum SecretServiceErrors {
     static let sessionBusAdvice =
-        "run authbrokerd inside your desktop session or as a systemd user service, or set store = \"memory\" in config.toml"
+        "run authbrokerd inside your desktop session or as a systemd user service; on a host without a desktop keyring (a server reached by ssh) set store = \"kernel-keyring\" in config.toml (sign-ins kept until reboot), or store = \"memory\" (kept until authbrokerd stops)"
     static let noSessionBus = "no D-Bus session bus: the Secret Service needs one; " + sessionBusAdvice
     static let noSecretService =
-        "no Secret Service is running on the session bus: start gnome-keyring-daemon (or KeePassXC/KWallet with Secret Service enabled), or set store = \"memory\" in config.toml"
+        "no Secret Service is running on the session bus: start gnome-keyring-daemon (or KeePassXC/KWallet with Secret Service enabled); on a host without a desktop keyring set store = \"kernel-keyring\" in config.toml (sign-ins kept until reboot), or store = \"memory\" (kept until authbrokerd stops)"
     static let locked =
         "the keyring is locked: unlock it (for example by logging in to the desktop, or with `gnome-keyring-daemon --unlock`) and try again"
     /// `locked` for gnome-keyring (and a store not named); another store's own words.

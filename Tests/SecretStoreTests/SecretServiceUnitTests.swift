@@ -107,6 +107,7 @@ final class SecretServiceErrorsTests: XCTestCase {
             .unavailable(SecretServiceErrors.noSecretService)
         )
         XCTAssertTrue(SecretServiceErrors.noSecretService.contains("gnome-keyring-daemon"))
+        XCTAssertTrue(SecretServiceErrors.noSecretService.contains("store = \"kernel-keyring\""), "a host without a desktop keyring is offered the kernel keyring")
     }
 
     /// GDBus's words for a connection the bus closed (it stopped or restarted): the sentence
