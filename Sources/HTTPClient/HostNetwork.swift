@@ -95,41 +95,33 @@ public enum HostNetwork {
         let fd = socket(family, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
-        return family == AF_INET ? connectV4(fd, "192.0.2.1") : connectV6(fd, "2001:db8::1")
+        return withAddress(family == AF_INET ? "192.0.2.1" : "2001:db8::1", port: 53) { connect(fd, $0, $1) == 0 }
     }
 
     /// Whether `address` is one of this computer's: a UDP socket can be bound to it.
     static func isOwn(_ address: String) -> Bool {
-        let v6 = address.contains(":")
-        let fd = socket(v6 ? AF_INET6 : AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let fd = socket(address.contains(":") ? AF_INET6 : AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
-        if v6 {
+        return withAddress(address, port: 0) { bind(fd, $0, $1) == 0 }
+    }
+
+    /// `call` with the numeric address `text` (IPv6 when it has a colon) and `port` as a
+    /// socket address; false when `text` is no address.
+    private static func withAddress(_ text: String, port: UInt16,
+                                    _ call: (UnsafePointer<sockaddr>, socklen_t) -> Bool) -> Bool {
+        if text.contains(":") {
             var a = sockaddr_in6()
             a.sin6_family = sa_family_t(AF_INET6)
-            guard inet_pton(AF_INET6, address, &a.sin6_addr) == 1 else { return false }
-            return withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) == 0 } }
+            a.sin6_port = port.bigEndian
+            guard inet_pton(AF_INET6, text, &a.sin6_addr) == 1 else { return false }
+            return withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { call($0, socklen_t(MemoryLayout<sockaddr_in6>.size)) } }
         }
         var a = sockaddr_in()
         a.sin_family = sa_family_t(AF_INET)
-        guard inet_pton(AF_INET, address, &a.sin_addr) == 1 else { return false }
-        return withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 } }
-    }
-
-    private static func connectV4(_ fd: Int32, _ text: String) -> Bool {
-        var a = sockaddr_in()
-        a.sin_family = sa_family_t(AF_INET)
-        a.sin_port = UInt16(53).bigEndian
-        _ = inet_pton(AF_INET, text, &a.sin_addr)
-        return withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 } }
-    }
-
-    private static func connectV6(_ fd: Int32, _ text: String) -> Bool {
-        var a = sockaddr_in6()
-        a.sin6_family = sa_family_t(AF_INET6)
-        a.sin6_port = UInt16(53).bigEndian
-        _ = inet_pton(AF_INET6, text, &a.sin6_addr)
-        return withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) == 0 } }
+        a.sin_port = port.bigEndian
+        guard inet_pton(AF_INET, text, &a.sin_addr) == 1 else { return false }
+        return withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { call($0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
     }
 
     /// The numeric address of a getaddrinfo entry.

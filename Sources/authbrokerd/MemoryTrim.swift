@@ -107,30 +107,8 @@ struct MemoryTrim: Sendable {
     /// the next trim hands the pages back.
     func start() -> StopSignal? {
         guard let stop = StopSignal() else { return nil }
-        final class Work {
-            let trim: MemoryTrim
-            let stop: StopSignal
-            init(_ trim: MemoryTrim, _ stop: StopSignal) { (self.trim, self.stop) = (trim, stop) }
-        }
-        let work = Unmanaged.passRetained(Work(self, stop)).toOpaque()
-        var attributes = pthread_attr_t()
-        pthread_attr_init(&attributes)
-        defer { pthread_attr_destroy(&attributes) }
-        pthread_attr_setdetachstate(&attributes, CInt(PTHREAD_CREATE_DETACHED))
-        // It reads /proc and calls malloc_trim: a small stack is plenty.
-        pthread_attr_setstacksize(&attributes, 64 << 10)
-        var thread = pthread_t()
-        let status = pthread_create(&thread, &attributes, { argument in
-            guard let argument else { return nil }
-            let work = Unmanaged<Work>.fromOpaque(argument).takeRetainedValue()
-            clinux_name_thread("authbroker-trim")
-            work.trim.run(work.stop)
-            return nil
-        }, work)
-        guard status == 0 else {
-            Unmanaged<Work>.fromOpaque(work).release()
-            return nil
-        }
+        let trim = self
+        guard DaemonThread.start("authbroker-trim", { trim.run(stop) }) else { return nil }
         return stop
     }
 

@@ -31,28 +31,7 @@ enum NetworkWatch {
             close(fd)
             return "cannot watch this computer's network: the kernel refused the list of links"
         }
-        final class Work {
-            let fd: CInt
-            let changed: @Sendable () -> Void
-            init(_ fd: CInt, _ changed: @escaping @Sendable () -> Void) { (self.fd, self.changed) = (fd, changed) }
-        }
-        let work = Unmanaged.passRetained(Work(fd, changed)).toOpaque()
-        var attributes = pthread_attr_t()
-        pthread_attr_init(&attributes)
-        defer { pthread_attr_destroy(&attributes) }
-        pthread_attr_setdetachstate(&attributes, CInt(PTHREAD_CREATE_DETACHED))
-        // Its buffer is on the heap: a small stack is plenty.
-        pthread_attr_setstacksize(&attributes, 64 << 10)
-        var thread = pthread_t()
-        let status = pthread_create(&thread, &attributes, { argument in
-            guard let argument else { return nil }
-            let work = Unmanaged<Work>.fromOpaque(argument).takeRetainedValue()
-            clinux_name_thread("authbroker-net")
-            NetworkWatch.run(work.fd, changed: work.changed)
-            return nil
-        }, work)
-        guard status == 0 else {
-            Unmanaged<Work>.fromOpaque(work).release()
+        guard DaemonThread.start("authbroker-net", { NetworkWatch.run(fd, changed: changed) }) else {
             close(fd)
             return "cannot start the thread that watches this computer's network"
         }
