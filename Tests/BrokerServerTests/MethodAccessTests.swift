@@ -82,17 +82,7 @@ final class MethodAccessTests: XCTestCase {
 
     /// The daemon's method table over a real `Broker`, its services counted.
     private static func table(rules: String) throws -> (MethodTable, Calls) {
-        let broker = try testBroker("""
-            [daemon]
-            store = "memory"
-
-            [providers.corp]
-            issuer = "https://idp.invalid"
-            client_id = "authbroker"
-            resources = ["https://api"]
-
-            \(rules)
-            """)
+        let broker = try testBroker(corpConfig(rules: rules))
         let calls = Calls()
         var recording = RecordingRegistrar(table: MethodTable(gate: broker.gate), calls: calls)
         broker.register(into: &recording)

@@ -1,9 +1,7 @@
 @testable import BrokerCore
 @testable import BrokerServer
 import BrokerProtocol
-import Logging
 import NIOCore
-import SecretStore
 import XCTest
 
 /// `daemon.status`'s `token_requests` counts every `token.get` the caller policy lets
@@ -49,19 +47,7 @@ final class RequestCountTests: XCTestCase {
     }
 
     private static func broker(rules: String) throws -> Broker {
-        let config = try ConfigLoader.parse("""
-            [daemon]
-            store = "memory"
-
-            [providers.corp]
-            issuer = "https://idp.invalid"
-            client_id = "authbroker"
-            resources = ["https://api"]
-
-            \(rules)
-            """, file: "config.toml")
-        return Broker(config: config, store: MemoryStore(), transport: UnreachableProvider(), socketPath: "/nonexistent/socket",
-                      logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }, confirmer: SaysYes())
+        try testBroker(corpConfig(rules: rules), confirmer: SaysYes())
     }
 }
 
