@@ -40,8 +40,7 @@ final class Socket {
         let links = HostNetwork.links.flatMap { $0.loopbackUp && $0.otherRunning ? nil : $0 }
         while let address = entry {
             entry = address.pointee.ai_next
-            if let links, let text = HostNetwork.text(of: address.pointee.ai_addr, length: address.pointee.ai_addrlen),
-               let why = HostNetwork.unreachable(text, host: wire.host, links: links, isOwn: HostNetwork.isOwn) {
+            if let why = unreachable(address.pointee, links: links, host: wire.host) {
                 // Its link keeps its routes, so connect would not fail: its packets go nowhere.
                 lastError = .noNetwork(host: wire.host, reason: why)
                 continue
@@ -89,13 +88,18 @@ final class Socket {
                 try wire.wait(fd, for: Int16(POLLOUT), sooner: sooner.map { $0.remainingMilliseconds < look.remainingMilliseconds ? $0 : look } ?? look)
                 return nil
             } catch .timedOut where !wire.deadline.hasPassed {
-                if let links = HostNetwork.links, let text = HostNetwork.text(of: address.ai_addr, length: address.ai_addrlen),
-                   let why = HostNetwork.unreachable(text, host: wire.host, links: links, isOwn: HostNetwork.isOwn) {
+                if let why = unreachable(address, links: HostNetwork.links, host: wire.host) {
                     return .noNetwork(host: wire.host, reason: why)
                 }
                 if let sooner, sooner.hasPassed { return .timedOut(host: wire.host) }
             }
         }
+    }
+
+    /// Why `address` cannot be reached over `links` (its link is down), or nil.
+    private static func unreachable(_ address: addrinfo, links: HostNetwork.Links?, host: String) -> String? {
+        guard let links, let text = HostNetwork.text(of: address.ai_addr, length: address.ai_addrlen) else { return nil }
+        return HostNetwork.unreachable(text, host: host, links: links, isOwn: HostNetwork.isOwn)
     }
 
     private func disableNagle() {
