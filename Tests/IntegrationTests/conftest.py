@@ -449,32 +449,3 @@ def stored_item(provider):
     attrs = dict(re.findall(r"^attribute\.(\w+) = (.*)$", text, re.M))
     secret = re.search(r"^secret = (.*)$", text, re.M)
     return attrs, (json.loads(secret.group(1)) if secret else None)
-
-
-BARE_BUS = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:dir={folder}</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-"""
-
-
-def bare_bus(folder, path=None):
-    """A D-Bus session bus with no Secret Service on it, and none to activate: unlike the
-    stock session config it has no service folders (which would start gnome-keyring).
-    With `path`, it listens there, so a bus started again is at the same address."""
-    config = os.path.join(folder, "bus.conf")
-    with open(config, "w") as f:
-        text = BARE_BUS.format(folder=folder)
-        f.write(text.replace(f"unix:dir={folder}", f"unix:path={path}") if path else text)
-    out = subprocess.check_output(["dbus-daemon", "--config-file=" + config, "--fork", "--print-address=1", "--print-pid=1"], text=True)
-    address, pid = out.split()[:2]
-    # Without the bus's guid, a client may connect to the bus started again there.
-    return (address.split(",guid=")[0] if path else address), int(pid)

@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from conftest import AUTHBROKERD, AUTHCTL, Daemon, RPC, bare_bus, read_until_closed
+from conftest import AUTHBROKERD, AUTHCTL, Daemon, RPC, read_until_closed
+from private_session import bare_bus
 from test_sign_in_terminal import copies_in_memory
 
 CONFIG = """

@@ -39,7 +39,9 @@ import pytest
 from conftest import API, AUTHCTL, RPC, Daemon, _provider, _stop_provider, fingerprint
 from fake_clock import LIBFAKETIME, FakeClock
 from glewlwyd_api import Glewlwyd, decode_jwt
-from test_faults import UNLOCK, BareSession, stored_refresh_token_on, wait_until
+from private_session import GNOME_KEYRING_PASSWORD, PrivateSession
+from test_faults import UNLOCK, stored_refresh_token_on
+from waiting import wait_until
 
 TOKEN_LIFE = 4  # seconds: Glewlwyd's access tokens
 BACK_WITHIN = 12  # seconds after a fault ends: http_timeout (2) + the longest back-off reached (8) + slack
@@ -117,7 +119,7 @@ class Provider:
 def restart_keyring(bus):
     """SIGKILLs gnome-keyring and starts it again on the same session bus and keyring file,
     as a desktop session does after a crash: under a new unique bus name and locked, then
-    unlocked the way Seahorse does (test_faults.UNLOCK, with BareSession's password).
+    unlocked the way Seahorse does (test_faults.UNLOCK, with its GNOME_KEYRING_PASSWORD).
     Exactly one keyring runs afterwards, as before."""
     os.kill(bus.owner_pid(), signal.SIGKILL)
     wait_until(lambda: bus.owner_pid() is None, 10, "the killed keyring never left the bus")
@@ -126,7 +128,7 @@ def restart_keyring(bus):
                    env=bus.env, capture_output=True, check=True)
     wait_until(lambda: bus.owner_pid() is not None, 10, "the keyring never came back on the bus")
     r = subprocess.run(["timeout", "10", "/usr/bin/python3", "-c", UNLOCK], capture_output=True, text=True,
-                       env=dict(bus.env, AUTHBROKER_TEST_KEYRING_PASSWORD="bare-password"))
+                       env=dict(bus.env, AUTHBROKER_TEST_KEYRING_PASSWORD=GNOME_KEYRING_PASSWORD))
     assert r.returncode == 0, r.stderr
 
 
@@ -296,7 +298,7 @@ class Clients:
 # --- the world: provider, daemon, signed-in account, clients --------------------------
 
 class World:
-    """The daemon on a session bus of its own at a fixed address (test_faults.BareSession:
+    """The daemon on a session bus of its own at a fixed address (support/private_session.py:
     the bus can be killed and started again there), with its keyring; confined as under
     systemd (AUTHBROKER_SANDBOX=on), its wall clock under libfaketime (the offset file in its
     configuration's folder, which the confinement lets it read). authctl, started with the
@@ -304,8 +306,8 @@ class World:
 
     def __init__(self, provider):
         self.provider = provider
-        self.bus = BareSession(fixed_address=True)
-        self.bus.start_keyring()
+        self.bus = PrivateSession(fixed_address=True)
+        self.bus.start_gnome_keyring()
         self.d = Daemon(provider.gl)
         self.clock = FakeClock(self.d.dir)
         self.d.env.update(self.clock.env(), DBUS_SESSION_BUS_ADDRESS=self.bus.address, AUTHBROKER_SANDBOX="on")
@@ -393,7 +395,7 @@ class World:
         restart afterwards reads the account back (`run` checks it is `ready` and served)."""
         self.bus.restart_bus()
         time.sleep(TOKEN_LIFE + 1)  # a rotation or two with no bus
-        self.bus.start_keyring()
+        self.bus.start_gnome_keyring()
         first = self.rotation_written(fault)
         if first:
             self.rotation_written(fault, after=first)

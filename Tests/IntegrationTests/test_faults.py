@@ -8,19 +8,19 @@ import json
 import os
 import re
 import random
-import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 
 import pytest
 
-from conftest import (API, AUTHCTL, RPC, Daemon, _provider, _stop_provider, bare_bus, files_outside_the_keyring, fingerprint, signed_in_at_stub,
+from conftest import (API, AUTHCTL, RPC, Daemon, _provider, _stop_provider, files_outside_the_keyring, fingerprint, signed_in_at_stub,
                       stored_item, token)
 from glewlwyd_api import Glewlwyd
+from private_session import PrivateSession
 from stub_provider import StubProvider
+from waiting import wait_until
 
 LOGIN_COLLECTION = "/org/freedesktop/secrets/collection/login"
 
@@ -513,13 +513,6 @@ def test_hanging_secret_service_gives_a_clear_error_in_bounded_time(stub):
         d.cleanup()
 
 
-def wait_until(condition, seconds, what):
-    deadline = time.time() + seconds
-    while not condition():
-        assert time.time() < deadline, what
-        time.sleep(0.1)
-
-
 def test_hanging_secret_service_at_start_starts_without_it_then_loads_the_accounts(stub):
     d = signed_in_daemon(stub, store_timeout=1)
     d.stop()
@@ -566,77 +559,27 @@ def test_locked_keyring_at_start_serves_once_unlocked(stub):
     d.cleanup()
 
 
-class BareSession:
-    """A private session bus that activates nothing (no service directories), so a keyring
-    runs on it only when the test starts one: gnome-keyring-daemon in a home of its own,
-    its login keyring unlocked with a throwaway password."""
-
-    def __init__(self, fixed_address=False):
-        self.dir = tempfile.mkdtemp(prefix="ab-bus-")
-        for sub in ("home", "run"):
-            os.makedirs(os.path.join(self.dir, sub), mode=0o700)
-        self.path = os.path.join(self.dir, "run", "bus") if fixed_address else None
-        self.address, self.bus_pid = bare_bus(self.dir, self.path)
-        home = os.path.join(self.dir, "home")
-        self.env = dict(os.environ, DBUS_SESSION_BUS_ADDRESS=self.address, HOME=home,
-                        XDG_DATA_HOME=os.path.join(home, ".local", "share"), XDG_RUNTIME_DIR=os.path.join(self.dir, "run"))
-        self.env.pop("GNOME_KEYRING_CONTROL", None)
-
-    def owner_pid(self):
-        r = subprocess.run(["timeout", "5", "dbus-send", "--session", "--print-reply", "--dest=org.freedesktop.DBus",
-                            "/org/freedesktop/DBus", "org.freedesktop.DBus.GetConnectionUnixProcessID",
-                            "string:org.freedesktop.secrets"], env=self.env, capture_output=True, text=True)
-        return int(r.stdout.split()[-1]) if r.returncode == 0 else None
-
-    def start_keyring(self):
-        subprocess.run(["timeout", "10", "gnome-keyring-daemon", "--unlock", "--daemonize", "--components=secrets"],
-                       input="bare-password", env=self.env, capture_output=True, text=True, check=True)
-        wait_until(lambda: self.owner_pid() is not None, 10, "the keyring never appeared on the bus")
-
-    def stop_keyring(self):
-        pid = self.owner_pid()
-        if pid:
-            os.kill(pid, signal.SIGTERM)
-            wait_until(lambda: self.owner_pid() is None, 10, "the keyring never left the bus")
-
-    def restart_bus(self):
-        """The bus and its keyring killed, then the bus started again at the same address
-        (`fixed_address`), as when a user's session bus is restarted; no keyring on it yet."""
-        pid = self.owner_pid()
-        if pid:
-            os.kill(pid, signal.SIGKILL)
-        os.kill(self.bus_pid, signal.SIGKILL)
-        os.unlink(self.path)
-        address, self.bus_pid = bare_bus(self.dir, self.path)
-        assert address == self.address
-
-    def close(self):
-        self.stop_keyring()
-        os.kill(self.bus_pid, signal.SIGTERM)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
 def test_keyring_started_after_the_daemon(stub):
     """No Secret Service on the bus when the daemon starts (a session whose keyring comes
     later): the daemon serves -32005 `unavailable`, and loads the account the keyring holds
     once a real gnome-keyring is started on that bus."""
-    bus = BareSession()
+    bus = PrivateSession()
     d = Daemon(None)
     d.env.update(DBUS_SESSION_BUS_ADDRESS=bus.address)
     try:
-        bus.start_keyring()
+        bus.start_gnome_keyring()
         d.write_config(text=stub_config(d.name, stub))
         d.start()
         r = d.ctl("login", "--device", "--provider", d.name, timeout=30)
         assert r.returncode == 0, r.stderr
         d.stop()
-        bus.stop_keyring()
+        bus.stop_gnome_keyring()
 
         d.start()
         answer = token(d)
         assert answer["error"]["code"] == -32005 and answer["error"]["data"]["reason"] == "unavailable", answer
         assert "no Secret Service is running" in answer["error"]["message"]
-        bus.start_keyring()
+        bus.start_gnome_keyring()
         wait_until(lambda: "store_unavailable" not in d.status(), 15, "the accounts were never loaded")
         assert "result" in token(d)
     finally:
@@ -722,11 +665,11 @@ def test_a_restarted_session_bus_is_found_again_and_gets_the_rotated_refresh_tok
     older one, as rotating providers do), the newest one reaches the new keyring within
     seconds without a restart, `authctl status` no longer says it is only in memory, a new
     sign-in is kept, and a restarted daemon still serves the account."""
-    bus = BareSession(fixed_address=True)
+    bus = PrivateSession(fixed_address=True)
     d = Daemon(None)
     d.env.update(DBUS_SESSION_BUS_ADDRESS=bus.address)
     try:
-        bus.start_keyring()
+        bus.start_gnome_keyring()
         d.write_config(text=stub_config(d.name, stub))
         d.start()
         assert d.ctl("login", "--device", "--provider", d.name, timeout=30).returncode == 0
@@ -738,7 +681,7 @@ def test_a_restarted_session_bus_is_found_again_and_gets_the_rotated_refresh_tok
         rotated = stub.last_issued_refresh
         status = d.ctl("status")
         assert "only in authbrokerd's memory" in status.stdout, status.stdout
-        bus.start_keyring()
+        bus.start_gnome_keyring()
         stored = lambda: stored_refresh_token_on(bus, d.name) == rotated
         wait_until(stored, 20, "the rotated refresh token never reached the keyring on the restarted bus")
         assert "the newest refresh token is stored now" in d.log_text()

@@ -10,18 +10,17 @@ a daemon on a server, meets: the broker must say it waits on them, not time out.
 No test prints a token: refresh tokens are compared, never shown."""
 import json
 import os
-import re
 import shutil
-import signal
 import subprocess
-import tempfile
 import time
 
 import pytest
 
-from conftest import Daemon, bare_bus, token
+from conftest import Daemon, token
+from private_session import PrivateSession
 from stub_provider import StubProvider
-from test_faults import stub_config, wait_until
+from test_faults import stub_config
+from waiting import wait_until
 
 NOTIFICATIONS_STUB = os.path.join(os.path.dirname(__file__), "support", "stub_notifications.py")
 SYSTEM_PYTHON = "/usr/bin/python3"  # PyGObject is Debian's
@@ -29,99 +28,12 @@ SYSTEM_PYTHON = "/usr/bin/python3"  # PyGObject is Debian's
 pytestmark = pytest.mark.skipif(shutil.which("keepassxc") is None or shutil.which("keepassxc-cli") is None,
                                 reason="KeePassXC is not installed (scripts/setup installs Debian's keepassxc)")
 
-PASSWORD = "keepassxc-test-password"
-EXPOSED = "6f1e2b3c-4d5e-4f60-8a71-92b3c4d5e6f7"
-# The root group's UUID (the one above, base64) and the database setting that exposes it
-# over the Secret Service: what KeePassXC's "Expose entries under this group" writes.
-DATABASE_XML = f"""<?xml version="1.0" encoding="UTF-8"?>
-<KeePassFile><Meta><Generator>authbroker-test</Generator><DatabaseName>authbroker test</DatabaseName>
-<CustomData><Item><Key>FDO_SECRETS_EXPOSED_GROUP</Key><Value>{{{EXPOSED}}}</Value></Item></CustomData></Meta>
-<Root><Group><UUID>bx4rPE1eT2CKcZKzxNXm9w==</UUID><Name>Root</Name></Group></Root></KeePassFile>
-"""
 
-
-def keepassxc_ini(confirm_access):
-    return ("[General]\nConfigVersion=2\nSingleInstance=false\nRememberLastDatabases=false\n"
-            "OpenPreviousDatabasesOnStartup=false\n\n[GUI]\nShowTrayIcon=false\nCheckForUpdates=false\n\n"
-            "[Security]\nLockDatabaseIdle=false\n\n"
-            f"[FdoSecrets]\nEnabled=true\nShowNotification=false\nConfirmDeleteItem=false\n"
-            f"ConfirmAccessItem={'true' if confirm_access else 'false'}\n")
-
-
-class KeePassXCSession:
-    """A private session bus (no services to activate) with KeePassXC on it as the Secret
-    Service, in a home of its own."""
-
-    def __init__(self, confirm_access):
-        self.dir = tempfile.mkdtemp(prefix="ab-kpx-")
-        home = os.path.join(self.dir, "home")
-        for sub in ("home", "run", "home/.config/keepassxc"):
-            os.makedirs(os.path.join(self.dir, sub), mode=0o700)
-        self.address, self.bus_pid = bare_bus(self.dir)
-        self.env = dict(os.environ, DBUS_SESSION_BUS_ADDRESS=self.address, HOME=home,
-                        XDG_CONFIG_HOME=os.path.join(home, ".config"), XDG_DATA_HOME=os.path.join(home, ".local", "share"),
-                        XDG_CACHE_HOME=os.path.join(home, ".cache"), XDG_RUNTIME_DIR=os.path.join(self.dir, "run"),
-                        QT_QPA_PLATFORM="offscreen")
-        for name in ("GNOME_KEYRING_CONTROL", "DISPLAY", "WAYLAND_DISPLAY"):
-            self.env.pop(name, None)
-        with open(os.path.join(home, ".config", "keepassxc", "keepassxc.ini"), "w") as f:
-            f.write(keepassxc_ini(confirm_access))
-        xml = os.path.join(self.dir, "database.xml")
-        with open(xml, "w") as f:
-            f.write(DATABASE_XML)
-        self.database = os.path.join(self.dir, "authbroker.kdbx")
-        subprocess.run(["keepassxc-cli", "import", "-q", "-p", "-t", "100", xml, self.database], env=self.env,
-                       input=f"{PASSWORD}\n{PASSWORD}\n", capture_output=True, text=True, check=True, timeout=30)
-        self.log = open(os.path.join(self.dir, "keepassxc.log"), "w")
-        self.proc = subprocess.Popen(["keepassxc", "--pw-stdin", self.database], env=self.env, stdin=subprocess.PIPE,
-                                     stdout=self.log, stderr=self.log, text=True)
-        self.proc.stdin.write(PASSWORD + "\n")
-        self.proc.stdin.close()
-        wait_until(lambda: self.collection_locked() is False, 20, "KeePassXC never served its database on the bus")
-
-    def call(self, dest, path, method, *args):
-        return subprocess.run(["timeout", "5", "dbus-send", "--session", "--print-reply", f"--dest={dest}", path, method, *args],
-                              env=self.env, capture_output=True, text=True)
-
-    def collection_locked(self):
-        """Whether KeePassXC's default collection is locked (None: not there)."""
-        alias = self.call("org.freedesktop.secrets", "/org/freedesktop/secrets", "org.freedesktop.Secret.Service.ReadAlias",
-                          "string:default")
-        found = re.search(r'object path "([^"]+)"', alias.stdout)
-        if alias.returncode != 0 or not found or found.group(1) == "/":
-            return None
-        r = self.call("org.freedesktop.secrets", found.group(1), "org.freedesktop.DBus.Properties.Get",
-                      "string:org.freedesktop.Secret.Collection", "string:Locked")
-        return None if r.returncode != 0 else "true" in r.stdout
-
-    def lock(self):
-        """Locks the database as KeePassXC's "Lock databases" does."""
-        r = self.call("org.keepassxc.KeePassXC.MainWindow", "/keepassxc", "org.keepassxc.KeePassXC.MainWindow.lockAllDatabases")
-        assert r.returncode == 0, r.stderr
-        wait_until(lambda: self.collection_locked() is True, 10, "KeePassXC's database did not lock")
-
-    def stored_refresh_token(self, provider):
-        """The refresh token KeePassXC holds for the provider, read with secret-tool as
-        another client would (None when there is none or it cannot be read)."""
-        r = subprocess.run(["timeout", "10", "secret-tool", "search", "--all", "provider", provider],
-                           env=self.env, capture_output=True, text=True)
-        found = re.search(r"^secret = (.*)$", r.stdout, re.M)
-        try:
-            return json.loads(found.group(1)).get("refresh_token") if found else None
-        except ValueError:
-            return None
-
-    def close(self):
-        # KeePassXC may not end on SIGTERM while one of its dialogs is open.
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
-        os.kill(self.bus_pid, signal.SIGTERM)
-        shutil.rmtree(self.dir, ignore_errors=True)
+def keepassxc_session(confirm_access):
+    """A private session (support/private_session.py) with KeePassXC as its Secret Service."""
+    session = PrivateSession(prefix="ab-kpx-")
+    session.start_keepassxc(confirm_access)
+    return session
 
 
 @pytest.fixture
@@ -151,11 +63,11 @@ def test_keepassxc_without_access_confirmation_keeps_sign_in_and_rotations_acros
     rotation by a restarted daemon (a new client to KeePassXC), is written at once and
     read back after the next restart. KeePassXC 2.7.4 answers CreateItem for an item that
     exists with its access dialog even so; the store updates such an item with SetSecret."""
-    session = KeePassXCSession(confirm_access=False)
+    session = keepassxc_session(confirm_access=False)
     d = None
     try:
         d = daemon_on(session, stub)
-        assert session.stored_refresh_token(d.name) == stub.last_issued_refresh
+        assert session.keepassxc.stored_refresh_token(d.name) == stub.last_issued_refresh
         for _ in range(2):
             d.restart()
             started = time.monotonic()
@@ -163,7 +75,7 @@ def test_keepassxc_without_access_confirmation_keeps_sign_in_and_rotations_acros
             assert "result" in answer, answer
             assert time.monotonic() - started < 5, "the refresh waited on the store"
             assert "unsaved" not in account(d), account(d)
-            assert session.stored_refresh_token(d.name) == stub.last_issued_refresh
+            assert session.keepassxc.stored_refresh_token(d.name) == stub.last_issued_refresh
         d.restart()
         assert "result" in token(d)
         assert "could not be written" not in d.log_text()
@@ -178,7 +90,7 @@ def test_keepassxc_access_confirmation_is_reported_as_its_prompt(stub):
     Access Request dialog, unanswered here) before it gives the item. The daemon says it
     waits on KeePassXC's access prompt and what to allow or set, in `authctl status` and
     in the request's error, at once rather than after store_timeout (10 s) as a time-out."""
-    session = KeePassXCSession(confirm_access=True)
+    session = keepassxc_session(confirm_access=True)
     d = None
     # The STUB notification server (support/stub_notifications.py) on KeePassXC's bus: the
     # user at the desktop is told too, once, naming the store and what to allow.
@@ -226,11 +138,11 @@ def test_a_locked_keepassxc_database_is_reported_as_locked(stub):
     be written (KeePassXC asks to unlock the database, unanswered here). The token is
     still served, and the account says its newest refresh token waits on the locked
     database, not on a store that hangs."""
-    session = KeePassXCSession(confirm_access=False)
+    session = keepassxc_session(confirm_access=False)
     d = None
     try:
         d = daemon_on(session, stub)
-        session.lock()
+        session.keepassxc.lock()
         started = time.monotonic()
         answer = token(d)
         assert "result" in answer, answer
