@@ -383,8 +383,6 @@ struct PolicyQuestions: MethodRegistrar {
     mutating func add(_ spec: SecretAnswerSpec) {
         if case .checked(_, let ask) = spec.access { asks[spec.method] = ask }
     }
-
-    mutating func add(_ spec: ConnectionMethodSpec) {}
 }
 
 extension Broker {

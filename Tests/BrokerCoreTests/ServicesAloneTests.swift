@@ -205,16 +205,18 @@ final class ServicesAloneTests: XCTestCase {
         XCTAssertEqual(seen.providers.first?.accounts.first?.tokens.count, 0, "no rule grants this program the token")
     }
 
-    func testEventsRegisterTheirConnectionMethodsAsOpenWithAReason() {
+    func testEventsRegisterTheirMethodsAsOpenSubscriptionsWithAReason() {
         struct Names: MethodRegistrar {
             var open: [RPCMethod: String] = [:]
-            mutating func add<P: Decodable & Sendable, R: Encodable & Sendable>(_ spec: MethodSpec<P, R>) {}
+            mutating func add<P: Decodable & Sendable, R: Encodable & Sendable>(_ spec: MethodSpec<P, R>) {
+                guard case .subscription = spec.answer else { return }
+                open[spec.method] = spec.access.openReason
+            }
             mutating func add(_ spec: SecretAnswerSpec) {}
-            mutating func add(_ spec: ConnectionMethodSpec) { open[spec.method] = spec.openReason }
         }
         var names = Names()
         EventsService().register(into: &names)
-        XCTAssertEqual(Set(names.open.keys), [.eventsSubscribe, .eventsUnsubscribe])
+        XCTAssertEqual(Set(names.open.keys), [.eventsSubscribe, .eventsUnsubscribe], "both are subscriptions the connection carries out, open")
     }
 
     func testTheGateAloneRefusesWhatNoRuleGrants() {
@@ -271,8 +273,16 @@ final class ServicesAloneTests: XCTestCase {
         // The write waits its turn behind the account's refresh in flight (here held open).
         store.failSaves(false)
         let (opened, open) = AsyncStream<Void>.makeStream()
-        let refresh = Task { await accounts.writes.turn(of: key).exclusive { for await _ in opened { break } } }
+        let (entered, enter) = AsyncStream<Void>.makeStream()
+        let refresh = Task {
+            await accounts.writes.turn(of: key).exclusive {
+                enter.yield()
+                for await _ in opened { break }
+            }
+        }
+        for await _ in entered { break }  // the refresh holds the account's turn before the write asks for it
         let write = Task { await accounts.writes.storeUnsavedInTurn(key) }
+        // The write is given time to go ahead wrongly: what is tested is an absence, so a fixed time.
         try await Task.sleep(for: .milliseconds(200))
         let beside = try await storedRefreshToken(store, key)
         XCTAssertEqual(beside, "refresh-0", "written beside a refresh of the account")

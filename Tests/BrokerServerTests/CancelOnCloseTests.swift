@@ -22,16 +22,16 @@ final class CancelOnCloseTests: XCTestCase {
         let seen = Seen()
         let gate = Gate()
         var table = MethodTable()
-        table.add(MethodSpec(.loginWait, empty: LoginWaitParams(), access: .open("a test"), cancelledOnClose: { _ in true }) { _ throws(BrokerError) -> LoginWaitResult in
+        table.add(MethodSpec(.loginWait, empty: LoginWaitParams(), access: .open("a test"), cancelledOnClose: { _ in true }, answer: .later { _ throws(BrokerError) -> LoginWaitResult in
             try? await Task.sleep(for: .seconds(60))
             await seen.record("login.wait", cancelled: Task.isCancelled)
             throw BrokerError.loginFailed(provider: "corp", message: "cancelled")
-        })
-        table.add(MethodSpec(.tokenGet, empty: TokenGetParams(), access: .open("a test")) { p throws(BrokerError) in
+        }))
+        table.add(MethodSpec(.tokenGet, empty: TokenGetParams(), access: .open("a test"), answer: .later { p throws(BrokerError) in
             await gate.wait("slow")
             await seen.record("token.get", cancelled: Task.isCancelled)
             return Handlers.answer(p)
-        })
+        }))
         let channel = EmbeddedChannel()
         try BrokerServer.addHandlers(
             to: channel.pipeline.syncOperations, table: table, limits: Handlers.limits(), server: Handlers.server(),

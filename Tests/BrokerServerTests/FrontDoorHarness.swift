@@ -46,19 +46,18 @@ final class FrontDoorRig {
         var table = MethodTable(gate: CallerGate(source: FixedPolicy(policy), confirmer: nil, logger: Logger(label: "test")))
         let big = String(repeating: "a", count: size)
         table.add(MethodSpec(.tokenGet, empty: TokenGetParams(), access: .open("a test"),
-                       fast: { p in
+                       answer: .nowOrLater(fast: { p in
                            p.resource == "later" ? nil
                                : TokenGetResult(accessToken: big, tokenType: "Bearer", expiresAt: 0, scope: nil, resource: p.resource,
                                                 provider: "corp", account: "alice")
-                       },
-                       slow: { p throws(BrokerError) in
+                       }, slow: { p throws(BrokerError) in
                            await work.wait()
                            return TokenGetResult(accessToken: "later-" + big, tokenType: "Bearer", expiresAt: 0, scope: nil,
                                                  resource: p.resource, provider: "corp", account: "alice")
-                       }))
+                       })))
         // A sign-in's wait: cancelled when its caller hangs up, so NIO's.
         table.add(MethodSpec<TokenGetParams, TokenGetResult>(.loginWait, empty: TokenGetParams(), access: .open("a test"), cancelledOnClose: { _ in true },
-                             slow: { _ throws(BrokerError) in throw BrokerError.internalError("not here") }))
+                             answer: .later { _ throws(BrokerError) in throw BrokerError.internalError("not here") }))
         let handovers = self.handovers
         door = try FrontDoor(
             listening: fd, table: given ?? table,

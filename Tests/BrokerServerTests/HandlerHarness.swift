@@ -36,11 +36,11 @@ enum Handlers {
     static func table(gate: Gate) -> MethodTable {
         var table = MethodTable()
         table.add(MethodSpec(.tokenGet, empty: TokenGetParams(), access: .open("a test"),
-                             fast: { $0.resource == "now" ? answer($0) : nil },
-                             slow: { p in
-                                 await gate.wait(p.resource ?? "")
-                                 return answer(p)
-                             }))
+                             answer: .nowOrLater(fast: { $0.resource == "now" ? answer($0) : nil },
+                                                 slow: { p in
+                                                     await gate.wait(p.resource ?? "")
+                                                     return answer(p)
+                                                 })))
         return table
     }
 

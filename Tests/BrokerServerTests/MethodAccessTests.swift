@@ -105,24 +105,30 @@ struct RecordingRegistrar: MethodRegistrar {
 
     mutating func add<P: Decodable & Sendable, R: Encodable & Sendable>(_ spec: MethodSpec<P, R>) {
         var counted = spec
-        let (calls, method, fast, fastFor, slow) = (calls, spec.method, spec.fast, spec.fastFor, spec.slow)
-        if let fast {
-            counted.fast = { @Sendable p in
-                calls.note(method)
-                return fast(p)
-            }
-        }
-        if let fastFor {
-            counted.fastFor = { @Sendable identify, answers, p in
-                calls.note(method)
-                return fastFor(identify, answers, p)
-            }
-        }
-        counted.slow = { p throws(BrokerError) in
-            calls.note(method)
-            return try await slow(p)
-        }
+        counted.answer = Self.counting(spec.answer, spec.method, calls)
         table.add(counted)
+    }
+
+    /// The same answer, each of its closures counted when called.
+    private static func counting<P, R>(_ answer: MethodSpec<P, R>.Answer, _ method: RPCMethod, _ calls: Calls) -> MethodSpec<P, R>.Answer {
+        func later(_ slow: @escaping @Sendable (P) async throws(BrokerError) -> R) -> @Sendable (P) async throws(BrokerError) -> R {
+            { p throws(BrokerError) in
+                calls.note(method)
+                return try await slow(p)
+            }
+        }
+        switch answer {
+        case .now(let now):
+            return .now { p throws(BrokerError) in calls.note(method); return try now(p) }
+        case .nowFor(let now):
+            return .nowFor { identify, answers, p throws(BrokerError) in calls.note(method); return try now(identify, answers, p) }
+        case .later(let slow):
+            return .later(later(slow))
+        case .nowOrLater(let fast, let slow):
+            return .nowOrLater(fast: { p in calls.note(method); return fast(p) }, slow: later(slow))
+        case .subscription(let change):
+            return .subscription { p throws(BrokerError) in calls.note(method); return try change(p) }
+        }
     }
 
     mutating func add(_ spec: SecretAnswerSpec) {
@@ -134,6 +140,4 @@ struct RecordingRegistrar: MethodRegistrar {
         }
         table.add(counted)
     }
-
-    mutating func add(_ spec: ConnectionMethodSpec) { table.add(spec) }
 }

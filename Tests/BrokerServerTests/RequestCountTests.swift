@@ -41,7 +41,7 @@ final class RequestCountTests: XCTestCase {
         let reply = handler(RequestLine(scanned: nil, bytes: ByteBuffer(string: line)), .number(1), RPCCodec(),
                             { _ throws(BrokerError) in me }, ConfirmAnswers())
         switch reply {
-        case .now(let data): return String(decoding: data, as: UTF8.self)
+        case .now(let data), .subscription(_, let data): return String(decoding: data, as: UTF8.self)
         case .later(let work), .untilClosed(let work): return String(decoding: await work(), as: UTF8.self)
         }
     }

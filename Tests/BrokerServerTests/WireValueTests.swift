@@ -31,7 +31,7 @@ final class WireValueTests: XCTestCase {
         bytes.writeString(line)
         let data: Data
         switch handler(RequestLine(scanned: nil, bytes: bytes), .number(1), RPCCodec(), { _ throws(BrokerError) in nil }, nil) {
-        case .now(let d): data = d
+        case .now(let d), .subscription(_, let d): data = d
         case .later(let work), .untilClosed(let work): data = await work()
         }
         return try XCTUnwrap(JSONSerialization.jsonObject(with: data) as? [String: Any])

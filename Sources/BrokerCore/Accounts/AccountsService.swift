@@ -314,8 +314,7 @@ public final class AccountsService: RegistersMethods, Sendable {
         registrar.add(MethodSpec(
             .accountList, empty: NoParams(),
             access: .open("lists who is signed in and whether each account is ready: management the user runs (`authctl status`), no token or claim"),
-            fast: { _ in self.accountList() },
-            slow: { _ in self.accountList() }))
+            answer: .now { _ in self.accountList() }))
     }
 }
 

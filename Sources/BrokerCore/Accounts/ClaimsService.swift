@@ -65,9 +65,9 @@ public final class ClaimsService: RegistersMethods, Sendable {
         }
         registrar.add(MethodSpec(
             .accountWhoami, empty: AccountParams(), access: claims,
-            slow: { p throws(BrokerError) in try self.whoami(p) }))
+            answer: .later { p throws(BrokerError) in try self.whoami(p) }))
         registrar.add(MethodSpec(
             .accountUserinfo, empty: AccountParams(), access: claims,
-            slow: { p throws(BrokerError) in try await self.userinfo(p) }))
+            answer: .later { p throws(BrokerError) in try await self.userinfo(p) }))
     }
 }

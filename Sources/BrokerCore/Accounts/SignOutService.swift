@@ -135,6 +135,6 @@ public final class SignOutService: RegistersMethods, Sendable {
         registrar.add(MethodSpec(
             .logout, empty: LogoutParams(),
             access: .open("the user's own management (`authctl logout`): it ends a sign-in and answers no token, claim or secret; the [[allow]] rules restrict what programs may get, not the user's account management (docs/security.md)"),
-            slow: { p throws(BrokerError) in try await self.logout(p) }))
+            answer: .later { p throws(BrokerError) in try await self.logout(p) }))
     }
 }

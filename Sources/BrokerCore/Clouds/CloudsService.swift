@@ -149,16 +149,16 @@ public final class CloudsService: RegistersMethods, Sendable {
                 let audience = try? AWSPlan.audience(p, settings: self.tokens.aws)
                 return .token(provider: p.provider, targets: [audience], scopes: [], params: [])
             },
-            fast: { self.cachedAWSCredentials($0) },
             mints: true,
-            slow: { p throws(BrokerError) in try await self.awsCredentials(p) }))
+            answer: .nowOrLater(fast: { self.cachedAWSCredentials($0) },
+                                slow: { p throws(BrokerError) in try await self.awsCredentials(p) })))
         registrar.add(MethodSpec(
             .accountIDToken, empty: IDTokenParams(),
             access: .checked("the ID token: provider, as a token for the default audience") { p in
                 .token(provider: p.provider, targets: [nil], scopes: [], params: [])
             },
-            fast: { self.cachedIDToken($0) },
             mints: true,
-            slow: { p throws(BrokerError) in try await self.idToken(p) }))
+            answer: .nowOrLater(fast: { self.cachedIDToken($0) },
+                                slow: { p throws(BrokerError) in try await self.idToken(p) })))
     }
 }

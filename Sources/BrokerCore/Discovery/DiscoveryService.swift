@@ -348,18 +348,18 @@ public final class DiscoveryService: ResourceDiscovering, RegistersMethods, Send
                 .token(provider: nil, targets: [p.resource], scopes: [], params: [])
             },
             mints: true,
-            slow: { p throws(BrokerError) in try await self.resolve(p) }))
+            answer: .later { p throws(BrokerError) in try await self.resolve(p) }))
         registrar.add(MethodSpec(
             .providerRename, empty: ProviderRenameParams(provider: "", name: ""),
             access: .open("the user's own management: it renames a provider found by discovery, with its accounts, and answers no token, claim or secret"),
-            slow: { p throws(BrokerError) in try await self.rename(p) }))
+            answer: .later { p throws(BrokerError) in try await self.rename(p) }))
         registrar.add(MethodSpec(
             .discoveryTrust, empty: DiscoveryTrustParams(resource: "", issuer: ""),
             access: .checked("the resource, as token.get's") { p in
                 .token(provider: nil, targets: [p.resource], scopes: [], params: [])
             },
             mints: true,
-            slow: { p throws(BrokerError) in try await self.trust(p) }))
+            answer: .later { p throws(BrokerError) in try await self.trust(p) }))
     }
 }
 

@@ -153,12 +153,12 @@ public final class SignInService: RegistersMethods, Sendable {
             access: .checked("with join (a sign-in on demand put in front of the user): a token of the provider, or of the resource named; without join open, the user's own `authctl login`") { p in
                 p.join == true ? .signIn(provider: p.provider, resource: p.resource) : nil
             },
-            slow: { p throws(BrokerError) in try await self.startLogin(p) }))
+            answer: .later { p throws(BrokerError) in try await self.startLogin(p) }))
         registrar.add(MethodSpec(
             .loginWait, empty: LoginWaitParams(),
             access: .open("reaches only a sign-in whose id (16 random bytes, given to whoever started it) the caller holds, or the newest sign-in of a provider, which tells only whether that sign-in ended and which account it signed in: no token or claim"),
             cancelledOnClose: { _ in true },
-            slow: { p throws(BrokerError) in try await self.waitLogin(p) }))
+            answer: .later { p throws(BrokerError) in try await self.waitLogin(p) }))
         registrar.add(SecretAnswerSpec(
             .loginAnswer,
             access: .open("reaches only the terminal sign-in whose id (16 random bytes, given to whoever started it) the caller holds, and only gives it an answer; nothing is answered back but whether it was taken"),

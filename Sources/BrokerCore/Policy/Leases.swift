@@ -215,11 +215,11 @@ struct GrantsService: RegistersMethods {
         registrar.add(MethodSpec(
             .grantsList, empty: NoParams(),
             access: .open("the user's own review of the leases they gave: which program may have which resource's tokens until when; no token, claim or secret"),
-            slow: { _ throws(BrokerError) in GrantsListResult(grants: leases.list()) }))
+            answer: .later { _ throws(BrokerError) in GrantsListResult(grants: leases.list()) }))
         registrar.add(MethodSpec(
             .grantsRevoke, empty: GrantsRevokeParams(),
             access: .open("ends leases only: the program is asked again on its next request; nothing is given out or widened"),
-            slow: { p throws(BrokerError) in
+            answer: .later { p throws(BrokerError) in
                 switch (p.id, p.all) {
                 case (let id?, nil), (let id?, false?):
                     return GrantsRevokeResult(revoked: leases.revoke(id: id))

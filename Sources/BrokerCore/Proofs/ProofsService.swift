@@ -94,13 +94,13 @@ public final class ProofsService: RegistersMethods, Sendable {
                 .token(provider: p.token.provider, targets: [p.token.resource], scopes: p.token.scopes ?? [],
                        params: p.token.params.map { Array($0.keys) } ?? [])
             },
-            fast: { self.cachedDPoPProof($0) },
             cancelledOnClose: { $0.token.waitForSignIn != nil },
             mints: true,
             audit: { p, r in
                 AuditSubject(method: .dpopProof, provider: r?.token.provider ?? p.token.provider, account: r?.token.account ?? p.token.account,
                              resource: p.token.resource)
             },
-            slow: { p throws(BrokerError) in try await self.dpopProof(p) }))
+            answer: .nowOrLater(fast: { self.cachedDPoPProof($0) },
+                                slow: { p throws(BrokerError) in try await self.dpopProof(p) })))
     }
 }

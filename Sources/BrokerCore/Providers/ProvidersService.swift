@@ -231,6 +231,6 @@ public final class ProvidersService: PolicySource, RegistersMethods, Sendable {
         registrar.add(MethodSpec(
             .providerSetSecret, empty: SetSecretParams(clientSecret: ""),
             access: .open("the user's own management: it gives the daemon a secret and reveals none; no token, claim or secret is answered"),
-            slow: { p throws(BrokerError) in try await self.setClientSecret(p) }))
+            answer: .later { p throws(BrokerError) in try await self.setClientSecret(p) }))
     }
 }

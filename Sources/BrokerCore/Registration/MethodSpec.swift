@@ -4,20 +4,42 @@ import BrokerProtocol
 /// One JSON-RPC method as a service registers it: its params, who may call it, and how it
 /// is answered. The server (BrokerServer's `MethodTable`) turns each into a handler: it
 /// decodes the params, asks the caller policy (`CallerGate`) what `access` says, and only
-/// then calls `fast`, `fastFor` or `slow`. Nothing here knows of NIO or of sockets, so a
-/// service declares its methods without depending on the server, and adding a method
-/// touches its service and BrokerProtocol only.
+/// then calls what `answer` holds. Nothing here knows of NIO or of sockets, so a service
+/// declares its methods without depending on the server, and adding a method touches its
+/// service and BrokerProtocol only.
 public struct MethodSpec<P: Decodable & Sendable, R: Encodable & Sendable>: Sendable {
+    /// How a method answers: what it is, so the server runs each kind the way it needs
+    /// (on the connection's thread, or as a task).
+    ///
+    /// A request the caller policy must first put to the user (a `confirm` rule) is
+    /// answered after the user's yes, whatever the kind: the question is waited for, then
+    /// the answer made as the kind says.
+    public enum Answer: Sendable {
+        /// At once, on the connection's thread, from memory: never suspends and never waits
+        /// for the provider, the store or the user (`account.list`).
+        case now(@Sendable (P) throws(BrokerError) -> R)
+        /// At once, as `now`, from what depends on who asks: the caller's identification and
+        /// its answers to `confirm` questions on the connection (nil: none, no rules)
+        /// (`daemon.status`: under rules a caller sees only what it may get itself).
+        case nowFor(@Sendable (CallerIdentification, ConfirmAnswers?, P) throws(BrokerError) -> R)
+        /// Later, as a task: the work may wait for the provider, the store or the user.
+        case later(@Sendable (P) async throws(BrokerError) -> R)
+        /// At once when `fast` has the answer (a cache hit), else later by `slow` (the
+        /// provider, a sign-in).
+        case nowOrLater(fast: @Sendable (P) -> R?, slow: @Sendable (P) async throws(BrokerError) -> R)
+        /// At once, and the connection it came on carries out the `SubscriptionChange`: the
+        /// connection is the subscriber (`events.subscribe`, `events.unsubscribe`). What it
+        /// then hears is filtered through the caller policy (`CallerGate.shows`).
+        case subscription(@Sendable (P) throws(BrokerError) -> (SubscriptionChange, R))
+    }
+
     public var method: RPCMethod
     /// The params of a request that sends none.
     public var empty: P
     /// Who may call it: the policy's question, or open to every caller with the reason.
     public var access: Access<P>
-    /// An answer without suspending (a cache hit), or nil to go on to `slow`.
-    public var fast: (@Sendable (P) -> R?)?
-    /// `fast` for answers that depend on who asks (`daemon.status` under rules), and on the
-    /// user's answers to its `confirm` questions on the connection (nil: none, no rules).
-    public var fastFor: (@Sendable (CallerIdentification, ConfirmAnswers?, P) -> R?)?
+    /// How it is answered: at once, later, or at once when it can.
+    public var answer: Answer
     /// Whether the work stops when the caller's connection closes (`login.wait`).
     public var cancelledOnClose: @Sendable (P) -> Bool
     /// Whether an answer that comes later may cost a request to the provider: counted
@@ -27,32 +49,36 @@ public struct MethodSpec<P: Decodable & Sendable, R: Encodable & Sendable>: Send
     /// it (`token.get`'s `token_requests`: from the cache, refreshed, or after the user was
     /// asked). nil: the method has no count of its own.
     public var counted: (@Sendable () -> Void)?
-    /// The whole answer, which may wait for the provider, the store or the user.
-    public var slow: @Sendable (P) async throws(BrokerError) -> R
     /// What a decision on this method's request is about, for the audit trail: methods that
     /// give tokens out say it (the params, and the answer when there is one); the method
     /// table writes the decision (`AuditTrail`). nil: not audited.
     public var audit: (@Sendable (P, R?) -> AuditSubject)?
 
     public init(_ method: RPCMethod, empty: P, access: Access<P>,
-                fast: (@Sendable (P) -> R?)? = nil,
-                fastFor: (@Sendable (CallerIdentification, ConfirmAnswers?, P) -> R?)? = nil,
                 cancelledOnClose: @escaping @Sendable (P) -> Bool = { _ in false },
                 mints: Bool = false,
                 counted: (@Sendable () -> Void)? = nil,
                 audit: (@Sendable (P, R?) -> AuditSubject)? = nil,
-                slow: @escaping @Sendable (P) async throws(BrokerError) -> R) {
+                answer: Answer) {
         self.method = method
         self.empty = empty
         self.access = access
-        self.fast = fast
-        self.fastFor = fastFor
+        self.answer = answer
         self.cancelledOnClose = cancelledOnClose
         self.mints = mints
         self.counted = counted
-        self.slow = slow
         self.audit = audit
     }
+}
+
+/// What a connection asks of the events hub: the connection itself is the subscriber, so
+/// the server carries it out on the connection (`MethodSpec.Answer.subscription`).
+public enum SubscriptionChange: Sendable, Equatable {
+    /// From now on the events of these providers and kinds (nil: all), in place of any
+    /// subscription the connection had.
+    case subscribe(providers: Set<String>?, kinds: Set<EventKind>?)
+    /// No more events.
+    case unsubscribe
 }
 
 /// `login.answer`: its value may be a password, so the server reads it from the request's
@@ -71,25 +97,10 @@ public struct SecretAnswerSpec: Sendable {
     }
 }
 
-/// A method the connection itself serves (`events.subscribe`: the connection is the
-/// subscriber), registered so its access is declared like every other method's.
-public struct ConnectionMethodSpec: Sendable {
-    public var method: RPCMethod
-    /// Open to every caller of the user: what the connection hears is filtered by the
-    /// policy (`CallerGate.shows`), which the reason says.
-    public var openReason: String
-
-    public init(_ method: RPCMethod, openReason: String) {
-        self.method = method
-        self.openReason = openReason
-    }
-}
-
 /// What takes a service's methods: the server's method table, or a test's recording one.
 public protocol MethodRegistrar {
     mutating func add<P: Decodable & Sendable, R: Encodable & Sendable>(_ spec: MethodSpec<P, R>)
     mutating func add(_ spec: SecretAnswerSpec)
-    mutating func add(_ spec: ConnectionMethodSpec)
 }
 
 /// A service that serves JSON-RPC methods: it hands its own registrations to whoever

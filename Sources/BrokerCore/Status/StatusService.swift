@@ -62,11 +62,10 @@ public final class StatusService: RegistersMethods, Sendable {
     }
 
     public func register(into registrar: inout some MethodRegistrar) {
-        // Always answered at once; what it shows depends on the caller under rules.
+        // What it shows depends on the caller under rules.
         registrar.add(MethodSpec(
             .daemonStatus, empty: NoParams(),
             access: .open("shows providers, accounts and counters, never a token's value; under [[allow]] rules a caller sees only the cached tokens the policy would grant it (CallerGate.shows)"),
-            fastFor: { identify, answers, _ in self.status(for: identify, answers: answers) },
-            slow: { _ throws(BrokerError) in throw BrokerError.internalError("daemon.status is answered at once") }))
+            answer: .nowFor { identify, answers, _ in self.status(for: identify, answers: answers) }))
     }
 }

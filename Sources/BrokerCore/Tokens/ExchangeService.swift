@@ -161,12 +161,12 @@ public final class ExchangeService: RegistersMethods, Sendable {
                 let targets = [p.resource, p.audience].compactMap { $0 }
                 return .token(provider: p.provider, targets: targets.isEmpty ? [nil] : targets, scopes: p.scopes ?? [], params: [])
             },
-            fast: { self.cachedExchange($0) },
             mints: true,
             audit: { p, r in
                 AuditSubject(method: .tokenExchange, provider: r?.provider ?? p.provider, account: r?.account ?? p.account,
                              resource: p.resource, audience: p.audience)
             },
-            slow: { p throws(BrokerError) in try await self.exchangeToken(p) }))
+            answer: .nowOrLater(fast: { self.cachedExchange($0) },
+                                slow: { p throws(BrokerError) in try await self.exchangeToken(p) })))
     }
 }

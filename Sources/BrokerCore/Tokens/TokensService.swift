@@ -339,7 +339,6 @@ public final class TokensService: RegistersMethods, Sendable {
             access: .checked("the token: provider, resource, scopes and params names") { p in
                 .token(provider: p.provider, targets: [p.resource], scopes: p.scopes ?? [], params: p.params.map { Array($0.keys) } ?? [])
             },
-            fast: { self.cachedToken($0) },
             // A caller waiting for a sign-in is one of its waiters: gone, it stops waiting.
             cancelledOnClose: { $0.waitForSignIn != nil },
             mints: true,
@@ -347,12 +346,13 @@ public final class TokensService: RegistersMethods, Sendable {
             // counts those the front door answers from its memo).
             counted: { self.counters.tokenRequests.increment() },
             audit: { p, r in AuditSubject(method: .tokenGet, provider: r?.provider ?? p.provider, account: r?.account ?? p.account, resource: p.resource) },
-            slow: { p throws(BrokerError) in try await self.token(p) }))
+            answer: .nowOrLater(fast: { self.cachedToken($0) },
+                                slow: { p throws(BrokerError) in try await self.token(p) })))
         registrar.add(MethodSpec(
             .tokenReject, empty: TokenRejectParams(),
             access: .checked("the rejected token's provider, resource (and exchange audience), scopes and params, as token.get and token.exchange") { p in
                 self.rejectQuestion(p)
             },
-            slow: { p throws(BrokerError) in try self.rejectToken(p) }))
+            answer: .later { p throws(BrokerError) in try self.rejectToken(p) }))
     }
 }

@@ -110,8 +110,8 @@ extension FrontDoor {
         case .later(let work):
             // Worked on here: a cold burst's callers make no NIO channel each (`startWork`).
             return startWork(connection, work, id: id, answer: hasID, mints: table.mints(method))
-        case .untilClosed:
-            // Cancelled when the connection closes (a sign-in's wait): NIO's to watch.
+        case .untilClosed, .subscription:
+            // Cancelled when the connection closes (a sign-in's wait), or a subscriber: NIO's to watch.
             give(connection, Handover(adopted: AdoptedRequest(reply: reply, id: id, answer: hasID, mints: table.mints(method))))
             return false
         }

@@ -16,6 +16,10 @@ enum Reply: Sendable {
     /// Later, and only for as long as the connection is open: the work is cancelled when it
     /// closes (`login.wait`: a sign-in nobody waits for is abandoned).
     case untilClosed(@Sendable () async -> Data)
+    /// Ready now, and the connection carries out the change to its subscription before it
+    /// writes the answer: the connection is the subscriber (`events.subscribe`). Indirect:
+    /// boxed only when made, so every other reply stays as small as it was.
+    indirect case subscription(SubscriptionChange, Data)
 }
 
 /// Encodes and decodes JSON-RPC messages. One per connection, so nothing is shared
@@ -55,8 +59,6 @@ final class RPCCodec {
     }
 }
 
-/// Method name → handler. Each entry decodes its params, may answer at once from a
-/// synchronous fast path, and otherwise answers when its async work is done.
 /// One request line: as scanned in one pass when the scanner could read it, and its bytes
 /// for JSONDecoder otherwise.
 struct RequestLine {
@@ -110,9 +112,10 @@ extension TokenGetParams: ScannableParams {}
 
 /// Method name → handler, built from the services' registrations (`MethodSpec`,
 /// `Broker.register(into:)`). Each handler decodes its params, asks the caller policy
-/// (`CallerGate`) what the method's `Access` says, may answer at once from a synchronous
-/// fast path, and otherwise answers when its async work is done. The policy is asked here
-/// and only here, for every path: the front door's requests meet the same handlers.
+/// (`CallerGate`) what the method's `Access` says, then answers as the method's kind says
+/// (`MethodSpec.Answer`: at once, later, at once when it can, or a subscription the
+/// connection carries out). The policy is asked here and only here, for every path: the
+/// front door's requests meet the same handlers.
 struct MethodTable: MethodRegistrar, Sendable {
     /// `answers`: the connection's answers to `confirm` questions (nil where no rule is in
     /// force: the front door's requests).
@@ -168,89 +171,55 @@ struct MethodTable: MethodRegistrar, Sendable {
     /// (metadata lookups, value witnesses, a dynamic cast to `JSONWritable` per answer).
     @_specialize(exported: false, where P == TokenGetParams, R == TokenGetResult)
     mutating func add<P: Decodable & Sendable, R: Encodable & Sendable>(_ spec: MethodSpec<P, R>) {
-        let method = spec.method
-        note(method, spec.access)
-        if spec.mints { minting.insert(method.rawValue) }
-        let scanned: (@Sendable (ScannedRequest) -> P?)? = Self.scanner(for: P.self)
-        let question: (@Sendable (P) -> PolicyQuestion?)? = if case .checked(_, let ask) = spec.access { ask } else { nil }
-        let (gate, empty, fast, fastFor, slow, cancelledOnClose) = (self.gate, spec.empty, spec.fast, spec.fastFor, spec.slow, spec.cancelledOnClose)
-        let counted = spec.counted
-        // The audit trail, for the methods that give tokens out (those that say what a
-        // decision is about), when the daemon keeps one.
-        let audit: AuditRecorder<P, R>? = spec.audit.flatMap { about in gate.audit.map { AuditRecorder(trail: $0, about: about, program: self.program) } }
-        handlers[method.rawValue] = { line, id, codec, identify, answers in
-            let decoded: P
-            if let scan = line.scanned, let read = scanned?(scan) {
-                decoded = read
-            } else {
-                do {
-                    decoded = try codec.decoder.decode(RequestParams<P>.self, from: line.data).params ?? empty
-                } catch {
-                    return .now(codec.failure(id, RPCError(.invalidParams, "invalid params for \(method.rawValue): \(Self.describe(error))")))
+        note(spec.method, spec.access)
+        if spec.mints { minting.insert(spec.method.rawValue) }
+        let steps = MethodSteps(spec, gate: gate, scanned: Self.scanner(for: P.self), program: program)
+        handlers[spec.method.rawValue] = Self.handler(spec.answer, steps)
+    }
+
+    /// The handler of each kind of answer: one closure per kind, chosen here, so a request
+    /// goes straight to its kind's path. A request the user must first confirm is answered
+    /// later, after the user's yes.
+    @_specialize(exported: false, where P == TokenGetParams, R == TokenGetResult)
+    private static func handler<P, R>(_ answer: MethodSpec<P, R>.Answer, _ steps: MethodSteps<P, R>) -> Handler {
+        switch answer {
+        case .nowOrLater(let fast, let slow):
+            return { line, id, codec, identify, answers in
+                steps.admit(line, id, codec, identify, answers) { request in
+                    if request.asked == nil, let result = fast(request.params) { return steps.served(request, result, id, codec) }
+                    return steps.later(request, id, answers, slow)
                 }
             }
-            // The policy is asked before the cache, so a cache hit never skips it.
-            var asked: ConfirmQuestion?
-            if let question {
-                do throws(BrokerError) {
-                    asked = try gate.decide(question(decoded), identify: identify)
-                } catch {
-                    audit?.refused(decoded, error, pid: line.asker)
-                    return .now(codec.failure(id, error.rpcError))
+        case .later(let slow):
+            return { line, id, codec, identify, answers in
+                steps.admit(line, id, codec, identify, answers) { steps.later($0, id, answers, slow) }
+            }
+        case .now(let now):
+            return { line, id, codec, identify, answers in
+                steps.admit(line, id, codec, identify, answers) { request in
+                    guard request.asked == nil else { return steps.later(request, id, answers) { p throws(BrokerError) in try now(p) } }
+                    return steps.now(request, id, codec) { () throws(BrokerError) in try now(request.params) }
                 }
             }
-            // Counted once the policy lets it through, before the paths that answer it.
-            counted?()
-            // Why it may be served, for the audit line.
-            var grant: AuditGrant = asked == nil ? (gate.isOpen ? .open : .rule) : .confirmed
-            if let confirming = asked, answers?.allowed(confirming) == true {
-                asked = nil
-                grant = .connection
-            } else if let confirming = asked, let lease = gate.lease(for: confirming) {
-                // A lease the user gave this program answers the question without asking.
-                asked = nil
-                grant = .lease(lease)
+        case .nowFor(let now):
+            return { line, id, codec, identify, answers in
+                steps.admit(line, id, codec, identify, answers) { request in
+                    guard request.asked == nil else { return steps.cannotAsk(id, codec) }
+                    return steps.now(request, id, codec) { () throws(BrokerError) in try now(identify, answers, request.params) }
+                }
             }
-            if asked == nil, let fast, let result = fast(decoded) {
-                if let audit { codec.lastAudit = audit.served(decoded, result, .served, grant, pid: line.asker) }
-                return .now(codec.success(id, result))
-            }
-            if asked == nil, let fastFor, let result = fastFor(identify, answers, decoded) { return .now(codec.success(id, result)) }
-            let asker = line.asker
-            let work: @Sendable () async -> Data = { [asked, grant] in
-                let codec = RPCCodec()
-                var grant = grant
-                do throws(BrokerError) {
-                    if let asked {
-                        // Only a connection under rules has answers; a question elsewhere is a reload's race.
-                        guard let answers else { throw PeerIdentity.openedBeforeRulesError }
-                        do throws(BrokerError) {
-                            switch try await gate.confirm(asked, on: answers) {
-                            case .once:
-                                audit?.answered(decoded, .confirmed, grant: nil, pid: asker)
-                            case .leased(let lease, let seconds):
-                                audit?.answered(decoded, .leased, grant: .lease(lease), seconds: seconds, pid: asker)
-                                grant = .lease(lease)
-                            }
-                        } catch {
-                            audit?.denied(decoded, error, pid: asker)
-                            throw error
-                        }
+        case .subscription(let change):
+            return { line, id, codec, identify, answers in
+                steps.admit(line, id, codec, identify, answers) { request in
+                    guard request.asked == nil else { return steps.cannotAsk(id, codec) }
+                    do throws(BrokerError) {
+                        let (what, result) = try change(request.params)
+                        return .subscription(what, codec.success(id, result))
+                    } catch {
+                        return .now(codec.failure(id, error.rpcError))
                     }
-                    guard let audit else { return codec.success(id, try await slow(decoded)) }
-                    // The services note what the work did (a refresh, an exchange).
-                    let note = AuditNote()
-                    let outcome = await AuditNote.$current.withValue(note) { () async -> Result<R, BrokerError> in
-                        do throws(BrokerError) { return .success(try await slow(decoded)) } catch { return .failure(error) }
-                    }
-                    let result = try outcome.get()
-                    _ = audit.served(decoded, result, note.decision ?? .served, grant, pid: asker)
-                    return codec.success(id, result)
-                } catch {
-                    return codec.failure(id, error.rpcError)
                 }
             }
-            return cancelledOnClose(decoded) ? .untilClosed(work) : .later(work)
         }
     }
 
@@ -262,12 +231,6 @@ struct MethodTable: MethodRegistrar, Sendable {
             { request in S(scanned: request) as? P }
         }
         return reader(type)
-    }
-
-    /// A method the connection serves itself (`events.subscribe`): only its access is
-    /// noted; the connection's handler answers it (`RPCHandler+Events`).
-    mutating func add(_ spec: ConnectionMethodSpec) {
-        access[spec.method] = .open(spec.openReason)
     }
 
     /// A decoding error as a short sentence naming the member, never echoing its value.

@@ -7,54 +7,36 @@ import Foundation
 #endif
 import NIOCore
 
-/// `events.subscribe` / `events.unsubscribe`: the connection itself is the subscriber, so
-/// these are served here rather than through the method table.
+/// `events.subscribe` / `events.unsubscribe`: the method table reads the request and asks
+/// the caller policy, as for every method, and answers with the change
+/// (`Reply.subscription`); the connection carries it out, since it is the subscriber.
 extension RPCHandler {
-    func subscribe(_ context: ChannelHandlerContext, method: String, line: RequestLine, id: RequestID, answer: Bool) {
+    /// Subscribes the connection (in place of any subscription it had) or ends its
+    /// subscription, then writes `answer` (nil: a notification, not answered).
+    func carryOut(_ context: ChannelHandlerContext, _ change: SubscriptionChange, answer: Data?, id: RequestID) {
         guard let events = rules.server.events else {
-            return fail(context, id, RPCError(.methodNotFound, "this server does not send events"), answer: answer)
+            return fail(context, id, RPCError(.methodNotFound, "this server does not send events"), answer: answer != nil)
         }
         if let subscription { events.unsubscribe(subscription) }
         subscription = nil
-        if method == RPCMethod.eventsUnsubscribe.rawValue {
-            if answer { write(context, codec.success(id, EventsSubscribeResult(subscribed: false, kinds: []))) }
-            return
-        }
-        let params: EventsSubscribeParams
-        do {
-            params = try codec.decoder.decode(RequestParams<EventsSubscribeParams>.self, from: line.data).params ?? EventsSubscribeParams()
-        } catch {
-            return fail(context, id, RPCError(.invalidParams, "invalid params for events.subscribe: \(MethodTable.describe(error))"), answer: answer)
-        }
-        var kinds: Set<EventKind>?
-        if let names = params.kinds {
-            var wanted = Set<EventKind>()
-            for name in names {
-                guard let kind = EventKind(rawValue: name) else {
-                    let known = EventKind.allCases.map(\.rawValue).joined(separator: ", ")
-                    return fail(context, id, RPCError(.invalidParams, "there is no event kind \"\(name.prefix(64))\": choose from \(known)"), answer: answer)
+        if case .subscribe(let providers, let kinds) = change {
+            let loop = context.eventLoop
+            let bound = NIOLoopBound((self, context), eventLoop: loop)
+            // Under rules a subscriber hears only of what it may get itself: other programs'
+            // resources and when they are refreshed are not its to know. Identified once, here;
+            // the rules are read for each event (a reload may bring or lift them).
+            let gate = table.gate
+            let caller = self.caller.peer.flatMap { gate.caller($0.identify) }
+            let answers = self.caller.answers
+            subscription = events.subscribe(providers: providers, kinds: kinds) { event in
+                guard gate.shows(event, to: caller, answers: answers) else { return }
+                loop.execute {
+                    let (handler, context) = bound.value
+                    handler.send(context, event)
                 }
-                wanted.insert(kind)
-            }
-            kinds = wanted
-        }
-        let loop = context.eventLoop
-        let bound = NIOLoopBound((self, context), eventLoop: loop)
-        // Under rules a subscriber hears only of what it may get itself: other programs'
-        // resources and when they are refreshed are not its to know. Identified once, here;
-        // the rules are read for each event (a reload may bring or lift them).
-        let gate = table.gate
-        let caller = self.caller.peer.flatMap { gate.caller($0.identify) }
-        let answers = self.caller.answers
-        subscription = events.subscribe(providers: params.providers.map(Set.init), kinds: kinds) { event in
-            guard gate.shows(event, to: caller, answers: answers) else { return }
-            loop.execute {
-                let (handler, context) = bound.value
-                handler.send(context, event)
             }
         }
-        let sent = (kinds ?? Set(EventKind.allCases)).map(\.rawValue).sorted()
-        if answer { write(context, codec.success(id, EventsSubscribeResult(subscribed: true, kinds: sent))) }
+        if let answer { write(context, answer) }
     }
 
     /// Writes one `event` notification. A subscriber that does not read is dropped, not

@@ -210,10 +210,6 @@ final class RPCHandler: ChannelDuplexHandler {
             return fail(context, id, RPCError(.invalidRequest, "the request has no \"method\" string"))
         }
         guard let handler = table[method] else {
-            // Not in the table, so not compared on every token request.
-            if method == RPCMethod.eventsSubscribe.rawValue || method == RPCMethod.eventsUnsubscribe.rawValue {
-                return subscribe(context, method: method, line: line, id: id, answer: header.hasID)
-            }
             // A notification is never answered, not even with an error (JSON-RPC 2.0 §4.1):
             // a client would take an error with id null for the answer to its next request.
             return fail(context, id, RPCError(.methodNotFound, "there is no method \"\(method.prefix(64))\": see docs/protocol.md for the methods"),
@@ -233,12 +229,14 @@ final class RPCHandler: ChannelDuplexHandler {
             } else if answer {
                 write(context, data)
             }
-        case .later, .untilClosed:
+        case .later, .untilClosed, .subscription:
             startWork(context, reply, id: id, answer: answer, mints: table.mints(method))
         }
     }
 
-    /// Starts the work of an answer that comes later, and writes the answer when it is done.
+    /// Starts the work of an answer that comes later, and writes the answer when it is done;
+    /// carries out a change to the connection's subscription (the connection is the
+    /// subscriber), then writes its answer.
     /// - Parameter mints: the answer is a token the cache did not have: the requests its work
     ///   sends to a provider are charged to the connection's `cache_misses_per_minute`
     ///   (`ConnectionAllowance`), and refused past it.
@@ -246,6 +244,8 @@ final class RPCHandler: ChannelDuplexHandler {
         switch reply {
         case .now:
             return
+        case .subscription(let change, let data):
+            carryOut(context, change, answer: answer ? data : nil, id: id)
         case .later(let work), .untilClosed(let work):
             if let refusal = rules.startWork() {
                 if answer { write(context, codec.failure(id, refusal)) }
