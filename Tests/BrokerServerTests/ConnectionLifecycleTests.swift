@@ -11,7 +11,7 @@ final class ConnectionLifecycleTests: XCTestCase {
 
     func testANewConnectionIsIdleReadsWhatComesAndClosesAfterTheIdleTimeout() {
         var life = fresh()
-        XCTAssertEqual(life.state, .idle)
+        XCTAssertEqual(life.phase, .idle)
         XCTAssertEqual(life.inputArrived(), .read)
         XCTAssertEqual(life.nextDeadline, 60 * s)
         XCTAssertEqual(life.timeReached(59 * s), .none)
@@ -23,7 +23,7 @@ final class ConnectionLifecycleTests: XCTestCase {
         var life = fresh()
         life.chunkRead(endsLine: true, hasNewline: true, now: 1 * s)
         life.answersOwed(true, now: 1 * s)
-        XCTAssertEqual(life.state, .answering)
+        XCTAssertEqual(life.phase, .answering)
         XCTAssertEqual(life.inputArrived(), .none)
         XCTAssertEqual(life.timeReached(300 * s), .none, "never idle while its answer is worked on")
         life.answersOwed(false, now: 300 * s)
@@ -34,7 +34,7 @@ final class ConnectionLifecycleTests: XCTestCase {
     func testEachReadOrWriteStartsTheIdleTimeAfresh() {
         var life = fresh()
         life.chunkRead(endsLine: true, hasNewline: true, now: 50 * s)
-        XCTAssertEqual(life.state, .idle)
+        XCTAssertEqual(life.phase, .idle)
         XCTAssertEqual(life.timeReached(60 * s), .none)
         XCTAssertEqual(life.nextDeadline, 110 * s)
         life.writeBlocked(progress: false, now: 70 * s)
@@ -46,7 +46,7 @@ final class ConnectionLifecycleTests: XCTestCase {
     func testAStartedLineMustFinishWithinTheStallTimeout() {
         var life = fresh()
         life.chunkRead(endsLine: false, hasNewline: false, now: 1 * s)
-        XCTAssertEqual(life.state, .reading)
+        XCTAssertEqual(life.phase, .reading)
         XCTAssertEqual(life.nextDeadline, 11 * s)
         // More of the same line does not restart its clock: a trickle is a stall too.
         life.chunkRead(endsLine: false, hasNewline: false, now: 5 * s)
@@ -58,11 +58,11 @@ final class ConnectionLifecycleTests: XCTestCase {
         var life = fresh()
         life.chunkRead(endsLine: false, hasNewline: false, now: 1 * s)
         life.chunkRead(endsLine: true, hasNewline: true, now: 2 * s)
-        XCTAssertEqual(life.state, .idle)
+        XCTAssertEqual(life.phase, .idle)
         XCTAssertEqual(life.timeReached(30 * s), .none)
         // The end of one line and the start of the next: the next one's clock starts now.
         life.chunkRead(endsLine: false, hasNewline: true, now: 40 * s)
-        XCTAssertEqual(life.state, .reading)
+        XCTAssertEqual(life.phase, .reading)
         XCTAssertEqual(life.timeReached(49 * s), .none)
         XCTAssertEqual(life.timeReached(50 * s), .close(.lineUnfinished))
     }
@@ -81,7 +81,7 @@ final class ConnectionLifecycleTests: XCTestCase {
     func testAConnectionWithAnswersInTheWorksIsNeverIdle() {
         var life = fresh()
         life.answersOwed(true, now: 1 * s)
-        XCTAssertEqual(life.state, .answering)
+        XCTAssertEqual(life.phase, .answering)
         XCTAssertNil(life.nextDeadline)
         XCTAssertEqual(life.timeReached(3600 * s), .none)
         // Once answered, the idle time counts from the answer.
@@ -93,10 +93,10 @@ final class ConnectionLifecycleTests: XCTestCase {
     func testInputWaitsWhileAnswersWaitForThePeerAndIsReadOnceTheyAreOut() {
         var life = fresh()
         life.writeBlocked(progress: false, now: 1 * s)
-        XCTAssertEqual(life.state, .waitingToWrite)
+        XCTAssertEqual(life.phase, .waitingToWrite)
         XCTAssertEqual(life.inputArrived(), .none, "back-pressure: nothing is read while answers wait")
         XCTAssertEqual(life.writeDrained(now: 2 * s), .read)
-        XCTAssertEqual(life.state, .idle)
+        XCTAssertEqual(life.phase, .idle)
         XCTAssertEqual(life.writeDrained(now: 3 * s), .none, "the waiting input was read once")
     }
 
@@ -123,7 +123,7 @@ final class ConnectionLifecycleTests: XCTestCase {
     func testAPeerThatHangsUpIsClosedOnceNothingIsOwedToIt() {
         var life = fresh()
         life.peerClosedWriting()
-        XCTAssertEqual(life.state, .halfClosed)
+        XCTAssertEqual(life.phase, .halfClosed)
         XCTAssertFalse(life.keepsOpenAfterPeerDone)
         XCTAssertEqual(life.settled(), .close(.peerFinished))
     }
@@ -181,12 +181,12 @@ final class ConnectionLifecycleTests: XCTestCase {
     }
 
     func testAClosedOrHandedOverConnectionDoesNothingMore() {
-        for end in [ConnectionLifecycle.State.closed, .handedOver] {
+        for end in [ConnectionLifecycle.Phase.closed, .handedOver] {
             var life = fresh()
             life.writeBlocked(progress: false, now: 0)
             life.peerClosedWriting()
             if end == .closed { life.closed() } else { life.handedOver() }
-            XCTAssertEqual(life.state, end)
+            XCTAssertEqual(life.phase, end)
             XCTAssertNil(life.nextDeadline)
             XCTAssertEqual(life.timeReached(1000 * s), .none)
             XCTAssertEqual(life.inputArrived(), .none)
