@@ -86,14 +86,11 @@ let package = Package(
         // argc and argv kept from glibc's call of the initialisers, so that the static Swift
         // runtime's own search of /proc/self/maps is not linked into authctl (command_line.c).
         .target(name: "CCommandLine"),
-        // A release authctl's entry point: its read-only segment read page by page
-        // (MADV_RANDOM) before glibc starts (read_advice.c).
-        .target(name: "CReadAdvice"),
         .executableTarget(
             name: "authctl",
             dependencies: [
                 // TOML: shell completions read provider and resource names from config.toml.
-                "BrokerClient", "BrokerProtocol", "TOML", "BrowserLaunch", "QREncoder", "CCommandLine", "CReadAdvice",
+                "BrokerClient", "BrokerProtocol", "TOML", "BrowserLaunch", "QREncoder", "CCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             // A release authctl is one static executable: no dynamic loader, no libstdc++
@@ -105,18 +102,12 @@ let package = Package(
             // `swift build -c release` fails to link authctl; --static-swift-stdlib says the same.
             // lld with scripts/authctl.order: the code and data one `authctl token` touches sit
             // side by side, so it faults in a few 64 KB blocks of the image instead of one per
-            // function (128 → 74 page faults; `scripts/bench --order` remakes the file). And
-            // scripts/authctl.ld, made with it: that code at the end of the executable
-            // segment, so that reading back one paged-out page after a quiet spell reads no
-            // code the command does not run (docs/performance.md, "authctl after quiet"); and
-            // the entry point CReadAdvice, which asks the same for its read-only data.
+            // function (131 → 77 minor page faults; `scripts/bench --order` remakes the file).
             swiftSettings: [.unsafeFlags(["-static-stdlib"], .when(platforms: [.linux], configuration: .release))],
             linkerSettings: [.unsafeFlags(
                 ["-static-executable", "-static-stdlib", "-use-ld=lld",
                  "-Xlinker", "--symbol-ordering-file=\(Context.packageDirectory)/scripts/authctl.order",
-                 "-Xlinker", "--no-warn-symbol-ordering",
-                 "-Xlinker", "-T", "-Xlinker", "\(Context.packageDirectory)/scripts/authctl.ld",
-                 "-Xlinker", "-e", "-Xlinker", "authbroker_entry"],
+                 "-Xlinker", "--no-warn-symbol-ordering"],
                 .when(platforms: [.linux], configuration: .release))]
         ),
 

@@ -15,12 +15,12 @@ caches a daemon writes then share pages, and the ones it never writes lie in pag
 touches. A section missing from the script (new code) only lands in `.bss` again: it costs a
 page, never correctness.
 """
+import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
-
-import bench_layout
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "Tests", "IntegrationTests", "support"))
 from elf_image import read_sections  # noqa: E402
@@ -48,6 +48,56 @@ def written(dump_path):
         return [(int(a, 16), bytes.fromhex(h)) for a, h in (line.split() for line in f)]
 
 
+def link_map(binary, out):
+    """Links the release `binary` again as SwiftPM last did (the
+    command in its build manifest), with lld writing a map of every input section to `out`;
+    the binary goes beside it and is removed."""
+    scratch = os.path.dirname(os.path.dirname(os.path.dirname(binary)))
+    args = None
+    with open(os.path.join(scratch, "release.yaml")) as f:
+        lines = f.read().splitlines()
+    for i, line in enumerate(lines):
+        if line.strip() == f'outputs: ["{binary}"]':
+            command = next(x.strip() for x in lines[i:] if x.strip().startswith("args: "))
+            args = json.loads(command[len("args: "):])
+            break
+    if args is None:
+        raise SystemExit(f"bench_bss: no link command for {binary} in {scratch}/release.yaml")
+    args[args.index("-o") + 1] = out + ".bin"
+    subprocess.run(args + ["-Xlinker", f"-Map={out}"], check=True)
+    os.remove(out + ".bin")
+
+
+def input_sections(map_path, outputs):
+    """(address, size, input section) of each input section of the output sections `outputs`,
+    from lld's map ("VMA LMA Size Align Out In Symbol", In
+    indented by 8)."""
+    found, out = [], None
+    line_re = re.compile(r"\s*([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)\s+\d+ (.*)$")
+    with open(map_path) as f:
+        for line in f:
+            m = line_re.match(line)
+            if not m:
+                continue
+            rest = m.group(3)
+            indent = len(rest) - len(rest.lstrip(" "))
+            if indent == 0:
+                out = rest.strip()
+            elif indent == 8 and out in outputs:
+                found.append((int(m.group(1), 16), int(m.group(2), 16), rest.strip()))
+    return found
+
+
+def pattern(section):
+    """lld's pattern for one input section: `*lib.a:member.o(.text)`, `*/dir/file.o(.text)`."""
+    path, name = section.rsplit(":(", 1)
+    name = name[:-1]
+    if path.endswith(")"):
+        archive, member = path[:-1].split("(", 1)
+        return f"*{os.path.basename(archive)}:{member}({name})"
+    return f"*/{os.path.basename(os.path.dirname(path))}/{os.path.basename(path)}({name})"
+
+
 def hot(sections, blocks):
     """The input sections (address, size, name) that hold a byte other than zero."""
     found = []
@@ -64,9 +114,9 @@ def write(binary, dump_path, out):
     holds, from a map of the same link."""
     with tempfile.TemporaryDirectory() as work:
         map_path = os.path.join(work, "authbrokerd.map")
-        bench_layout.link_map(binary, map_path)
-        sections = bench_layout.input_sections(map_path, OUTPUTS)
-    found = list(dict.fromkeys(bench_layout.pattern(s) for s in hot(sections, written(dump_path))))
+        link_map(binary, map_path)
+        sections = input_sections(map_path, OUTPUTS)
+    found = list(dict.fromkeys(pattern(s) for s in hot(sections, written(dump_path))))
     with open(out, "w") as f:
         f.write(HEADER + "SECTIONS {\n  .bss.hot : {\n")
         f.write("".join(f"    {p}\n" for p in found))

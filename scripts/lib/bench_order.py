@@ -4,8 +4,7 @@ One warm `authctl token` runs under valgrind's lackey, which logs every instruct
 data address it touches. The symbols those addresses fall in, code in the order it first
 ran and then data, become lld's --symbol-ordering-file: the linker puts them side by
 side, so the process faults in a few blocks of its 12 MB image instead of one for every
-function scattered through it. The same trace makes scripts/authctl.ld, the image's layout
-(bench_layout.py): the input sections the code ran in, at the end of the executable segment.
+function scattered through it.
 """
 import bisect
 import os
@@ -16,7 +15,6 @@ import sys
 import tempfile
 
 import bench
-import bench_layout
 
 HEADER = """\
 # lld --symbol-ordering-file for a release authctl (Package.swift): the code and data one
@@ -75,11 +73,9 @@ def write(authctl, work, env, args, out):
     subprocess.run(["valgrind", "--tool=lackey", "--trace-mem=yes", f"--log-file={trace}", plain, *args],
                    env=env, stdout=subprocess.DEVNULL, check=True)
     names = touched(plain, trace)
-    layout = bench_layout.patterns(authctl, trace, work)
     with open(out, "w") as f:
         f.write(HEADER + "".join(n + "\n" for n in names))
     print(f"{out}: {len(names)} symbols")
-    bench_layout.write(layout, os.path.splitext(out)[0] + ".ld")
 
 
 def main(out):
