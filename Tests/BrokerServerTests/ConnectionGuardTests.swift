@@ -42,4 +42,38 @@ final class ConnectionGuardTests: XCTestCase {
         XCTAssertTrue(channel.isActive, "a sign-in may wait for the user for minutes")
         XCTAssertEqual(try channel.answers().count, 0)
     }
+    /// The last line of a peer that closed its writing side is taken without its newline,
+    /// so it is no longer an unfinished line that stalls: a slow answer to it is not cut
+    /// off with "not finished".
+    func testAHalfClosedPeersLastLineIsNotTakenForAStall() throws {
+        let channel = try EmbeddedChannel.daemon()
+        try channel.send(Handlers.request(id: 1, resource: "slow"))
+        channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(6))
+        XCTAssertTrue(channel.isActive, "its answer is being worked on")
+        XCTAssertEqual(try channel.answers().count, 0)
+    }
+
+    /// The close once the peer is done waits for the answers it has not taken yet (the
+    /// channel past its high-water mark), as on the front door's connections.
+    func testAHalfClosedPeerIsClosedOnceItHasTakenItsAnswers() throws {
+        let channel = try EmbeddedChannel.daemon()
+        try channel.send(Handlers.request(id: 1, resource: "now") + "\n")
+        XCTAssertEqual(try channel.answers().map(\.id), [1])
+        channel.isWritable = false
+        channel.pipeline.fireChannelWritabilityChanged()
+        channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        XCTAssertTrue(channel.isActive, "its answers are not out yet")
+        channel.isWritable = true
+        channel.pipeline.fireChannelWritabilityChanged()
+        XCTAssertFalse(channel.isActive, "its answers are out and it sends nothing more")
+    }
+
+    func testAHalfClosedPeerOwedNothingIsClosedAtOnce() throws {
+        let channel = try EmbeddedChannel.daemon()
+        try channel.send(Handlers.request(id: 1, resource: "now"))
+        channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        XCTAssertEqual(try channel.answers().map(\.id), [1], "its last line, without a newline, is answered")
+        XCTAssertFalse(channel.isActive)
+    }
 }

@@ -118,6 +118,10 @@ import Testing
         ([.blocked(progress: false, at: 1), .peerDone], open(.betweenLines, .none(lastActive: 0), .blocked(since: 1), .done), nil),
         ([.blocked(progress: false, at: 1), .peerDone, .drained(at: 2)], open(.betweenLines, .none(lastActive: 2), .drained, .done), .close(.peerFinished)),
         ([.blocked(progress: false, at: 1), .input, .peerDone, .drained(at: 2)], open(.betweenLines, .none(lastActive: 2), .drained, .done), .read),
+        // The peer's end of input ends a started line: the framing takes it as the last one.
+        ([.part(at: 1), .peerDone], open(.betweenLines, .none(lastActive: 1), .drained, .done), nil),
+        ([.part(at: 1), .held(true, at: 2), .peerDone], open(.held(midLine: false), .none(lastActive: 1), .drained, .done), nil),
+        ([.owed(true, at: 0), .part(at: 1), .input, .peerDone], open(.waiting(midLine: false), .answering, .drained, .done), nil),
         // The last answer: the connection closes once it is out, whatever waits.
         ([.lastAnswer], open(.betweenLines, .none(lastActive: 0), .lastAnswer), nil),
         ([.lastAnswer, .drained(at: 1)], open(.betweenLines, .none(lastActive: 1), .lastAnswer), .close(.lastAnswerSent)),
@@ -174,6 +178,7 @@ import Testing
         ([.wrote(at: 50)], 110, 110, .close(.idle)),
         ([.part(at: 1)], 11, 10, .none),
         ([.part(at: 1), .part(at: 5)], 11, 11, .close(.lineUnfinished)),
+        ([.part(at: 1), .peerDone], 61, 11, .none),
         // Held: only the idle rule applies; resumed, the stall counts from then.
         ([.part(at: 1), .held(true, at: 2)], 61, 61, .close(.idle)),
         ([.part(at: 1), .held(true, at: 2), .held(false, at: 30)], 40, 39, .none),
@@ -211,6 +216,8 @@ import Testing
         ([.owed(true, at: 0), .peerDone, .owed(false, at: 1)], .close(.peerFinished), false),
         ([.peerDone, .part(at: 0)], .none, true),
         ([.peerDone, .part(at: 0), .line(at: 1)], .close(.peerFinished), false),
+        ([.part(at: 0), .peerDone], .close(.peerFinished), false),
+        ([.part(at: 0), .held(true, at: 1), .peerDone], .none, true),
         ([.peerDone, .held(true, at: 0)], .none, true),
         ([.peerDone, .held(true, at: 0), .held(false, at: 1)], .close(.peerFinished), false),
         ([.peerDone, .blocked(progress: false, at: 0)], .none, true),

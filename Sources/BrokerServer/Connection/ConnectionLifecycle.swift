@@ -223,10 +223,18 @@ extension ConnectionLifecycle {
         state = .open(open)
     }
 
-    /// The peer closed its writing side (its end of input was read or signalled).
+    /// The peer closed its writing side (its end of input was read or signalled). Nothing
+    /// more of a started line comes: the framing takes what came as the last line, so the
+    /// line is no longer the peer's to finish (NIO's; the front door starts none).
     mutating func peerClosedWriting() {
         guard case .open(var open) = state else { return }
         open.peer = .done
+        switch open.input {
+        case .line: open.input = .betweenLines
+        case .held(true): open.input = .held(midLine: false)
+        case .waiting(true): open.input = .waiting(midLine: false)
+        case .betweenLines, .held(false), .waiting(false): break
+        }
         state = .open(open)
     }
 

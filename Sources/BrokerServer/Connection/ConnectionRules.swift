@@ -2,7 +2,8 @@ import BrokerProtocol
 
 /// The server's rules for every connection, wherever it is held: the front door (its fast
 /// path) and NIO's pipeline both call these, so each is written once: the connection cap,
-/// the requests-in-flight cap, request counting, and closing once the peer is done.
+/// the requests-in-flight cap, request counting, and closing once the peer is done (which
+/// both ask through the connection's lifecycle, `ConnectionLifecycle.settled`).
 struct ConnectionRules: Sendable {
     let limits: ConnectionLimits
     /// What the rules report to: counters, activity, the refusal log.

@@ -16,6 +16,11 @@ struct AnswersOwed: Sendable {
     let owed: Bool
 }
 
+/// Sent down the pipeline by the RPC handler, once its peer closed its writing side, when
+/// what it owes may have come to an end: the guard closes the connection if its lifecycle
+/// says nothing is owed any more (`ConnectionLifecycle.settled`), as the front door does.
+struct SettleAfterPeerDone: Sendable {}
+
 /// Sent up the pipeline when a connection's answers stayed unread (the channel not
 /// writable) for the stall timeout: the peer does not read, and the connection is closed.
 struct ConnectionNotReading: Sendable {}
@@ -29,6 +34,10 @@ struct ConnectionNotReading: Sendable {}
 /// its high-water mark, the RPC handler no longer reading) close it through the RPC
 /// handler (`ConnectionNotReading`); nothing to do for the idle timeout is told to the RPC
 /// handler (`ConnectionIdle`), which closes unless the connection waits for events.
+///
+/// The close once the peer is done is the lifecycle's too: the guard tells it of the peer's
+/// end of input, and the RPC handler asks (`SettleAfterPeerDone`) when what it owed may
+/// have come to an end; the lifecycle knows all that is owed, answers not yet taken included.
 ///
 /// The guard also switches the connection's half-closure on only while the lifecycle says
 /// the peer is still owed something: a started line, a held line, an answer being worked
@@ -112,11 +121,20 @@ final class ConnectionGuard: ChannelDuplexHandler {
         try? context.channel.syncOptions?.setOption(.allowRemoteHalfClosure, value: needed)
     }
 
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case ChannelEvent.inputClosed = event { life.peerClosedWriting() }
+        context.fireUserInboundEventTriggered(event)
+    }
+
     func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
         if let held = event as? ReadsHeld {
             life.readsHeld(held.held, now: now(context))
         } else if let owed = event as? AnswersOwed {
             life.answersOwed(owed.owed, now: now(context))
+        } else if event is SettleAfterPeerDone {
+            promise?.succeed(())
+            if case .close(.peerFinished) = life.settled(), context.channel.isActive { context.close(promise: nil) }
+            return
         } else {
             return context.triggerUserOutboundEvent(event, promise: promise)
         }

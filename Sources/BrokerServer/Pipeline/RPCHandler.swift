@@ -27,8 +27,8 @@ final class RPCHandler: ChannelDuplexHandler {
     typealias OutboundOut = ByteBuffer
 
     let table: MethodTable
-    /// The server's rules for connections (caps, counting, closing once the peer is done),
-    /// and what its connections report to (`rules.server`: counters, activity, logger, events).
+    /// The server's rules for connections (caps, counting), and what its connections report
+    /// to (`rules.server`: counters, activity, logger, events).
     let rules: ConnectionRules
     /// The connection's codec, shared with its `ConnectionGuard`.
     let codec: RPCCodec
@@ -304,14 +304,13 @@ final class RPCHandler: ChannelDuplexHandler {
         context.close(promise: nil)
     }
 
-    /// Closes a connection whose peer closed its writing side once nothing is owed to it
-    /// (`ConnectionRules.closesOncePeerDone`): no answer in the works, no line held, and no
-    /// subscription (its events go on until the peer hangs up).
+    /// Closes a connection whose peer closed its writing side once nothing is owed to it.
+    /// The decision is the connection's lifecycle's, in its guard, as on the front door's
+    /// connections (`ConnectionLifecycle.settled`): it knows what is owed (answers in the
+    /// works or a subscription, lines held, answers not yet taken) from what it was told.
     private func closeIfDone(_ context: ChannelHandlerContext) {
-        let owing = ConnectionRules.Owing(answers: inFlight.pending > 0 || subscription != nil, input: !pressure.held.isEmpty)
-        if ConnectionRules.closesOncePeerDone(inFlight.inputClosed, owing: owing) && context.channel.isActive {
-            context.close(promise: nil)
-        }
+        guard inFlight.inputClosed else { return }
+        context.triggerUserOutboundEvent(SettleAfterPeerDone(), promise: nil)
     }
 
     /// Counts an error, and answers it unless the request was a notification (`answer` false).
