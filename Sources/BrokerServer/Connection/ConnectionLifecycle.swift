@@ -131,6 +131,7 @@ struct ConnectionLifecycle: Sendable {
 
     /// Its timeouts (`idleTimeout`, `stallTimeout`).
     let limits: ConnectionLimits
+    /// Where the connection is; only the events move it on.
     private(set) var state: State
 
     init(limits: ConnectionLimits, now: UInt64) {
@@ -138,12 +139,7 @@ struct ConnectionLifecycle: Sendable {
         state = .open(.fresh(now))
     }
 
-    /// For tests: a lifecycle in `state`.
-    init(limits: ConnectionLimits, state: State) {
-        self.limits = limits
-        self.state = state
-    }
-
+    /// The state in one word (`Phase`).
     var phase: Phase {
         guard case .open(let open) = state else { return state == .closed ? .closed : .handedOver }
         if open.output.unsentSince != nil { return .waitingToWrite }
