@@ -103,9 +103,15 @@ public final class TokensService: RegistersMethods, Sendable {
     package func stillServes(_ stamp: CacheHitStamp) -> Bool {
         guard generation == stamp.generation,
               stamp.stands(wall: clock.now(), boot: clock.boottime(), stepNoticed: CachedToken.stepNoticed) else { return false }
-        counters.tokenRequests.increment()
+        countRequest()
         counters.cacheHits.increment()
         return true
+    }
+
+    /// `token_requests`: one `token.get` the caller policy let through, whichever path then
+    /// answers it (the method table's `counted`, and the front door's memo in `stillServes`).
+    private func countRequest() {
+        counters.tokenRequests.increment()
     }
 
     /// A token for the request: from the cache when it has enough life left, otherwise
@@ -344,7 +350,7 @@ public final class TokensService: RegistersMethods, Sendable {
             mints: true,
             // Every request the policy lets through, whichever path answers it (`stillServes`
             // counts those the front door answers from its memo).
-            counted: { self.counters.tokenRequests.increment() },
+            counted: { self.countRequest() },
             audit: { p, r in AuditSubject(method: .tokenGet, provider: r?.provider ?? p.provider, account: r?.account ?? p.account, resource: p.resource) },
             answer: .nowOrLater(fast: { self.cachedToken($0) },
                                 slow: { p throws(BrokerError) in try await self.token(p) })))
