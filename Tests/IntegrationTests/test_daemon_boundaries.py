@@ -15,6 +15,7 @@ import pytest
 
 from conftest import AUTHBROKERD, AUTHCTL, Daemon, RPC, read_until_closed
 from private_session import bare_bus
+from waiting import wait_until
 from test_sign_in_terminal import copies_in_memory
 
 CONFIG = """
@@ -457,7 +458,6 @@ def test_idle_connections_are_closed(limited):
 
 
 def test_connections_over_the_cap_are_refused_cleanly(limited):
-    import time
     # The readiness probe's connection closed first (waited for, not slept for: on a loaded
     # machine it outlived a 0.3 s sleep, and the caller below was refused before it wrote).
     settled_descriptors(limited)
@@ -468,11 +468,22 @@ def test_connections_over_the_cap_are_refused_cleanly(limited):
     answer = extra.read()
     assert answer["error"]["code"] == -32009 and answer["error"]["data"]["limit"] == 4
     extra.close()
+    for c in held:  # their idle time (connection_idle_timeout, 2 s) starts again here
+        assert "result" in c.call("daemon.status")
     held.pop().close()
-    time.sleep(0.3)
-    again = RPC(limited.socket)
-    assert "result" in again.call("daemon.status")
-    again.close()
+
+    # The freed place is taken again once the daemon has seen the hang-up: waited for, not
+    # slept for (a fixed 0.3 s once), and sooner than the idle time-out, which would free
+    # the others' places too.
+    def served_again():
+        again = RPC(limited.socket)
+        try:
+            return "result" in again.call("daemon.status")
+        except OSError:  # refused and closed before the request was written
+            return False
+        finally:
+            again.close()
+    wait_until(served_again, 1.5, "a caller was still refused after one of the four hung up")
     for c in held:
         c.close()
 

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import threading
 import time
+import urllib.parse
 
 import pytest
 
@@ -115,6 +116,8 @@ def test_provider_fault_serves_the_cached_token_then_fails_fast_and_backs_off(st
         stub.release_hung()
         wait_until(lambda: "refresh failed" in d.log_text(), 10, "the dropped answer was not noticed")
     stub.resume("ok")
+    # The back-off the daemon named (whole seconds, rounded up, begun before it answered) is
+    # waited out: the time is what is tested, and a slower machine only waits longer.
     time.sleep(fail["error"]["data"]["retry_after"] + 0.2)
     fresh = token(d)
     assert "result" in fresh, fresh
@@ -896,6 +899,16 @@ def test_a_refresh_answered_after_a_reload_removed_or_changed_its_provider_lists
 
 # --- crash safety ----------------------------------------------------------------------
 
+def provider_busy(gl):
+    """Whether any connection to Glewlwyd is open (`ss`): one a killed daemon left behind
+    stays in CLOSE-WAIT, or waits to be accepted, until Glewlwyd has answered it and closed
+    it, so a refresh it was still working on is committed once there is none."""
+    port = urllib.parse.urlsplit(gl.base_url).port
+    r = subprocess.run(["ss", "-Htn", "state", "established", "state", "close-wait", "state", "syn-recv",
+                        "sport", "=", f":{port}"], capture_output=True, text=True, check=True)
+    return r.stdout.strip() != ""
+
+
 def test_sigkill_during_refreshes_with_rotation_never_loses_more_than_the_sign_in(glewlwyd, capsys):
     """SIGKILL at random moments while every request refreshes (refresh_margin beyond the
     token's life) with rotation on; after each restart the stored refresh token works, or the
@@ -948,7 +961,9 @@ def test_sigkill_during_refreshes_with_rotation_never_loses_more_than_the_sign_i
             item = stored_item(d.name)
             assert item is not None and item[1] and item[1].get("refresh_token"), \
                 f"round {rounds}: the Secret Service item is missing or corrupt"
-            time.sleep(0.2)  # let a refresh the provider was still answering finish there
+            # A refresh the provider was still answering when the daemon died is finished
+            # (its rotation committed) before its verdict on the stored token is read.
+            wait_until(lambda: not provider_busy(glewlwyd), 20, "Glewlwyd kept a killed daemon's connection open")
             # Whether the provider still honours the stored refresh token, read from its
             # database without using the token.
             usable = glewlwyd.refresh_token_enabled(item[1]["refresh_token"])

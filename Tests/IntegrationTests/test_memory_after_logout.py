@@ -49,6 +49,9 @@ def test_a_signed_out_accounts_refresh_tokens_are_gone_from_the_daemons_memory(r
         r = d.ctl("logout", "--provider", d.name)
         assert r.returncode == 0, r.stderr
         assert stored_item(d.name) is None
+        # A fixed time, not a poll until none is left: a copy freed unwiped is overwritten
+        # sooner or later (later heap use, MemoryTrim once quiet for 5 s), so waiting longer
+        # would hide it.
         time.sleep(2)
         left = [copies_in_memory(pid, t) for t in seen]
         encoded = [copies_in_memory(pid, urllib.parse.quote(t, safe="")) for t in seen
