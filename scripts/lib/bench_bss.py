@@ -52,6 +52,7 @@ def link_map(binary, out):
     """Links the release `binary` again as SwiftPM last did (the
     command in its build manifest), with lld writing a map of every input section to `out`;
     the binary goes beside it and is removed."""
+    binary = os.path.realpath(binary)  # BIN/release is a link to the triple's folder
     scratch = os.path.dirname(os.path.dirname(os.path.dirname(binary)))
     args = None
     with open(os.path.join(scratch, "release.yaml")) as f:
