@@ -1,8 +1,9 @@
-"""The daemon's front door (docs/architecture.md, "The request path" and "One connection lifecycle"): a thread of its own accepts
-every connection and answers what it can at once (cached tokens, the status) straight from
-the socket; anything else goes to the NIO pipeline, which goes on from where the front door
-stopped. These tests cause each hand-over a caller can cause and check that the caller sees
-one consistent conversation: every answer, in order, with its own id, nothing lost."""
+"""The daemon's front door (docs/architecture.md, "The request path" and "One connection
+lifecycle"): a thread of its own accepts every connection and answers what it can at once
+(cached tokens, the status) straight from the socket; anything else goes to the NIO
+pipeline, which goes on from where the front door stopped. These tests cause each hand-over
+a caller can cause and check that the caller sees one consistent conversation: every answer,
+in order, with its own id, nothing lost."""
 import json
 import time
 
