@@ -27,6 +27,14 @@ from device_login import approve_device_login  # noqa: E402
 from glewlwyd_api import Glewlwyd, decode_jwt  # noqa: E402
 from stub_provider import StubProvider  # noqa: E402
 
+# A shell runs a background command (`scripts/test &` in a script, a CI runner's job) with
+# SIGINT ignored, and an ignored signal stays ignored across exec: authctl would then outlive
+# the Ctrl-C the tests send it, as it should for a user who asked for that. The tests stand
+# for a user at a terminal, so their children start with SIGINT's default action (Python's
+# own handler, set here as it is when SIGINT was not ignored, is reset in every child at exec).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 def _bin_dir():
     explicit = os.environ.get("AUTHBROKER_BIN")
