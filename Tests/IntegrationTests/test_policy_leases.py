@@ -181,7 +181,11 @@ def test_the_stub_mako_is_driven_as_mako_is(mako):
     monitor = subprocess.Popen(["gdbus", "monitor", "--session", "--dest", "org.freedesktop.Notifications"],
                                stdout=subprocess.PIPE, text=True)
     try:
-        monitor.stdout.readline()  # subscribed: what follows is seen
+        # gdbus prints "Monitoring signals ..." once its AddMatch is queued, not sent; "The
+        # name ... is owned by" answers a GetNameOwner sent after it on the same connection,
+        # so the bus has the match by then and the signal below is seen.
+        while "is owned by" not in (line := monitor.stdout.readline()):
+            assert line, "gdbus monitor ended before it watched the server"
         invoked = subprocess.run(["gdbus", "call", "--session", "--dest", "org.freedesktop.Notifications",
                                   "--object-path", "/fr/emersion/Mako", "--method", "fr.emersion.Mako.InvokeAction",
                                   str(nid), "allow"], capture_output=True, text=True, timeout=10)
