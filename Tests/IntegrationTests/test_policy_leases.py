@@ -8,9 +8,11 @@ the lease test is a NEW PROCESS, as an agent runs each shell command: the rules 
 pid and a new connection every time, and only the lease spares the user the question."""
 import json
 import os
+import queue
 import re
 import subprocess
 import tempfile
+import threading
 
 import pytest
 
@@ -180,21 +182,36 @@ def test_the_stub_mako_is_driven_as_mako_is(mako):
     nid = int(re.search(r"uint32 (\d+)", shown.stdout).group(1))
     monitor = subprocess.Popen(["gdbus", "monitor", "--session", "--dest", "org.freedesktop.Notifications"],
                                stdout=subprocess.PIPE, text=True)
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in monitor.stdout], daemon=True).start()
+
+    def seen(text):
+        """Waits (at most 10 s) for gdbus to print a line holding `text`; the lines it read."""
+        read = []
+        while not any(text in line for line in read):
+            try:
+                read.append(lines.get(timeout=10))
+            except queue.Empty:
+                break
+        return "".join(read)
+
     try:
         # gdbus prints "Monitoring signals ..." once its AddMatch is queued, not sent; "The
         # name ... is owned by" answers a GetNameOwner sent after it on the same connection,
         # so the bus has the match by then and the signal below is seen.
-        while "is owned by" not in (line := monitor.stdout.readline()):
-            assert line, "gdbus monitor ended before it watched the server"
+        assert "is owned by" in seen("is owned by"), "gdbus monitor did not watch the server"
         invoked = subprocess.run(["gdbus", "call", "--session", "--dest", "org.freedesktop.Notifications",
                                   "--object-path", "/fr/emersion/Mako", "--method", "fr.emersion.Mako.InvokeAction",
                                   str(nid), "allow"], capture_output=True, text=True, timeout=10)
         assert invoked.returncode == 0, invoked.stderr
         assert wait_until(lambda: any(c["call"] == "mako.InvokeAction" for c in mako.calls()))
+        # The signal reached the bus before the call's answer did, but gdbus prints it in its
+        # own time: wait for the line rather than stop gdbus first.
+        out = seen("ActionInvoked")
+        assert f"ActionInvoked (uint32 {nid}, 'allow')" in out, out
     finally:
         monitor.terminate()
-        out = monitor.communicate(timeout=10)[0]
-    assert f"ActionInvoked (uint32 {nid}, 'allow')" in out, out
+        monitor.wait(10)
 
 
 def test_the_audit_trail_names_each_program_and_decision_and_no_token(leasing):
