@@ -8,17 +8,15 @@ the lease test is a NEW PROCESS, as an agent runs each shell command: the rules 
 pid and a new connection every time, and only the lease spares the user the question."""
 import json
 import os
-import queue
 import re
 import subprocess
 import tempfile
-import threading
 
 import pytest
 
 from conftest import API, AUTHCTL, GIT
 from policy_callers import ASK_ONCE, PYTHON, ask_once, copy_of_python
-from test_sign_in_on_demand import STUB, SYSTEM_PYTHON, Notifications, notifications, wait_until  # noqa: F401 (fixture)
+from test_sign_in_on_demand import STUB, SYSTEM_PYTHON, Notifications, lines_until, notifications, wait_until  # noqa: F401 (fixture)
 
 AUTHCTL_FILE = os.path.realpath(AUTHCTL)
 
@@ -182,24 +180,11 @@ def test_the_stub_mako_is_driven_as_mako_is(mako):
     nid = int(re.search(r"uint32 (\d+)", shown.stdout).group(1))
     monitor = subprocess.Popen(["gdbus", "monitor", "--session", "--dest", "org.freedesktop.Notifications"],
                                stdout=subprocess.PIPE, text=True)
-    lines = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in monitor.stdout], daemon=True).start()
-
-    def seen(text):
-        """Waits (at most 10 s) for gdbus to print a line holding `text`; the lines it read."""
-        read = []
-        while not any(text in line for line in read):
-            try:
-                read.append(lines.get(timeout=10))
-            except queue.Empty:
-                break
-        return "".join(read)
-
     try:
         # gdbus prints "Monitoring signals ..." once its AddMatch is queued, not sent; "The
         # name ... is owned by" answers a GetNameOwner sent after it on the same connection,
         # so the bus has the match by then and the signal below is seen.
-        assert "is owned by" in seen("is owned by"), "gdbus monitor did not watch the server"
+        assert lines_until(monitor.stdout, "is owned by"), "gdbus monitor did not watch the server"
         invoked = subprocess.run(["gdbus", "call", "--session", "--dest", "org.freedesktop.Notifications",
                                   "--object-path", "/fr/emersion/Mako", "--method", "fr.emersion.Mako.InvokeAction",
                                   str(nid), "allow"], capture_output=True, text=True, timeout=10)
@@ -207,8 +192,8 @@ def test_the_stub_mako_is_driven_as_mako_is(mako):
         assert wait_until(lambda: any(c["call"] == "mako.InvokeAction" for c in mako.calls()))
         # The signal reached the bus before the call's answer did, but gdbus prints it in its
         # own time: wait for the line rather than stop gdbus first.
-        out = seen("ActionInvoked")
-        assert f"ActionInvoked (uint32 {nid}, 'allow')" in out, out
+        assert lines_until(monitor.stdout, re.escape(f"ActionInvoked (uint32 {nid}, 'allow')")), \
+            "gdbus printed no ActionInvoked for the shown notification's allow"
     finally:
         monitor.terminate()
         monitor.wait(10)
