@@ -160,6 +160,15 @@ def glewlwyd_static():
 
 
 @pytest.fixture
+def short_tmp():
+    """A folder of its own under /tmp, removed after the test: for sockets, whose paths must
+    fit 108 bytes (pytest's tmp_path may not), and for what other users must reach."""
+    d = tempfile.mkdtemp(prefix="ab-", dir="/tmp")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
 def stub():
     """A STUB provider (support/stub_provider.py) whose access tokens live ten minutes. A
     test file that needs other tokens defines a `stub` of its own."""

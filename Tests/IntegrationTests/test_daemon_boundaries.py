@@ -266,8 +266,8 @@ def test_socket_and_folder_are_private(daemon):
     assert stat.S_ISSOCK(os.stat(daemon.socket).st_mode)
 
 
-def test_default_socket_folder_is_created_0700(tmp_path):
-    runtime = tempfile.mkdtemp(prefix="ab-rt-", dir="/tmp")
+def test_default_socket_folder_is_created_0700(short_tmp):
+    runtime = short_tmp
     d = Daemon(None, name="corp", extra_env={"XDG_RUNTIME_DIR": runtime})
     d.env.pop("AUTHBROKER_SOCKET")
     d.socket = os.path.join(runtime, "authbroker", "socket")
@@ -385,8 +385,8 @@ def test_a_config_path_that_is_no_config_file_is_named_as_such(what):
         d.cleanup()
 
 
-def test_authctl_without_a_daemon_says_how_to_start_one():
-    path = os.path.join(tempfile.mkdtemp(prefix="ab-", dir="/tmp"), "nothing")
+def test_authctl_without_a_daemon_says_how_to_start_one(short_tmp):
+    path = os.path.join(short_tmp, "nothing")
     r = subprocess.run([AUTHCTL, "token", "--resource", "https://x"], capture_output=True, text=True,
                        env=dict(os.environ, AUTHBROKER_SOCKET=path), timeout=20)
     assert r.returncode == 3
@@ -395,11 +395,11 @@ def test_authctl_without_a_daemon_says_how_to_start_one():
 
 
 @pytest.mark.parametrize("bus", ["no-secret-service", "no-bus"])
-def test_missing_secret_service_is_served_with_a_sentence_not_an_exit(bus):
+def test_missing_secret_service_is_served_with_a_sentence_not_an_exit(bus, short_tmp):
     """No Secret Service (a bus without one, or no bus at all): the daemon starts anyway,
     answers -32005 `unavailable` with the sentence that says what to do (the Secret Service
     to start, or store = "memory"), and writes no file in its place."""
-    home = tempfile.mkdtemp(prefix="ab-home-", dir="/tmp")
+    home = short_tmp
     d = Daemon(None, name="corp")
     d.write_config(text=CONFIG.replace('"memory"', '"secret-service"'))
     os.mkdir(home + "/run", 0o700)  # no `bus` socket here for GDBus to fall back on

@@ -22,12 +22,12 @@ AUTHCTL_FILE = os.path.realpath(AUTHCTL)
 
 
 @pytest.fixture
-def leasing(policy_daemon):
+def leasing(policy_daemon, short_tmp):
     """Makes started daemons with `rules` (conftest's policy_daemon: memory store, the static
     provider with API and GIT, alice signed in), each with an audit file of its own
     ($XDG_STATE_HOME)."""
     def make(rules, daemon=""):
-        state = tempfile.mkdtemp(prefix="ab-state-", dir="/tmp")
+        state = tempfile.mkdtemp(prefix="state-", dir=short_tmp)
         d = policy_daemon(rules, daemon, extra_env={"XDG_STATE_HOME": state})
         d.state = state
         d.audit_log = os.path.join(state, "authbroker", "audit.log")

@@ -31,6 +31,7 @@ def sshd():
     server = Sshd.start(root)
     yield server
     server.stop()
+    shutil.rmtree(root, ignore_errors=True)
 
 
 class Remote:
@@ -39,7 +40,7 @@ class Remote:
     def __init__(self, sshd, d):
         self.sshd = sshd
         self.d = d
-        folder = tempfile.mkdtemp(prefix="ab-remote-", dir="/tmp")
+        folder = tempfile.mkdtemp(prefix="remote-", dir=sshd.root)  # removed with sshd's folder
         self.socket = os.path.join(folder, "authbroker.sock")
         self.forward = ["-R", f"{self.socket}:{d.socket}"]
 
@@ -415,7 +416,7 @@ def test_a_local_forward_to_the_daemon_is_served_to_sshd_as_a_forwarded_caller(s
 forwarded = true
 resources = ["{GIT}"]
 """)
-    local = os.path.join(tempfile.mkdtemp(prefix="ab-local-", dir="/tmp"), "authbroker.sock")
+    local = os.path.join(tempfile.mkdtemp(prefix="local-", dir=sshd.root), "authbroker.sock")
     forward = subprocess.Popen(sshd.client_args("-N", "-L", f"{local}:{d.socket}"), stdin=subprocess.DEVNULL,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
