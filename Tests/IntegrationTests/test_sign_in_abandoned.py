@@ -7,7 +7,6 @@ The notification server is the STUB of test_sign_in_on_demand (no real one runs 
 the device sign-ins started at once are played by the STUB provider (support/stub_provider.py)."""
 import concurrent.futures
 import os
-import time
 
 from conftest import AUTHCTL, RPC, Daemon
 from test_faults import stub_config
@@ -36,10 +35,11 @@ def test_programs_that_abandon_sign_ins_on_demand_are_paced_and_authctl_login_st
         assert wait_until(lambda: len(notifications.calls("Notify")) == i + 1), d.log_text()
         waiter.close()  # the program gives up before the user finished
         assert wait_until(lambda: len(notifications.calls("CloseNotification")) == i + 1), d.log_text()
-    # The daemon books the last one in a task beside the one that withdrew its notification;
-    # nothing it answers shows the booking without starting a sign-in of its own (which the
-    # next token.get would), so this one waits a fixed time.
-    time.sleep(0.3)
+    # The daemon books the last one in a task beside the one that withdrew its notification,
+    # and says so in its log: nothing it answers shows the booking without starting a
+    # sign-in of its own (which the next token.get would).
+    abandoned = "sign-in on demand abandoned by the program that asked"
+    assert wait_until(lambda: d.log_text().count(abandoned) == 3), d.log_text()
     # The next ones are told at once, with no new notification and no new sign-in.
     for _ in range(5):
         c = waiting_token_get(d)

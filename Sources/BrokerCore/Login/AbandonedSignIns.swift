@@ -21,13 +21,15 @@ final class AbandonedSignIns: Sendable {
 
     private let records = Mutex<[String: Record]>([:])
 
-    /// An on-demand sign-in to `provider` was abandoned at `now`.
-    func abandoned(provider: String, now: Double) {
+    /// An on-demand sign-in to `provider` was abandoned at `now`; returns how many in a row.
+    @discardableResult
+    func abandoned(provider: String, now: Double) -> Int {
         records.withLock { all in
             var record = all[provider] ?? Record(inARow: 0, last: now)
             record.inARow += 1
             record.last = now
             all[provider] = record
+            return record.inARow
         }
     }
 

@@ -1,4 +1,5 @@
 import BrokerProtocol
+import Logging
 import Synchronization
 
 /// The sign-ins of the daemon: those running, capped per provider so a local program
@@ -26,9 +27,11 @@ final class LoginSessions: Sendable {
     /// Sign-ins on demand that programs abandoned, per provider.
     let abandonments = AbandonedSignIns()
     private let clock: WallClock
+    private let logger: Logger
 
-    init(clock: WallClock = .system) {
+    init(clock: WallClock = .system, logger: Logger = Logger(label: "authbroker.login")) {
         self.clock = clock
+        self.logger = logger
     }
 
     func add(_ session: LoginSession, now: Double) throws(BrokerError) {
@@ -66,7 +69,10 @@ final class LoginSessions: Sendable {
             }
         }
         if session.isOnDemand && session.wasAbandoned {
-            abandonments.abandoned(provider: session.provider, now: clock.boottime())
+            let inARow = abandonments.abandoned(provider: session.provider, now: clock.boottime())
+            logger.info("sign-in on demand abandoned by the program that asked", metadata: [
+                "provider": "\(session.provider)", "login_id": "\(session.id)", "in_a_row": "\(inARow)",
+            ])
         } else if session.cancelledBecause == nil {
             abandonments.finished(provider: session.provider)
         }

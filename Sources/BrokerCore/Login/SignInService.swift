@@ -26,7 +26,7 @@ public final class SignInService: RegistersMethods, Sendable {
     init(providers: ProvidersService, accounts: AccountsService, tokens: TokenForgetting, events: EventHub,
          counters: BrokerCounters, redirects: (any RedirectListening)?, announcer: (any SignInAnnouncing)?,
          logger: Logger, clock: WallClock) {
-        let logins = LoginSessions(clock: clock)
+        let logins = LoginSessions(clock: clock, logger: logger)
         let completion = SignInCompletion(providers: providers, accounts: accounts, tokens: tokens, events: events,
                                           logger: logger, clock: clock)
         let browser = BrowserSignIn(logins: logins, completion: completion, providers: providers, redirects: redirects,
