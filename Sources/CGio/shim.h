@@ -13,8 +13,12 @@
 #include <string.h>
 
 /* Called on the notifier's thread when the user chose an action of a notification, or with
- * action NULL when a notification was closed (expired, dismissed, or taken back). */
-typedef void (*authbroker_action_fn)(guint32 id, const gchar *action, void *user);
+ * action NULL when a notification was closed (expired, dismissed, or taken back).
+ * `from_server` tells whether `sender` is the server that answered the last Notify; a signal
+ * from anyone else counts only if it turns out to be from the server that answers the
+ * Notify in progress (its answer can come after its signals: authbroker_notifier_server). */
+typedef void (*authbroker_action_fn)(guint32 id, const gchar *action, const gchar *sender, gboolean from_server,
+                                     void *user);
 
 typedef struct {
     GDBusConnection *connection;
@@ -40,20 +44,20 @@ static void authbroker_notifier_signal(GDBusConnection *connection, const gchar 
     g_mutex_lock(&notifier->lock);
     gboolean from_server = sender != NULL && notifier->server != NULL && g_str_equal(sender, notifier->server);
     g_mutex_unlock(&notifier->lock);
-    if (!from_server)
+    if (sender == NULL)
         return;
     guint32 id = 0;
     if (g_str_equal(signal, "NotificationClosed") && g_variant_is_of_type(parameters, G_VARIANT_TYPE("(uu)"))) {
         guint32 reason = 0;
         g_variant_get(parameters, "(uu)", &id, &reason);
-        notifier->on_action(id, NULL, notifier->user);
+        notifier->on_action(id, NULL, sender, from_server, notifier->user);
         return;
     }
     if (!g_str_equal(signal, "ActionInvoked") || !g_variant_is_of_type(parameters, G_VARIANT_TYPE("(us)")))
         return;
     const gchar *action = NULL;
     g_variant_get(parameters, "(u&s)", &id, &action);
-    notifier->on_action(id, action, notifier->user);
+    notifier->on_action(id, action, sender, from_server, notifier->user);
 }
 
 static gpointer authbroker_notifier_run(gpointer data)
@@ -305,6 +309,16 @@ static inline const gchar *authbroker_notifier_answerable_by_others(AuthbrokerNo
 }
 
 /* Takes a notification back; no answer is waited for. */
+/* The unique bus name of the server that answered the last Notify (free with g_free), or
+ * NULL before any answered. */
+static inline gchar *authbroker_notifier_server(AuthbrokerNotifier *notifier)
+{
+    g_mutex_lock(&notifier->lock);
+    gchar *server = g_strdup(notifier->server);
+    g_mutex_unlock(&notifier->lock);
+    return server;
+}
+
 static inline void authbroker_notifier_close(AuthbrokerNotifier *notifier, guint32 id)
 {
     g_dbus_connection_call(notifier->connection, AUTHBROKER_NOTIFICATIONS, AUTHBROKER_NOTIFICATIONS_PATH,

@@ -23,6 +23,8 @@ public final class DesktopNotifier: SignInAnnouncing, CallerConfirming, ServerTr
         var questions: [UInt32: Question] = [:]
         /// The questions being asked (shown or being shown, not answered yet), by program.
         var shares = QuestionShares()
+        /// Signals for ids not known yet (`EarlySignals`).
+        var early = EarlySignals()
     }
 
     /// A shown question: waiting for its asker, or answered before the asker waited.
@@ -95,7 +97,12 @@ public final class DesktopNotifier: SignInAnnouncing, CallerConfirming, ServerTr
             if let error { g_error_free(error) }
             return nil
         }
-        state.withLock { $0.pages[id] = signIn.url }
+        let server = Self.server(notifier)
+        let early = state.withLock { s -> [String?] in
+            s.pages[id] = signIn.url
+            return s.early.take(id: id, from: server)
+        }
+        for action in early { invoked(id: id, action: action, sender: server, fromServer: true) }
         return Shown(id: id, notifier: self)
     }
 
@@ -205,9 +212,14 @@ public final class DesktopNotifier: SignInAnnouncing, CallerConfirming, ServerTr
         defer {
             // Once shown, the question is in `questions` until it is answered (an answer
             // that came before this is kept there by `answered`).
-            state.withLock { s in
-                if let shown, s.questions[shown] == nil { s.questions[shown] = .shown }
+            // A signal the server sent for it before Notify's answer reached us is its answer.
+            let server = shown == nil ? nil : connected().flatMap(Self.server)
+            let early = state.withLock { s -> [String?] in
+                guard let shown else { return [] }
+                if s.questions[shown] == nil { s.questions[shown] = .shown }
+                return s.early.take(id: shown, from: server)
             }
+            if let shown { for action in early { invoked(id: shown, action: action, sender: server, fromServer: true) } }
         }
         guard let notifier = connected() else { return .unavailable("no session bus") }
         // A server any program of the user can make answer for the user (mako's
@@ -255,9 +267,10 @@ public final class DesktopNotifier: SignInAnnouncing, CallerConfirming, ServerTr
     /// The session-bus connection, made now if there is none yet; nil without a bus.
     private func connected() -> UnsafeMutablePointer<AuthbrokerNotifier>? {
         if let handle = state.withLock({ $0.notifier }) { return handle.pointer }
-        let onAction: authbroker_action_fn = { id, action, user in
+        let onAction: authbroker_action_fn = { id, action, sender, fromServer, user in
             guard let user else { return }
-            Unmanaged<DesktopNotifier>.fromOpaque(user).takeUnretainedValue().invoked(id: id, action: action.map { String(cString: $0) })
+            Unmanaged<DesktopNotifier>.fromOpaque(user).takeUnretainedValue().invoked(
+                id: id, action: action.map { String(cString: $0) }, sender: sender.map { String(cString: $0) }, fromServer: fromServer != 0)
         }
         var error: UnsafeMutablePointer<GError>?
         // The connection calls back into this object for as long as the process lives.
@@ -271,9 +284,23 @@ public final class DesktopNotifier: SignInAnnouncing, CallerConfirming, ServerTr
         return notifier
     }
 
+    /// The unique bus name of the server that answered the last Notify.
+    private static func server(_ notifier: UnsafeMutablePointer<AuthbrokerNotifier>) -> String? {
+        guard let name = authbroker_notifier_server(notifier) else { return nil }
+        defer { g_free(name) }
+        return String(cString: name)
+    }
+
     /// The user chose an action of one of our notifications, or (`action` nil) one was
-    /// closed (on the notifier's thread).
-    private func invoked(id: UInt32, action: String?) {
+    /// closed (on the notifier's thread, or on the queue for a signal kept in `early`). Only
+    /// the server's signals count: any client of the bus may send ActionInvoked.
+    private func invoked(id: UInt32, action: String?, sender: String?, fromServer: Bool) {
+        let known = state.withLock { s -> Bool in
+            if s.questions[id] != nil || s.pages[id] != nil { return true }
+            if let sender { s.early.keep(id: id, action: action, sender: sender, now: DispatchTime.now().uptimeNanoseconds) }
+            return false
+        }
+        guard known, fromServer else { return }
         if state.withLock({ $0.questions[id] != nil }) {
             switch action {
             case "allow": answered(id: id, .allowed)
@@ -314,5 +341,35 @@ private struct Shown: SignInAnnouncement {
 
     func withdraw() async {
         notifier.withdraw(id)
+    }
+}
+
+/// Signals (an action, or nil for closed) for notification ids the daemon does not know yet.
+/// Notify is answered on GDBus's worker thread and its signals are delivered on the
+/// notifier's: a server that shows a question and is answered at once (a user quick on the
+/// button, a server that closes what it cannot show) can have its signal handled before the
+/// asker has the id its Notify call returned, and a dropped answer would leave the program
+/// waiting until the question's time ran out. The server names ids as it shows them, so a
+/// signal for an id nobody knows is either another program's notification or ours on its way:
+/// kept a few seconds, the last few only, with its sender, and taken only if that is the
+/// server whose Notify answer named the id (the first Notify's signals come before the daemon
+/// knows the server at all; another client's ActionInvoked never counts).
+struct EarlySignals {
+    static let kept = 32
+    static let keptNanoseconds: UInt64 = 10_000_000_000
+
+    private var signals: [(id: UInt32, action: String?, sender: String, at: UInt64)] = []
+
+    mutating func keep(id: UInt32, action: String?, sender: String, now: UInt64) {
+        signals.removeAll { now &- $0.at > Self.keptNanoseconds }
+        if signals.count >= Self.kept { signals.removeFirst() }
+        signals.append((id, action, sender, now))
+    }
+
+    /// The signals `server` sent for `id`, oldest first; none for `id` is kept any longer.
+    mutating func take(id: UInt32, from server: String?) -> [String?] {
+        let mine = signals.filter { $0.id == id && $0.sender == server }.map(\.action)
+        signals.removeAll { $0.id == id }
+        return mine
     }
 }

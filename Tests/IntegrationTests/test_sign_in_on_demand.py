@@ -43,6 +43,12 @@ class Notifications:
         self.proc.stdin.flush()
         assert self.proc.stdout.readline().strip() == "invoked"
 
+    def answer_next_early(self, action):
+        """The next notification is answered (`action`, or "close") before Notify returns."""
+        self.proc.stdin.write(f"early {action}\n")
+        self.proc.stdin.flush()
+        assert self.proc.stdout.readline().strip() == "early"
+
     def close(self, nid):
         """The user dismisses the notification without choosing an action."""
         self.proc.stdin.write(f"close {nid}\n")

@@ -228,6 +228,25 @@ def test_confirm_is_remembered_for_the_connection_only(policy_daemon, notificati
     c.close()
 
 
+def test_an_answer_that_comes_before_notify_returns_is_the_answer(policy_daemon, notifications):
+    """The STUB notification server sends the click (then the dismissal) before its answer
+    to Notify, as a server can when the user is as quick as the bus: the daemon, which learns
+    the notification's id only from that answer, still takes it, and does not wait for its
+    own timer (which would deny the first)."""
+    d = python_confirm_daemon(policy_daemon, daemon="confirm_timeout = 20")
+    notifications.answer_next_early("allow")
+    c = RPC(d.socket, timeout=30)
+    assert "result" in c.call("token.get", {"resource": API}), d.log_text()
+    c.close()
+    notifications.answer_next_early("close")
+    c = RPC(d.socket, timeout=30)
+    answer = c.call("token.get", {"resource": API})
+    assert answer["error"]["code"] == -32002 and "notification" in answer["error"]["message"], answer
+    assert "closed without an answer" in answer["error"]["message"], answer
+    c.close()
+    assert len(notifications.calls("Notify")) == 2
+
+
 def test_confirm_shows_status_and_events_only_after_a_yes(policy_daemon, notifications):
     """A program only a confirm rule grants learns nothing of the tokens other programs use
     before the user says yes (STUB notification server): daemon.status lists no cached token

@@ -7,7 +7,10 @@ Owns the name, answers Notify (ids 1, 2, …), CloseNotification, GetCapabilitie
 GetServerInformation, and appends every call as one JSON line to RECORD_FILE. Prints
 "ready" once the name is owned. A line "invoke ID ACTION" on stdin emits ActionInvoked
 (what a click on the notification's button makes a real server send); a line "close ID"
-emits NotificationClosed with reason 2 (the user dismissed it); end of stdin stops it. Needs PyGObject (Debian's python3-gi), hence the system python.
+emits NotificationClosed with reason 2 (the user dismissed it); a line "early ACTION" makes
+the next Notify emit ActionInvoked ACTION ("close": NotificationClosed) for its id before its
+answer (a user as quick as the bus: the order a real server can produce only by chance, which
+a loaded machine showed once); end of stdin stops it. Needs PyGObject (Debian's python3-gi), hence the system python.
 
 `--as mako` plays mako as its sources publish it (emersion/mako, dbus/xdg.c and
 dbus/mako.c): GetServerInformation answers ("mako", "emersion", …), and the object
@@ -72,6 +75,11 @@ def on_call(connection, sender, path, interface, method, params, invocation):
         record({"call": "Notify", "id": nid, "app_name": app, "summary": summary, "body": body,
                 "actions": list(actions), "hints": sorted(hints), "expire_timeout": timeout, "sender": sender})
         shown[nid] = list(actions)[0::2]
+        early = state.pop("early", None)
+        if early == "close":
+            connection.emit_signal(None, PATH, IFACE, "NotificationClosed", GLib.Variant("(uu)", (nid, 2)))
+        elif early:
+            connection.emit_signal(None, PATH, IFACE, "ActionInvoked", GLib.Variant("(us)", (nid, early)))
         invocation.return_value(GLib.Variant("(u)", (nid,)))
     elif method == "CloseNotification":
         record({"call": "CloseNotification", "id": args[0]})
@@ -132,6 +140,9 @@ def on_stdin(channel, condition):
         state["connection"].emit_signal(None, PATH, IFACE, "NotificationClosed", GLib.Variant("(uu)", (int(words[1]), 2)))
         state["connection"].flush_sync(None)
         print("closed", flush=True)
+    elif len(words) == 2 and words[0] == "early":
+        state["early"] = words[1]
+        print("early", flush=True)
     return True
 
 
