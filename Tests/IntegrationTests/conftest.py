@@ -215,6 +215,26 @@ class RPC:
         self.sock.close()
 
 
+def stop_process(pid):
+    """SIGSTOPs `pid` and returns once every thread of it is stopped: the signal is only
+    queued when kill returns, and a thread on the other core runs on for a moment (long
+    enough, once, to accept and answer a connection the test meant to queue)."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        states = []
+        for task in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{task}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except FileNotFoundError:
+                pass  # a thread that ended
+        if states and all(state in "tT" for state in states):
+            return
+        time.sleep(0.001)
+    raise AssertionError(f"process {pid} did not stop")
+
+
 def read_until_closed(sock, reset_ends=False):
     """Everything the daemon sends on `sock` until it closes the connection; with
     `reset_ends`, a reset (the daemon closed with requests of ours unread) ends it too.

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import AUTHBROKERD, AUTHCTL, Daemon, RPC, read_until_closed
+from conftest import AUTHBROKERD, AUTHCTL, Daemon, RPC, read_until_closed, stop_process
 from private_session import bare_bus
 from waiting import wait_until
 from test_sign_in_terminal import copies_in_memory
@@ -558,6 +558,14 @@ def daemon_descriptors(d):
     return len(os.listdir(f"/proc/{d.proc.pid}/fd"))
 
 
+def lowest_free_descriptor(d):
+    """The number the daemon's next descriptor gets: the kernel refuses one (EMFILE) when
+    this number reaches RLIMIT_NOFILE, not when the count does (a hole left by a closed
+    connection below the highest descriptor is taken first)."""
+    held = {int(n) for n in os.listdir(f"/proc/{d.proc.pid}/fd")}
+    return min(set(range(len(held) + 1)) - held)
+
+
 def settled_descriptors(d):
     """The daemon's descriptor count once it has not changed for 0.3 s (at most 5 s)."""
     import time
@@ -617,8 +625,9 @@ def test_an_answer_refused_past_the_cap_leaves_no_copy_in_the_daemons_memory(lim
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(10)
     # The daemon is stopped while the caller connects and writes: its line is there to be
-    # read when the daemon accepts the connection.
-    os.kill(limited.proc.pid, signal.SIGSTOP)
+    # read when the daemon accepts the connection (stopped for certain: a front door still
+    # running for a moment after kill once refused the caller before it wrote).
+    stop_process(limited.proc.pid)
     try:
         s.connect(limited.socket)
         s.sendall(line)
@@ -638,14 +647,17 @@ def test_out_of_descriptors_queued_callers_still_get_an_answer(limited):
     import resource
     pid = limited.proc.pid
     _, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
-    # The limit is what the daemon holds once the readiness probe's connection is closed:
-    # were it counted, its descriptor would be free again for the callers below, which the
-    # daemon would then accept, and close silently after connection_idle_timeout (a loaded
-    # machine closed it after 0.3 s once). Lowered again while the daemon holds fewer.
+    # The limit is the daemon's lowest free descriptor number once the readiness probe's
+    # connection is closed: were the limit above it (the count, with a hole below the
+    # highest descriptor; or the probe's descriptor, closed later), the callers below would
+    # be accepted, and closed silently after connection_idle_timeout. Lowered again while
+    # the daemon's lowest free number drops.
     for _ in range(10):
-        held = settled_descriptors(limited)
-        resource.prlimit(pid, resource.RLIMIT_NOFILE, (held, hard))
-        if settled_descriptors(limited) >= held:
+        settled_descriptors(limited)
+        free = lowest_free_descriptor(limited)
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (free, hard))
+        settled_descriptors(limited)
+        if lowest_free_descriptor(limited) >= free:
             break
     try:
         for _ in range(3):

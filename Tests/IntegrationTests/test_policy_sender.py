@@ -9,7 +9,7 @@ import socket
 import subprocess
 import time
 
-from conftest import API, GIT
+from conftest import API, GIT, stop_process
 from policy_callers import ASK, PYTHON, ask_once, copy_of_python, run
 
 SLEEP = os.path.realpath("/usr/bin/sleep")
@@ -44,7 +44,7 @@ def sibling_attack(d, python, *extra):
     """Stops the daemon, lets the attacker connect and run /usr/bin/sleep, starts the daemon
     again (it then reads the connecting process's identity: sleep), and lets the sibling ask.
     Returns the sibling's lines."""
-    os.kill(d.proc.pid, signal.SIGSTOP)
+    stop_process(d.proc.pid)
     p = subprocess.Popen([python, "-c", SIBLING, d.socket, API, *extra],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
@@ -137,7 +137,7 @@ if os.fork() == 0:
     os._exit(0)
 s.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "token.get", "params": {"resource": sys.argv[2]}}).encode() + b"\n")
 """
-    os.kill(d.proc.pid, signal.SIGSTOP)
+    stop_process(d.proc.pid)
     try:
         p = subprocess.Popen([PYTHON, "-c", script, d.socket, GIT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         p.wait(timeout=30)  # the connecting process has written and ended
