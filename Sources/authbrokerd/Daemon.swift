@@ -138,6 +138,9 @@ struct Daemon {
 
         let server = BrokerServer(broker: broker, socketPath: socketPath, logger: logger, eventLoops: loops,
                                   inheritedSocket: inherited?.descriptor, inspector: inspector)
+        // Watched before the first answer (`Lifecycle.Events`), not sooner: a start that
+        // waits on a store that hangs still ends at SIGTERM.
+        let events = Lifecycle.Events.watchingSignals()
         do {
             try await server.start()
         } catch {
@@ -157,7 +160,7 @@ struct Daemon {
         let lifecycle = Lifecycle(
             broker: broker, server: server, configPath: path, notifier: notifier,
             socketActivated: inherited != nil, confinedTo: prepared.confinedTo, executable: prepared.executable, logger: logger)
-        _ = await lifecycle.run()
+        _ = await lifecycle.run(events)
     }
 
     /// Starts the identification helper and confines the daemon (`Sandbox`) when asked

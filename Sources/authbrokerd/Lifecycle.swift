@@ -43,7 +43,7 @@ struct Lifecycle {
         if let refused { logger.warning("\(refused)") }
     }
 
-    private enum Event {
+    enum Event {
         case signal(Int32)
         case idle
         /// The executable was replaced or removed (`UpgradeWatch`).
@@ -52,11 +52,27 @@ struct Lifecycle {
         case quietAfterChange(Ending)
     }
 
+    /// What the running daemon reacts to, its signals among them. Made before the server
+    /// answers: once a caller is answered, SIGHUP reloads and SIGTERM stops cleanly rather
+    /// than meeting the default action, which ends the daemon without a word (a script
+    /// that reloads it as soon as it answers lost it so). A signal that comes before `run`
+    /// waits for it.
+    struct Events {
+        let stream: AsyncStream<Event>
+        let continuation: AsyncStream<Event>.Continuation
+        let signals: Signals.Subscription
+
+        static func watchingSignals() -> Events {
+            let (stream, continuation) = AsyncStream.makeStream(of: Event.self)
+            let signals = Signals.watch([SIGTERM, SIGINT, SIGHUP]) { continuation.yield(.signal($0)) }
+            return Events(stream: stream, continuation: continuation, signals: signals)
+        }
+    }
+
     /// Runs until a stop signal or idle exit, then stops serving.
-    func run() async -> Ending {
-        let (events, continuation) = AsyncStream.makeStream(of: Event.self)
-        let subscription = Signals.watch([SIGTERM, SIGINT, SIGHUP]) { continuation.yield(.signal($0)) }
-        defer { subscription.cancel() }
+    func run(_ inbox: Events) async -> Ending {
+        let (events, continuation) = (inbox.stream, inbox.continuation)
+        defer { inbox.signals.cancel() }
 
         // Started afresh after each reload: a watch asleep for the old setting (60 s while
         // idle_exit is 0) would otherwise keep a new idle_exit waiting that long.

@@ -670,3 +670,33 @@ def test_out_of_descriptors_queued_callers_still_get_an_answer(limited):
     finally:
         resource.prlimit(pid, resource.RLIMIT_NOFILE, (4096, hard))
     assert "result" in limited.rpc("daemon.status")
+
+
+# Each of the daemon's sigaction calls waits 20 ms (strace's fault injection; -D keeps the
+# daemon the test's own child, with its own pid): a daemon that began to answer before it
+# watched its signals would answer inside that window, which a loaded machine opened by
+# itself once (test_sandbox's reload was lost: SIGHUP's default action ended the daemon).
+SLOW_SIGACTION = ("strace", "-D", "-f", "--seccomp-bpf", "-qq", "-o", "/dev/null", "-e", "trace=rt_sigaction",
+                  "-e", "inject=rt_sigaction:delay_enter=20000")
+
+
+@pytest.mark.parametrize("number", [signal.SIGHUP, signal.SIGTERM], ids=["SIGHUP", "SIGTERM"])
+def test_a_signal_sent_as_soon_as_the_daemon_answers_is_handled(number):
+    """A daemon that answers on its socket handles SIGHUP (a reload) and SIGTERM (a clean
+    stop): a script that reloads the daemon once it answers, or a manager that stops it
+    then, does not meet the default action that ends it without a word."""
+    d = Daemon(None, name="corp")
+    d.write_config(text=CONFIG)
+    try:
+        d.start(wrapper=SLOW_SIGACTION)  # returns on the first answer
+        d.proc.send_signal(number)
+        if number == signal.SIGHUP:
+            wait_until(lambda: "reloading the configuration" in d.log_text() or d.proc.poll() is not None,
+                       20, "neither a reload nor an end:\n" + d.log_text())
+            assert d.proc.poll() is None, f"authbrokerd ended with {d.proc.returncode}:\n{d.log_text()}"
+            assert "result" in d.rpc("daemon.status")
+        else:
+            assert d.proc.wait(timeout=20) == 0, f"authbrokerd ended with {d.proc.returncode}:\n{d.log_text()}"
+            assert "stopping" in d.log_text(), d.log_text()
+    finally:
+        d.cleanup()
