@@ -186,6 +186,7 @@ def test_a_config_linked_from_a_dotfiles_folder_is_refused_on_reload_with_a_sent
         d.proc.send_signal(signal.SIGHUP)
         deadline = time.monotonic() + 20
         while not any(s in d.log_text()[len(before):] for s in ("still running on the previous one", "configuration reloaded")):
+            assert d.proc.poll() is None, f"authbrokerd ended with {d.proc.returncode}:\n{d.log_text()}"
             assert time.monotonic() < deadline, d.log_text()
             time.sleep(0.05)
         status = d.ctl("status")
