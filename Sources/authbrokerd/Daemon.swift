@@ -138,8 +138,7 @@ struct Daemon {
 
         let server = BrokerServer(broker: broker, socketPath: socketPath, logger: logger, eventLoops: loops,
                                   inheritedSocket: inherited?.descriptor, inspector: inspector)
-        // Watched before the first answer (`Lifecycle.Events`), not sooner: a start that
-        // waits on a store that hangs still ends at SIGTERM.
+        // Before the first answer (`Lifecycle.Events`); not sooner, so SIGTERM ends a start that hangs.
         let events = Lifecycle.Events.watchingSignals()
         do {
             try await server.start()
