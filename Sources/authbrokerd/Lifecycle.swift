@@ -84,13 +84,10 @@ struct Lifecycle {
             }
         }
         var idleTask: Task<Void, Never>?
-        let idleExit = broker.config.daemon.idleExit
         if socketActivated {
             idleTask = startIdleWatch()
-        } else {
-            if idleExit > 0 {
-                logger.notice("idle_exit is ignored: the daemon was not socket-activated, so nothing would start it again")
-            }
+        } else if broker.config.daemon.idleExit > 0 {
+            logger.notice("idle_exit is ignored: the daemon was not socket-activated, so nothing would start it again")
         }
         defer { idleTask?.cancel() }
         var upgradeTask: Task<Void, Never>?
@@ -100,25 +97,10 @@ struct Lifecycle {
         // finds the unit active, not still starting (systemd learns it from this message,
         // the caller from its answer).
         notifier.ready(status: readyStatus())
-        // Start-up's garbage (the configuration, the keyring's answers) goes back.
-        MemoryTrim.trim()
-        var trimmer = MemoryTrim(broker: broker, activity: server.activity)
-        if let executable {
-            let watch = UpgradeWatch(executable) { continuation.yield(.changed(path: executable.path, $0)) }
-            trimmer.alsoAtEachLook = { watch.look() }
-        }
-        let trims = trimmer.start()
-        if trims == nil { logger.warning("cannot start the thread that hands freed memory back; the daemon keeps what it freed") }
+        let trims = startTrimming(continuation)
         defer { trims?.signal() }
         watchNetwork()
-
-        // The STATUS line says the store is unavailable until its accounts are loaded.
-        let storeTask = broker.accounts.storeFailure == nil ? nil : Task {
-            while !Task.isCancelled, broker.accounts.storeFailure != nil {
-                try? await Task.sleep(for: .seconds(1))
-            }
-            if !Task.isCancelled { notifier.ready(status: readyStatus()) }
-        }
+        let storeTask = readyAgainOnceTheStoreIsRead()
         defer { storeTask?.cancel() }
         var ending = Ending.signal(SIGTERM)
         loop: for await event in events {
@@ -144,7 +126,40 @@ struct Lifecycle {
             }
         }
         continuation.finish()
+        announce(ending)
+        await stopServing()
+        return ending
+    }
 
+    /// Hands start-up's garbage (the configuration, the keyring's answers) back, and starts
+    /// the thread that hands freed memory back when the daemon is quiet, which also looks
+    /// at the executable (an upgrade, a removal).
+    private func startTrimming(_ continuation: AsyncStream<Event>.Continuation) -> StopSignal? {
+        MemoryTrim.trim()
+        var trimmer = MemoryTrim(broker: broker, activity: server.activity)
+        if let executable {
+            let watch = UpgradeWatch(executable) { continuation.yield(.changed(path: executable.path, $0)) }
+            trimmer.alsoAtEachLook = { watch.look() }
+        }
+        let trims = trimmer.start()
+        if trims == nil { logger.warning("cannot start the thread that hands freed memory back; the daemon keeps what it freed") }
+        return trims
+    }
+
+    /// The STATUS line says the store is unavailable until its accounts are loaded: said
+    /// again once they are; nil when they already are.
+    private func readyAgainOnceTheStoreIsRead() -> Task<Void, Never>? {
+        guard broker.accounts.storeFailure != nil else { return nil }
+        return Task {
+            while !Task.isCancelled, broker.accounts.storeFailure != nil {
+                try? await Task.sleep(for: .seconds(1))
+            }
+            if !Task.isCancelled { notifier.ready(status: readyStatus()) }
+        }
+    }
+
+    /// Says in the log and to systemd why the daemon stops.
+    private func announce(_ ending: Ending) {
         switch ending {
         case .signal(let number):
             logger.notice("stopping", metadata: ["signal": "\(Signals.name(number))"])
@@ -159,8 +174,6 @@ struct Lifecycle {
             logger.notice("\(path) was removed (authbroker uninstalled): exiting, so that a program no longer installed serves no tokens")
             notifier.stopping(status: "\(path) was removed (authbroker uninstalled); install it again to be served")
         }
-        await stopServing()
-        return ending
     }
 
     /// After an upgrade replaced the executable: socket-activated, the daemon stops at its
