@@ -84,35 +84,7 @@ final class SignInCompletion: Sendable {
         // In turn with the account's refreshes: one in flight ends first, so its rotated
         // refresh token (of the old sign-in) cannot land after this one and replace it.
         let stored = await cachedTokens.inTurnWithRefreshes(of: new.key) { () async -> Result<(Account, replaced: String?), NotStored> in
-            // A reload while the sign-in ran may have removed the provider or moved it to
-            // another issuer or client: the sign-in belongs to none that is configured now.
-            guard let now = self.providers.config.provider(named: name), new.belongs(to: now) else {
-                return .failure(.providerChanged(removed: self.providers.config.provider(named: name) == nil))
-            }
-            var account = new
-            let before = self.accounts[account.key]
-            if provider.config.refreshTokens == .onePerResource, let known = before, known.state == .ready {
-                // The other resources' sign-ins stay valid; one for `resource` adds to them.
-                account.resourceRefreshTokens = known.resourceRefreshTokens
-                if let resource {
-                    account.resourceRefreshTokens[resource] = refreshToken
-                    account.refreshToken = known.refreshToken
-                    account.rotatedFor = known.rotatedFor
-                }
-            }
-            do throws(StoreError) {
-                try await self.accounts.writes.store(account)
-            } catch {
-                // The store went away (bus restarted, keyring locked, disk full) after
-                // `login.start` found it usable: the sign-in the user just approved is held
-                // in memory, listed as not saved, and written when the store takes it, as
-                // a rotation the store refused is; not revoked.
-                account.unsaved = true
-                account.unsavedBecause = error
-            }
-            self.cachedTokens.dropCached(account.key)
-            self.accounts.put(account)
-            return .success((account, Self.replaced(before, by: account, resource: resource)))
+            await self.keep(new, provider: provider, resource: resource)
         }
         let account: Account
         let replaced: String?
@@ -141,6 +113,40 @@ final class SignInCompletion: Sendable {
             info.replacedSignIn = await revokeReplaced(replaced, of: account, provider: provider, metadata: metadata)
         }
         return info
+    }
+
+    /// Stores the account a sign-in made and puts it in memory (in turn with its
+    /// refreshes), unless a reload meanwhile removed its provider or moved it to another
+    /// issuer or client. A store that refuses leaves it in memory, listed as not saved.
+    private func keep(_ new: Account, provider: Provider, resource: String?) async -> Result<(Account, replaced: String?), NotStored> {
+        // Then the sign-in belongs to no provider that is configured now.
+        guard let now = providers.config.provider(named: provider.name), new.belongs(to: now) else {
+            return .failure(.providerChanged(removed: providers.config.provider(named: provider.name) == nil))
+        }
+        var account = new
+        let before = accounts[account.key]
+        if provider.config.refreshTokens == .onePerResource, let known = before, known.state == .ready {
+            // The other resources' sign-ins stay valid; one for `resource` adds to them.
+            account.resourceRefreshTokens = known.resourceRefreshTokens
+            if let resource {
+                account.resourceRefreshTokens[resource] = new.refreshToken
+                account.refreshToken = known.refreshToken
+                account.rotatedFor = known.rotatedFor
+            }
+        }
+        do throws(StoreError) {
+            try await accounts.writes.store(account)
+        } catch {
+            // The store went away (bus restarted, keyring locked, disk full) after
+            // `login.start` found it usable: the sign-in the user just approved is held
+            // in memory, listed as not saved, and written when the store takes it, as
+            // a rotation the store refused is; not revoked.
+            account.unsaved = true
+            account.unsavedBecause = error
+        }
+        cachedTokens.dropCached(account.key)
+        accounts.put(account)
+        return .success((account, Self.replaced(before, by: account, resource: resource)))
     }
 
     /// The refresh token the sign-in `after` took the place of in `before` (the account as
