@@ -113,22 +113,7 @@ enum SecretAnswer {
                 var o = 0
                 var i = 0
                 func put(_ b: UInt8) { out[o] = b; o += 1 }
-                func hex4(_ at: Int) -> UInt32? {
-                    guard at + 4 <= raw.count else { return nil }
-                    var v: UInt32 = 0
-                    for k in 0..<4 {
-                        let c = raw[at + k]
-                        let d: UInt8
-                        switch c {
-                        case UInt8(ascii: "0")...UInt8(ascii: "9"): d = c - UInt8(ascii: "0")
-                        case UInt8(ascii: "a")...UInt8(ascii: "f"): d = c - UInt8(ascii: "a") + 10
-                        case UInt8(ascii: "A")...UInt8(ascii: "F"): d = c - UInt8(ascii: "A") + 10
-                        default: return nil
-                        }
-                        v = v << 4 | UInt32(d)
-                    }
-                    return v
-                }
+                func hex4(_ at: Int) -> UInt32? { Self.hex4(raw, at: at) }
                 while i < raw.count {
                     let b = raw[i]
                     guard b == UInt8(ascii: "\\") else {
@@ -159,17 +144,7 @@ enum SecretAnswer {
                             valid = false
                             return o
                         }
-                        // UTF-8: never longer than the six or twelve bytes of its escape.
-                        switch scalar {
-                        case 0..<0x80: put(UInt8(scalar))
-                        case 0x80..<0x800:
-                            put(UInt8(0xC0 | scalar >> 6)); put(UInt8(0x80 | scalar & 0x3F))
-                        case 0x800..<0x10000:
-                            put(UInt8(0xE0 | scalar >> 12)); put(UInt8(0x80 | scalar >> 6 & 0x3F)); put(UInt8(0x80 | scalar & 0x3F))
-                        default:
-                            put(UInt8(0xF0 | scalar >> 18)); put(UInt8(0x80 | scalar >> 12 & 0x3F))
-                            put(UInt8(0x80 | scalar >> 6 & 0x3F)); put(UInt8(0x80 | scalar & 0x3F))
-                        }
+                        Self.utf8(scalar, put)
                         continue
                     default:
                         valid = false
@@ -180,6 +155,38 @@ enum SecretAnswer {
                 return o
             }
             return valid ? secret : nil
+        }
+
+        /// The four hex digits of a `\u` escape at `at`; nil when they are not four hex digits.
+        private static func hex4(_ raw: UnsafeRawBufferPointer, at: Int) -> UInt32? {
+            guard at + 4 <= raw.count else { return nil }
+            var v: UInt32 = 0
+            for k in 0..<4 {
+                let c = raw[at + k]
+                let d: UInt8
+                switch c {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"): d = c - UInt8(ascii: "0")
+                case UInt8(ascii: "a")...UInt8(ascii: "f"): d = c - UInt8(ascii: "a") + 10
+                case UInt8(ascii: "A")...UInt8(ascii: "F"): d = c - UInt8(ascii: "A") + 10
+                default: return nil
+                }
+                v = v << 4 | UInt32(d)
+            }
+            return v
+        }
+
+        /// `scalar` in UTF-8, byte by byte: never longer than the six or twelve bytes of its escape.
+        private static func utf8(_ scalar: UInt32, _ put: (UInt8) -> Void) {
+            switch scalar {
+            case 0..<0x80: put(UInt8(scalar))
+            case 0x80..<0x800:
+                put(UInt8(0xC0 | scalar >> 6)); put(UInt8(0x80 | scalar & 0x3F))
+            case 0x800..<0x10000:
+                put(UInt8(0xE0 | scalar >> 12)); put(UInt8(0x80 | scalar >> 6 & 0x3F)); put(UInt8(0x80 | scalar & 0x3F))
+            default:
+                put(UInt8(0xF0 | scalar >> 18)); put(UInt8(0x80 | scalar >> 12 & 0x3F))
+                put(UInt8(0x80 | scalar >> 6 & 0x3F)); put(UInt8(0x80 | scalar & 0x3F))
+            }
         }
     }
 }
