@@ -308,7 +308,6 @@ static inline const gchar *authbroker_notifier_answerable_by_others(AuthbrokerNo
     return has ? swaync : NULL;
 }
 
-/* Takes a notification back; no answer is waited for. */
 /* The unique bus name of the server that answered the last Notify (free with g_free), or
  * NULL before any answered. */
 static inline gchar *authbroker_notifier_server(AuthbrokerNotifier *notifier)
@@ -319,6 +318,7 @@ static inline gchar *authbroker_notifier_server(AuthbrokerNotifier *notifier)
     return server;
 }
 
+/* Takes a notification back; no answer is waited for. */
 static inline void authbroker_notifier_close(AuthbrokerNotifier *notifier, guint32 id)
 {
     g_dbus_connection_call(notifier->connection, AUTHBROKER_NOTIFICATIONS, AUTHBROKER_NOTIFICATIONS_PATH,

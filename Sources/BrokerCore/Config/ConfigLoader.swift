@@ -56,38 +56,7 @@ public enum ConfigLoader {
         try reader.checkKeys(root, allowed: ["daemon", "providers", "allow", "discovery", "aws"], at: nil)
         let discovery = try reader.discovery(root)
 
-        var daemon = DaemonSettings()
-        if let table = try reader.table(root, "daemon", at: nil) {
-            try reader.checkKeys(table, allowed: ["store", "refresh_margin", "store_timeout", "http_timeout", "refresh_timeout", "default_provider", "login_timeout", "idle_exit",
-                                          "request_line_timeout", "connection_idle_timeout", "max_connections",
-                                          "max_requests_in_flight", "sign_in_notifications", "cache_misses_per_minute", "confirm_timeout",
-                                          "clock_skew", "kernel_keyring_ttl"], at: "daemon")
-            if let store = try reader.string(table, "store", at: "daemon") {
-                guard let kind = StoreKind(rawValue: store) else {
-                    throw ConfigError(file: file, key: "daemon.store", problem: "must be \"secret-service\", \"kernel-keyring\" or \"memory\", not \"\(store)\"")
-                }
-                daemon.store = kind
-            }
-            if let v = try reader.int(table, "refresh_margin", at: "daemon", range: 0...86_400) { daemon.refreshMargin = v }
-            if let v = try reader.int(table, "store_timeout", at: "daemon", range: 1...600) { daemon.storeTimeout = v }
-            if let v = try reader.int(table, "http_timeout", at: "daemon", range: 1...600) { daemon.httpTimeout = v }
-            if let v = try reader.int(table, "refresh_timeout", at: "daemon", range: 1...600) { daemon.refreshTimeout = v }
-            if let v = try reader.int(table, "login_timeout", at: "daemon", range: 10...3600) { daemon.loginTimeout = v }
-            if let v = try reader.int(table, "idle_exit", at: "daemon", range: 0...604_800) { daemon.idleExit = v }
-            if let v = try reader.int(table, "confirm_timeout", at: "daemon", range: 1...600) { daemon.confirmTimeout = v }
-            if let v = try reader.int(table, "clock_skew", at: "daemon", range: 0...3600) { daemon.clockSkew = v }
-            if let v = try reader.int(table, "kernel_keyring_ttl", at: "daemon", range: 0...31_536_000) { daemon.kernelKeyringTTL = v }
-            if let v = try reader.int(table, "request_line_timeout", at: "daemon", range: 1...600) { daemon.requestLineTimeout = v }
-            if let v = try reader.int(table, "connection_idle_timeout", at: "daemon", range: 1...86_400) { daemon.connectionIdleTimeout = v }
-            if let v = try reader.int(table, "max_connections", at: "daemon", range: 1...65_536, unit: "a whole number") { daemon.maxConnections = v }
-            if let v = try reader.int(table, "max_requests_in_flight", at: "daemon", range: 1...65_536, unit: "a whole number") { daemon.maxRequestsInFlight = v }
-            if let v = try reader.int(table, "cache_misses_per_minute", at: "daemon", range: 0...1_000_000, unit: "a whole number") { daemon.cacheMissesPerMinute = v }
-            daemon.defaultProvider = try reader.string(table, "default_provider", at: "daemon")
-            if let v = table["sign_in_notifications"] {
-                guard let b = v.bool else { throw ConfigError(file: file, key: "daemon.sign_in_notifications", problem: "must be true or false") }
-                daemon.signInNotifications = b
-            }
-        }
+        let daemon = try reader.daemon(root)
 
         var providers: [ProviderConfig] = []
         if let table = try reader.table(root, "providers", at: nil) {
