@@ -36,7 +36,7 @@ import time
 
 import pytest
 
-from conftest import API, AUTHCTL, RPC, Daemon, _provider, _stop_provider, fingerprint
+from conftest import API, AUTHCTL, RPC, Daemon, _provider, _stop_provider, fingerprint, stop_process
 from fake_clock import LIBFAKETIME, FakeClock
 from glewlwyd_api import Glewlwyd, decode_jwt
 from private_session import GNOME_KEYRING_PASSWORD, PrivateSession
@@ -110,7 +110,7 @@ class Provider:
         raise AssertionError("Glewlwyd did not come back")
 
     def stall(self):
-        os.kill(self.pid, signal.SIGSTOP)
+        stop_process(self.pid)
 
     def resume(self):
         os.kill(self.pid, signal.SIGCONT)

@@ -17,7 +17,7 @@ import urllib.parse
 import pytest
 
 from conftest import (API, AUTHCTL, RPC, Daemon, _provider, _stop_provider, files_outside_the_keyring, fingerprint, signed_in_at_stub,
-                      stored_item, token)
+                      stop_process, stored_item, token)
 from glewlwyd_api import Glewlwyd
 from private_session import PrivateSession
 from stub_provider import StubProvider
@@ -487,7 +487,7 @@ def test_hanging_secret_service_gives_a_clear_error_in_bounded_time(stub):
     try:
         assert "result" in token(d)
         pid = keyring_pid()
-        os.kill(pid, signal.SIGSTOP)  # the real gnome-keyring stops answering
+        stop_process(pid)  # the real gnome-keyring stops answering
         try:
             # A sign-in gets "secret store unavailable" after store_timeout, not after
             # D-Bus's own 25 s (the RPC socket's timeout here is 15 s), and before the user
@@ -520,7 +520,7 @@ def test_hanging_secret_service_at_start_starts_without_it_then_loads_the_accoun
     d = signed_in_daemon(stub, store_timeout=1)
     d.stop()
     pid = keyring_pid()
-    os.kill(pid, signal.SIGSTOP)
+    stop_process(pid)
     try:
         d.start()  # up and answering, not exit 69 and a restart loop
         answer = token(d)
@@ -637,7 +637,7 @@ def test_a_rotating_provider_stopped_during_a_refresh_costs_a_retry_not_the_sign
         d.start()
         d.login_device("alice")  # caches no access token: the first request refreshes
         signed_in = stored_refresh_token(d.name)
-        os.kill(pid, signal.SIGSTOP)
+        stop_process(pid)
         try:
             started = time.monotonic()
             stalled = token(d, resource=API)
@@ -781,7 +781,7 @@ def test_a_reload_while_the_keyring_hangs_keeps_the_old_configuration_and_its_ac
     try:
         assert "result" in token(d)
         pid = keyring_pid()
-        os.kill(pid, signal.SIGSTOP)
+        stop_process(pid)
         try:
             sighup(d, stub_config(d.name, stub, store_timeout=1).replace(
                 f'client_id = "{stub.client_id}"', 'client_id = "another-client"'))
