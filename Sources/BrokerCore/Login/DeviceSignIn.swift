@@ -108,28 +108,10 @@ final class DeviceSignIn: Sendable {
             do {
                 answer = try await client.pollDeviceToken(metadata, deviceCode: authorization.deviceCode)
             } catch {
-                switch error {
-                case .provider(let code, _, _) where code == "access_denied":
-                    throw BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) was refused at the provider (access was declined there, or the account may not use this client): \(again) and allow access, or ask the provider's administrator")
-                case .provider(let code, _, _) where code == "expired_token":
-                    throw BrokerError.loginFailed(provider: name, message: "the code for \(name) expired before it was approved: \(again)")
-                case .provider:
-                    counters.providerErrors.increment()
-                    throw BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) failed: \(error.message)")
-                case .busy:
-                    // Too many requests: ask less often from now on, as slow_down asks (RFC 8628 §3.5).
-                    counters.providerErrors.increment()
-                    logger.warning("device poll answered busy; polling on, 5 s slower", metadata: ["provider": "\(name)", "error": "\(error.message)"])
-                    interval += 5
-                    failing = error.message
-                    continue
-                case .unreachable, .invalidResponse, .configuration, .endpointNotFound:
-                    // A provider that blinks during a sign-in is asked again at the next interval.
-                    counters.providerErrors.increment()
-                    logger.warning("device poll failed; polling on", metadata: ["provider": "\(name)", "error": "\(error.message)"])
-                    failing = error.message
-                    continue
-                }
+                let (message, slower) = try pollFailed(error, provider: name, again: again)
+                if slower { interval += 5 }
+                failing = message
+                continue
             }
             failing = nil
             switch answer {
@@ -138,6 +120,30 @@ final class DeviceSignIn: Sendable {
             case .tokens(let tokens):
                 return try await completion.completeLogin(tokens, provider: provider, metadata: metadata, nonce: nil, dpop: signer, resource: resource)
             }
+        }
+    }
+
+    /// A poll the provider did not answer: a refusal or an expired code ends the sign-in
+    /// (thrown); a busy provider, or one that blinks, is asked again at the next interval
+    /// (why it failed, and whether to ask 5 s slower from now on, as slow_down asks).
+    private func pollFailed(_ error: OAuthError, provider name: String, again: String) throws(BrokerError) -> (message: String, slower: Bool) {
+        switch error {
+        case .provider(let code, _, _) where code == "access_denied":
+            throw BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) was refused at the provider (access was declined there, or the account may not use this client): \(again) and allow access, or ask the provider's administrator")
+        case .provider(let code, _, _) where code == "expired_token":
+            throw BrokerError.loginFailed(provider: name, message: "the code for \(name) expired before it was approved: \(again)")
+        case .provider:
+            counters.providerErrors.increment()
+            throw BrokerError.loginFailed(provider: name, message: "the sign-in to \(name) failed: \(error.message)")
+        case .busy:
+            // Too many requests (RFC 8628 §3.5).
+            counters.providerErrors.increment()
+            logger.warning("device poll answered busy; polling on, 5 s slower", metadata: ["provider": "\(name)", "error": "\(error.message)"])
+            return (error.message, true)
+        case .unreachable, .invalidResponse, .configuration, .endpointNotFound:
+            counters.providerErrors.increment()
+            logger.warning("device poll failed; polling on", metadata: ["provider": "\(name)", "error": "\(error.message)"])
+            return (error.message, false)
         }
     }
 
