@@ -295,12 +295,17 @@ public final class DesktopNotifier: SignInAnnouncing, CallerConfirming, ServerTr
     /// closed (on the notifier's thread, or on the queue for a signal kept in `early`). Only
     /// the server's signals count: any client of the bus may send ActionInvoked.
     private func invoked(id: UInt32, action: String?, sender: String?, fromServer: Bool) {
-        let known = state.withLock { s -> Bool in
-            if s.questions[id] != nil || s.pages[id] != nil { return true }
+        let counts = state.withLock { s -> Bool in
+            if s.questions[id] != nil || s.pages[id] != nil {
+                // Decided again here, under the lock that made the id known: the notifier
+                // thread judged the sender before Notify's answer named the server, and the
+                // id became known in between (clone run 25: an "allow" dropped so).
+                return fromServer || (sender != nil && sender == s.notifier.flatMap { Self.server($0.pointer) })
+            }
             if let sender { s.early.keep(id: id, action: action, sender: sender, now: DispatchTime.now().uptimeNanoseconds) }
             return false
         }
-        guard known, fromServer else { return }
+        guard counts else { return }
         if state.withLock({ $0.questions[id] != nil }) {
             switch action {
             case "allow": answered(id: id, .allowed)
