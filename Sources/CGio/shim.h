@@ -13,12 +13,10 @@
 #include <string.h>
 
 /* Called on the notifier's thread when the user chose an action of a notification, or with
- * action NULL when a notification was closed (expired, dismissed, or taken back).
- * `from_server` tells whether `sender` is the server that answered the last Notify; a signal
- * from anyone else counts only if it turns out to be from the server that answers the
- * Notify in progress (its answer can come after its signals: authbroker_notifier_server). */
-typedef void (*authbroker_action_fn)(guint32 id, const gchar *action, const gchar *sender, gboolean from_server,
-                                     void *user);
+ * action NULL when a notification was closed (expired, dismissed, or taken back). `sender`
+ * is the signal's; whether it is the server's is decided by the callee against
+ * authbroker_notifier_server (a Notify's answer can come after its signals). */
+typedef void (*authbroker_action_fn)(guint32 id, const gchar *action, const gchar *sender, void *user);
 
 typedef struct {
     GDBusConnection *connection;
@@ -41,23 +39,20 @@ static void authbroker_notifier_signal(GDBusConnection *connection, const gchar 
 {
     (void)connection; (void)path; (void)interface;
     AuthbrokerNotifier *notifier = data;
-    g_mutex_lock(&notifier->lock);
-    gboolean from_server = sender != NULL && notifier->server != NULL && g_str_equal(sender, notifier->server);
-    g_mutex_unlock(&notifier->lock);
     if (sender == NULL)
         return;
     guint32 id = 0;
     if (g_str_equal(signal, "NotificationClosed") && g_variant_is_of_type(parameters, G_VARIANT_TYPE("(uu)"))) {
         guint32 reason = 0;
         g_variant_get(parameters, "(uu)", &id, &reason);
-        notifier->on_action(id, NULL, sender, from_server, notifier->user);
+        notifier->on_action(id, NULL, sender, notifier->user);
         return;
     }
     if (!g_str_equal(signal, "ActionInvoked") || !g_variant_is_of_type(parameters, G_VARIANT_TYPE("(us)")))
         return;
     const gchar *action = NULL;
     g_variant_get(parameters, "(u&s)", &id, &action);
-    notifier->on_action(id, action, sender, from_server, notifier->user);
+    notifier->on_action(id, action, sender, notifier->user);
 }
 
 static gpointer authbroker_notifier_run(gpointer data)

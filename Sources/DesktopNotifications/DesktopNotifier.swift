@@ -102,7 +102,7 @@ public final class DesktopNotifier: SignInAnnouncing, CallerConfirming, ServerTr
             s.pages[id] = signIn.url
             return s.early.take(id: id, from: server)
         }
-        for action in early { invoked(id: id, action: action, sender: server, fromServer: true) }
+        for action in early { invoked(id: id, action: action, sender: server) }
         return Shown(id: id, notifier: self)
     }
 
@@ -219,7 +219,7 @@ public final class DesktopNotifier: SignInAnnouncing, CallerConfirming, ServerTr
                 if s.questions[shown] == nil { s.questions[shown] = .shown }
                 return s.early.take(id: shown, from: server)
             }
-            if let shown { for action in early { invoked(id: shown, action: action, sender: server, fromServer: true) } }
+            if let shown { for action in early { invoked(id: shown, action: action, sender: server) } }
         }
         guard let notifier = connected() else { return .unavailable("no session bus") }
         // A server any program of the user can make answer for the user (mako's
@@ -267,10 +267,10 @@ public final class DesktopNotifier: SignInAnnouncing, CallerConfirming, ServerTr
     /// The session-bus connection, made now if there is none yet; nil without a bus.
     private func connected() -> UnsafeMutablePointer<AuthbrokerNotifier>? {
         if let handle = state.withLock({ $0.notifier }) { return handle.pointer }
-        let onAction: authbroker_action_fn = { id, action, sender, fromServer, user in
+        let onAction: authbroker_action_fn = { id, action, sender, user in
             guard let user else { return }
             Unmanaged<DesktopNotifier>.fromOpaque(user).takeUnretainedValue().invoked(
-                id: id, action: action.map { String(cString: $0) }, sender: sender.map { String(cString: $0) }, fromServer: fromServer != 0)
+                id: id, action: action.map { String(cString: $0) }, sender: sender.map { String(cString: $0) })
         }
         var error: UnsafeMutablePointer<GError>?
         // The connection calls back into this object for as long as the process lives.
@@ -292,15 +292,15 @@ public final class DesktopNotifier: SignInAnnouncing, CallerConfirming, ServerTr
     }
 
     /// The user chose an action of one of our notifications, or (`action` nil) one was
-    /// closed (on the notifier's thread, or on the queue for a signal kept in `early`). Only
-    /// the server's signals count: any client of the bus may send ActionInvoked.
-    private func invoked(id: UInt32, action: String?, sender: String?, fromServer: Bool) {
+    /// closed (on the notifier's thread, or on the asker's for a signal kept in `early`).
+    /// Only the server's signals count: any client of the bus may send ActionInvoked.
+    private func invoked(id: UInt32, action: String?, sender: String?) {
         let counts = state.withLock { s -> Bool in
             if s.questions[id] != nil || s.pages[id] != nil {
-                // Decided again here, under the lock that made the id known: the notifier
-                // thread judged the sender before Notify's answer named the server, and the
-                // id became known in between (clone run 25: an "allow" dropped so).
-                return fromServer || (sender != nil && sender == s.notifier.flatMap { Self.server($0.pointer) })
+                // Decided here, under the lock that makes the id known, not when the signal
+                // came: then Notify's answer may not have named the server yet, and the id
+                // became known in between (clone run 25: an "allow" dropped so).
+                return sender != nil && sender == s.notifier.flatMap { Self.server($0.pointer) }
             }
             if let sender { s.early.keep(id: id, action: action, sender: sender, now: DispatchTime.now().uptimeNanoseconds) }
             return false
