@@ -9,10 +9,7 @@ extension TableReader {
         if t["scope_sets"] != nil {
             provider.scopeSets = try scopeSets(t, "scope_sets", at: key)
         }
-        if let v = t["any_scopes"] {
-            guard let b = v.bool else { throw fail("\(key).any_scopes", "must be true or false") }
-            provider.anyScopes = b
-        }
+        provider.anyScopes = try optionalFlag(t, "any_scopes", at: key) ?? provider.anyScopes
         if let names = try strings(t, "caller_params", at: key) {
             let reserved = TokenRequestParameters.reserved(in: names)
             guard reserved.isEmpty else {

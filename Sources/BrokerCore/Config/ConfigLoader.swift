@@ -281,8 +281,6 @@ struct TableReader {
 
     /// A true-or-false key, false when absent.
     func flag(_ t: TOMLTable, _ name: String, at key: String) throws(ConfigError) -> Bool {
-        guard let v = t[name] else { return false }
-        guard let b = v.bool else { throw fail("\(key).\(name)", "must be true or false") }
-        return b
+        try optionalFlag(t, name, at: key) ?? false
     }
 }
