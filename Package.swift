@@ -77,7 +77,8 @@ let package = Package(
             // the shared libraries need are exported (docs/performance.md, resident memory).
             // scripts/authbrokerd.ld puts the .bss the daemon writes side by side, so that its
             // private pages hold those caches and not the thousands it never uses
-            // (`scripts/bench --daemon-layout` remakes it; "The daemon's memory").
+            // (`scripts/bench --daemon-layout` remakes it; every object of the package's own
+            // modules follows them, so new files need no remake; "The daemon's memory").
             linkerSettings: [.unsafeFlags(
                 ["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs", "-Xlinker", "--no-export-dynamic",
                  "-Xlinker", "-T", "-Xlinker", "\(Context.packageDirectory)/scripts/authbrokerd.ld"],
