@@ -129,8 +129,8 @@ def test_the_release_daemon_writes_its_bss_only_where_scripts_authbrokerd_ld_gat
     """scripts/authbrokerd.ld: a page of .bss is private memory from the first write to it,
     and the daemon's .bss is mostly the Swift runtime's lazy caches (one per type,
     conformance or global: thousands, of which a daemon writes a few hundred). Laid out by
-    object file they were spread over 86 of 157 pages after the benchmark's loads; gathered
-    in .bss.hot, 60 (docs/performance.md, "The daemon's memory"). A release daemon that
+    object file they were spread over 79 pages after the quick benchmark's loads; gathered
+    in .bss.hot, 68 (docs/performance.md, "The daemon's memory"). A release daemon that
     started, answered a status and a token.get writes nothing in the rest of its .bss; a
     library section the layout's run never saw written (a new toolchain or dependency, a
     library type newly used) would land there without a word from lld."""
