@@ -15,6 +15,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -23,6 +24,9 @@ import pytest
 
 import elf_image
 from conftest import ROOT, release_bin_dir
+
+sys.path.insert(0, os.path.join(ROOT, "scripts", "lib"))
+import bench_bss  # noqa: E402 (the layout's own rule for the package's modules)
 
 ORDER = os.path.join(ROOT, "scripts", "authctl.order")
 
@@ -117,12 +121,11 @@ def test_scripts_authbrokerd_ld_gathers_every_module_of_the_package():
     6 minutes each time; a module added to Sources/ without its line would again."""
     with open(os.path.join(ROOT, "scripts", "authbrokerd.ld")) as f:
         lines = {line.strip() for line in f}
-    modules = sorted(m for m in os.listdir(os.path.join(ROOT, "Sources"))
-                     if os.path.isdir(os.path.join(ROOT, "Sources", m)))
-    missing = [m for m in modules if f"*/{m}.build/*.o(.bss .bss.*)" not in lines]
-    assert "authbrokerd" in modules and not missing, (
-        f"scripts/authbrokerd.ld has no rule for {missing}: remake it with `scripts/bench "
-        "--daemon-layout scripts/authbrokerd.ld` (or add the module's line after the others)")
+    rules = bench_bss.own_patterns()
+    missing = [rule for rule in rules if rule not in lines]
+    assert "*/authbrokerd.build/*.o(.bss .bss.*)" in rules and not missing, (
+        f"scripts/authbrokerd.ld has no line {missing}: remake it with `scripts/bench "
+        "--daemon-layout scripts/authbrokerd.ld` (or add the lines after the others)")
 
 
 def test_the_release_daemon_writes_its_bss_only_where_scripts_authbrokerd_ld_gathered_it():
