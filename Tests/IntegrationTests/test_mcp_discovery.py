@@ -451,14 +451,19 @@ def test_a_dpop_provider_found_by_discovery_keeps_dpop_across_a_restart(dpop_mcp
     try:
         code, err, _ = sign_in_at_terminal(d, gl, resource)
         assert code == 0, err
-        first = d.rpc("token.get", {"resource": resource})["result"]
+        answer = d.rpc("token.get", {"resource": resource})
+        # An error never carries a token: the daemon's sentence and its log say why.
+        assert "result" in answer, (answer, d.log_text()[-3000:])
+        first = answer["result"]
         assert first["token_type"] == "DPoP"
         # The refresh after the restart carries a proof with the stored key, and the new
         # token is bound to the same key.
         d.restart()
         r = agent(d, resource)
         assert r.returncode == 0, r.stderr[-2000:] + d.log_text()[-3000:]
-        again = d.rpc("token.get", {"resource": resource})["result"]
+        answer = d.rpc("token.get", {"resource": resource})
+        assert "result" in answer, (answer, d.log_text()[-3000:])
+        again = answer["result"]
         assert again["token_type"] == "DPoP", {k: v for k, v in again.items() if k != "access_token"}
         assert decode_jwt(again["access_token"])[1]["cnf"] == decode_jwt(first["access_token"])[1]["cnf"]
         leaked = [path for path, data in files_outside_the_keyring(os.environ["HOME"], d.dir)
